@@ -1,0 +1,41 @@
+# Two commands on a fresh machine: `make demo` and `make test` (see README.md).
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+CHROMIUM := /usr/bin/chromium
+PYTEST_ARGS ?=
+
+.PHONY: install demo test test-fast lab bench browser-deps clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[tf,dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Debian's chromium for the real-browser test (Playwright drives it via executable_path).
+browser-deps:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+demo: $(STAMP)
+	$(BIN)/workbench demo --report reports/demo.html
+
+test: $(STAMP) browser-deps
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m "not slow and not browser and not tf" $(PYTEST_ARGS)
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks/
+
+bench: $(STAMP)
+	for f in bench/*.py; do echo "== $$f"; $(BIN)/python $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) reports .pytest_cache

@@ -1,0 +1,430 @@
+"""Devices, links and the transfer-time model.
+
+A :class:`Cluster` is a list of :class:`Device` objects (name, kind, memory in bytes, relative
+speed, host) and a linear link model ``latency_ms + nbytes / bandwidth`` (bandwidth in bytes per
+ms) for every ordered device pair: one link for devices on the same host, one across hosts, and
+optional per-pair overrides (as fitted by :mod:`workbench.runtime` calibration).
+
+Two transfer modes:
+
+``direct``
+    a tensor moves over the directed link ``src -> dst``; each directed link is a FIFO channel.
+``host``
+    every cross-device tensor is staged through host DRAM, as in the MSR workloads of Tarnawski
+    et al.: an accelerator writes an output once over its ``dev -> host`` channel and each other
+    accelerator holding a consumer reads it over its ``host -> dev`` channel. Devices of kind
+    ``cpu`` sit in host memory and pay nothing.
+
+An edge's fixed ``comm`` time replaces the link model on every hop it takes.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> c = Cluster.preset("2xV100-pcie")
+>>> [d.name for d in c.devices]
+['gpu0', 'gpu1']
+>>> round(c.transfer_ms("gpu0", "gpu1", 10e6), 3)
+1.02
+>>> c.transfer_ms("gpu0", "gpu0", 10e6)
+0.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from functools import cached_property
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from .errors import ClusterError, InfeasibleError
+
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB"]
+
+GiB = float(2**30)
+_GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device. ``memory`` in bytes (``inf`` = unlimited); ``speed`` divides compute times."""
+
+    name: str
+    kind: str = "gpu"
+    memory: float = math.inf
+    speed: float = 1.0
+    host: str = "host0"
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ClusterError(f"device name must be a non-empty string, got {self.name!r}")
+        if not isinstance(self.kind, str) or not self.kind:
+            raise ClusterError(f"device {self.name!r}: kind must be a non-empty string")
+        mem = float(self.memory)
+        if math.isnan(mem) or mem < 0:
+            raise ClusterError(f"device {self.name!r}: memory must be >= 0 bytes, got {mem}")
+        sp = float(self.speed)
+        if not (sp > 0 and math.isfinite(sp)):
+            raise ClusterError(f"device {self.name!r}: speed must be a positive number, got {sp}")
+        object.__setattr__(self, "memory", mem)
+        object.__setattr__(self, "speed", sp)
+
+
+@dataclass(frozen=True)
+class Link:
+    """Linear transfer model: ``latency`` ms + ``nbytes / bandwidth`` (bandwidth in bytes/ms).
+
+    >>> Link(latency=0.01, bandwidth=1e6).time(2e6)
+    2.01
+    """
+
+    latency: float = 0.0
+    bandwidth: float = math.inf
+    r2: float | None = None  # goodness of fit when the link was calibrated
+
+    def __post_init__(self):
+        lat, bw = float(self.latency), float(self.bandwidth)
+        if math.isnan(lat) or lat < 0 or math.isinf(lat):
+            raise ClusterError(f"link latency must be finite and >= 0 ms, got {self.latency}")
+        if math.isnan(bw) or bw <= 0:
+            raise ClusterError(f"link bandwidth must be > 0 bytes/ms, got {self.bandwidth}")
+        object.__setattr__(self, "latency", lat)
+        object.__setattr__(self, "bandwidth", bw)
+
+    def time(self, nbytes: float) -> float:
+        return self.latency + (0.0 if math.isinf(self.bandwidth) else nbytes / self.bandwidth)
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledCluster:
+    """Numpy form of a cluster for hot loops.
+
+    ``lat[i, j]``/``inv_bw[i, j]`` direct link parameters (0 on the diagonal); ``up_lat``,
+    ``up_inv_bw`` (device -> host) and ``down_lat``, ``down_inv_bw`` (host -> device) host-staging
+    parameters, zero for host-resident (``cpu``) devices in host mode; ``speed`` and ``memory``
+    per device; ``kind_of[i]`` device kind name.
+    """
+
+    n: int
+    host_mode: bool
+    lat: np.ndarray
+    inv_bw: np.ndarray
+    up_lat: np.ndarray
+    up_inv_bw: np.ndarray
+    staged: np.ndarray
+    speed: np.ndarray
+    memory: np.ndarray
+    kind_of: tuple
+
+
+class Cluster:
+    """A set of devices and the links between them.
+
+    Parameters
+    ----------
+    devices : iterable of Device
+    intra_host, inter_host : Link
+        Default link between two devices of the same host / of different hosts.
+    host_link : Link
+        Device <-> host DRAM link used in ``host`` mode.
+    links : mapping (src, dst) -> Link, optional
+        Per-pair overrides (directed).
+    mode : {"direct", "host"}
+    name : str
+
+    Raises
+    ------
+    ClusterError
+        Empty device list, duplicate names, links naming unknown devices, unknown mode.
+    """
+
+    def __init__(self, devices: Iterable[Device], *, intra_host: Link | None = None,
+                 inter_host: Link | None = None, host_link: Link | None = None,
+                 links: Mapping | None = None, mode: str = "direct", name: str = "cluster"):
+        self.devices: tuple[Device, ...] = tuple(devices)
+        if not self.devices:
+            raise ClusterError(f"cluster {name!r} has no devices")
+        for d in self.devices:
+            if not isinstance(d, Device):
+                raise ClusterError(f"cluster {name!r}: {d!r} is not a Device")
+        self.index = {}
+        for i, d in enumerate(self.devices):
+            if d.name in self.index:
+                raise ClusterError(f"cluster {name!r}: device name {d.name!r} is used twice")
+            self.index[d.name] = i
+        if mode not in ("direct", "host"):
+            raise ClusterError(f"cluster mode must be 'direct' or 'host', got {mode!r}")
+        self.mode = mode
+        self.name = name
+        self.intra_host = intra_host or Link(0.01, 10 * _GBps)
+        self.inter_host = inter_host or self.intra_host
+        self.host_link = host_link or Link(0.01, 12 * _GBps)
+        self.links: dict[tuple[str, str], Link] = {}
+        for (a, b), link in dict(links or {}).items():
+            for end in (a, b):
+                if end not in self.index:
+                    raise ClusterError(f"link {a} -> {b} names unknown device {end!r}")
+            if not isinstance(link, Link):
+                link = Link(**link) if isinstance(link, Mapping) else Link(*link)
+            self.links[(a, b)] = link
+
+    # ------------------------------------------------------------------ queries
+    def __len__(self) -> int:
+        return len(self.devices)
+
+    def __iter__(self):
+        return iter(self.devices)
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{n}x{k}" for k, n in self.kind_counts().items())
+        return f"Cluster({self.name!r}, {kinds}, mode={self.mode!r})"
+
+    @property
+    def names(self) -> list[str]:
+        return [d.name for d in self.devices]
+
+    def device(self, name: str) -> Device:
+        """The device called ``name``; ClusterError listing the valid names otherwise."""
+        try:
+            return self.devices[self.index[name]]
+        except KeyError:
+            raise ClusterError(f"unknown device {name!r}; cluster {self.name!r} has "
+                               f"{', '.join(self.index)}") from None
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        return tuple(sorted({d.kind for d in self.devices}))
+
+    def kind_counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for d in self.devices:
+            out[d.kind] = out.get(d.kind, 0) + 1
+        return out
+
+    def hosts(self) -> list[str]:
+        return list(dict.fromkeys(d.host for d in self.devices))
+
+    def staged(self, name: str) -> bool:
+        """In host mode: does this device pay to move tensors to/from host DRAM?"""
+        return self.mode == "host" and self.device(name).kind != "cpu"
+
+    def link(self, src: str, dst: str) -> Link:
+        """The direct link ``src -> dst`` (an override, else the intra/inter-host default)."""
+        a, b = self.device(src), self.device(dst)
+        if (src, dst) in self.links:
+            return self.links[(src, dst)]
+        return self.intra_host if a.host == b.host else self.inter_host
+
+    def transfer_ms(self, src: str, dst: str, nbytes: float, comm: float | None = None) -> float:
+        """Time to move a tensor of ``nbytes`` from device ``src`` to ``dst`` with no contention.
+
+        ``comm`` is an edge's fixed transfer time; it replaces the link model on every hop.
+        In host mode the time is the upload (if ``src`` is staged) plus the download (if ``dst``
+        is staged).
+
+        >>> c = Cluster([Device("a"), Device("b"), Device("h", kind="cpu")], mode="host",
+        ...             host_link=Link(0.0, 1e6))
+        >>> c.transfer_ms("a", "b", 3e6), c.transfer_ms("a", "h", 3e6), c.transfer_ms("a", "b", 0, comm=2)
+        (6.0, 3.0, 4.0)
+        """
+        if src == dst:
+            self.device(src)
+            return 0.0
+        if self.mode == "direct":
+            return comm if comm is not None else self.link(src, dst).time(nbytes)
+        hop = comm if comm is not None else None
+        t = 0.0
+        for end in (src, dst):
+            if self.staged(end):
+                t += hop if hop is not None else self.host_link.time(nbytes)
+        return t
+
+    def mean_link(self) -> tuple[float, float]:
+        """Mean (latency, bandwidth) over distinct device pairs (used for CCR and ranks)."""
+        c = self.c
+        n = c.n
+        if n < 2:
+            return (0.0, math.inf)
+        if c.host_mode:
+            lat = float(2 * c.up_lat[c.staged].mean()) if c.staged.any() else 0.0
+            inv = float(2 * c.up_inv_bw[c.staged].mean()) if c.staged.any() else 0.0
+        else:
+            mask = ~np.eye(n, dtype=bool)
+            lat = float(c.lat[mask].mean())
+            inv = float(c.inv_bw[mask].mean())
+        return (lat, (1.0 / inv) if inv > 0 else math.inf)
+
+    def total_memory(self) -> float:
+        return float(sum(d.memory for d in self.devices))
+
+    def op_times(self, graph) -> np.ndarray:
+        """Matrix ``(n_ops, n_devices)`` of compute ms of each op on each device (inf = cannot).
+
+        >>> from workbench import samples
+        >>> Cluster.preset("2xV100-pcie").op_times(samples.diamond())[:, 0].tolist()
+        [1.0, 2.0, 2.0, 1.0]
+        """
+        gc = graph.c
+        out = np.full((gc.n, len(self.devices)), np.inf)
+        for j, d in enumerate(self.devices):
+            k = gc.kind_index.get(d.kind)
+            if k is not None:
+                out[:, j] = gc.compute[:, k] / d.speed
+        return out
+
+    def check_graph(self, graph) -> None:
+        """Raise InfeasibleError if some op (or colocation group) can run on no device.
+
+        >>> from workbench import samples
+        >>> Cluster([Device("c0", kind="cpu")]).check_graph(samples.pesto_fig2())
+        Traceback (most recent call last):
+        ...
+        workbench.errors.InfeasibleError: op 'A' can run on none of the devices of cluster 'cluster' (op kinds: gpu; cluster kinds: cpu)
+        """
+        times = self.op_times(graph)
+        bad = np.where(np.isinf(times).all(axis=1))[0]
+        if len(bad):
+            op = graph.c.names[int(bad[0])]
+            kinds = ", ".join(sorted(graph.op(op)["compute"]))
+            raise InfeasibleError(
+                f"op {op!r} can run on none of the devices of cluster {self.name!r} "
+                f"(op kinds: {kinds}; cluster kinds: {', '.join(self.kinds)})")
+        for g, members in graph.colocation_groups.items():
+            idx = [graph.index[v] for v in members]
+            ok = np.isfinite(times[idx]).all(axis=0)
+            if not ok.any():
+                raise InfeasibleError(
+                    f"colocation group {g!r} ({len(members)} ops, e.g. {members[0]!r}) has no "
+                    f"device that can run all of its ops")
+
+    def with_devices(self, devices: Iterable[Device]) -> "Cluster":
+        """Same links and mode, other devices."""
+        keep = {d.name for d in devices}
+        return Cluster(devices, intra_host=self.intra_host, inter_host=self.inter_host,
+                       host_link=self.host_link, mode=self.mode, name=self.name,
+                       links={k: v for k, v in self.links.items() if k[0] in keep and k[1] in keep})
+
+    def with_memory(self, memory: float) -> "Cluster":
+        """Same cluster with every device's memory set to ``memory`` bytes."""
+        return self.with_devices([replace(d, memory=memory) for d in self.devices])
+
+    # ------------------------------------------------------------------ compiled form
+    @cached_property
+    def c(self) -> CompiledCluster:
+        n = len(self.devices)
+        lat = np.zeros((n, n))
+        inv = np.zeros((n, n))
+        for i, a in enumerate(self.devices):
+            for j, b in enumerate(self.devices):
+                if i != j:
+                    lk = self.link(a.name, b.name)
+                    lat[i, j] = lk.latency
+                    inv[i, j] = 0.0 if math.isinf(lk.bandwidth) else 1.0 / lk.bandwidth
+        staged = np.array([self.mode == "host" and d.kind != "cpu" for d in self.devices])
+        hl = self.host_link
+        up_lat = np.where(staged, hl.latency, 0.0)
+        up_inv = np.where(staged, 0.0 if math.isinf(hl.bandwidth) else 1.0 / hl.bandwidth, 0.0)
+        for arr in (lat, inv, up_lat, up_inv, staged):
+            arr.setflags(write=False)
+        return CompiledCluster(
+            n=n, host_mode=self.mode == "host", lat=lat, inv_bw=inv, up_lat=up_lat,
+            up_inv_bw=up_inv, staged=staged,
+            speed=np.array([d.speed for d in self.devices]),
+            memory=np.array([d.memory for d in self.devices]),
+            kind_of=tuple(d.kind for d in self.devices))
+
+    # ------------------------------------------------------------------ dict form
+    def to_dict(self) -> dict:
+        def link(lk: Link) -> dict:
+            d = {"latency_ms": lk.latency,
+                 "bandwidth_bytes_per_ms": None if math.isinf(lk.bandwidth) else lk.bandwidth}
+            if lk.r2 is not None:
+                d["r2"] = lk.r2
+            return d
+
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "devices": [{"name": d.name, "kind": d.kind,
+                         "memory": None if math.isinf(d.memory) else d.memory,
+                         "speed": d.speed, "host": d.host} for d in self.devices],
+            "intra_host": link(self.intra_host),
+            "inter_host": link(self.inter_host),
+            "host_link": link(self.host_link),
+            "links": [{"src": a, "dst": b, **link(lk)} for (a, b), lk in self.links.items()],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> "Cluster":
+        def link(d) -> Link:
+            if d is None:
+                return None
+            bw = d.get("bandwidth_bytes_per_ms")
+            return Link(float(d.get("latency_ms", 0.0)), math.inf if bw is None else float(bw),
+                        d.get("r2"))
+
+        try:
+            devices = [Device(name=d["name"], kind=d.get("kind", "gpu"),
+                              memory=math.inf if d.get("memory") is None else float(d["memory"]),
+                              speed=float(d.get("speed", 1.0)), host=d.get("host", "host0"))
+                       for d in data["devices"]]
+            links = {(x["src"], x["dst"]): link(x) for x in data.get("links", [])}
+            return cls(devices, intra_host=link(data.get("intra_host")),
+                       inter_host=link(data.get("inter_host")),
+                       host_link=link(data.get("host_link")), links=links,
+                       mode=data.get("mode", "direct"), name=data.get("name", "cluster"))
+        except (KeyError, TypeError) as e:
+            raise ClusterError(f"malformed cluster description: missing or bad field {e}") from None
+
+    # ------------------------------------------------------------------ presets
+    @classmethod
+    def preset(cls, name: str) -> "Cluster":
+        """A named cluster with realistic figures; see :data:`PRESETS`.
+
+        >>> Cluster.preset("2x4xV100").hosts()
+        ['h0', 'h1']
+        >>> Cluster.preset("nope")
+        Traceback (most recent call last):
+        ...
+        workbench.errors.ClusterError: unknown cluster preset 'nope'; known presets: 1xV100, 2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink, 2x4xV100, 4xcpu, 2xcpu
+        """
+        try:
+            factory = PRESETS[name]
+        except KeyError:
+            raise ClusterError(f"unknown cluster preset {name!r}; known presets: "
+                               f"{', '.join(PRESETS)}") from None
+        return factory()
+
+
+def _gpus(n: int, *, memory: float, speed: float = 1.0, host: str = "host0",
+          start: int = 0) -> list[Device]:
+    return [Device(f"gpu{start + i}", "gpu", memory, speed, host) for i in range(n)]
+
+
+# Figures: V100 16 GB (reference speed 1.0), A100 40 GB (about 1.7x a V100 on mixed DNN work).
+# NVLink2 pairs in a DGX-1 give ~25 GB/s per direction per link; NVSwitch A100 ~250 GB/s
+# effective; PCIe 3.0 x16 peer-to-peer ~10 GB/s effective, 4.0 ~24 GB/s; 100 Gb/s EDR
+# InfiniBand across hosts ~11 GB/s effective. Latencies are per-transfer launch overheads.
+_PCIE3 = Link(0.015, 11 * _GBps)
+PRESETS = {
+    "1xV100": lambda: Cluster(_gpus(1, memory=16 * GiB), host_link=_PCIE3, name="1xV100"),
+    "2xV100-pcie": lambda: Cluster(_gpus(2, memory=16 * GiB), intra_host=Link(0.02, 10 * _GBps),
+                                   host_link=_PCIE3, name="2xV100-pcie"),
+    "4xV100-nvlink": lambda: Cluster(_gpus(4, memory=16 * GiB),
+                                     intra_host=Link(0.01, 45 * _GBps), host_link=_PCIE3,
+                                     name="4xV100-nvlink"),
+    "8xA100-nvlink": lambda: Cluster(_gpus(8, memory=40 * GiB, speed=1.7),
+                                     intra_host=Link(0.005, 250 * _GBps),
+                                     host_link=Link(0.01, 24 * _GBps), name="8xA100-nvlink"),
+    "2x4xV100": lambda: Cluster(_gpus(4, memory=16 * GiB, host="h0")
+                                + _gpus(4, memory=16 * GiB, host="h1", start=4),
+                                intra_host=Link(0.01, 45 * _GBps),
+                                inter_host=Link(0.03, 11 * _GBps), host_link=_PCIE3,
+                                name="2x4xV100"),
+    "4xcpu": lambda: Cluster([Device(f"cpu{i}", "cpu", 8 * GiB) for i in range(4)],
+                             intra_host=Link(0.005, 5 * _GBps), name="4xcpu"),
+    "2xcpu": lambda: Cluster([Device(f"cpu{i}", "cpu", 8 * GiB) for i in range(2)],
+                             intra_host=Link(0.005, 5 * _GBps), name="2xcpu"),
+}
+"""Preset name -> factory. Sample graphs carry ``gpu`` (V100-class) and ``cpu`` costs."""

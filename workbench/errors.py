@@ -1,0 +1,56 @@
+"""Library exceptions.
+
+Every error a user can trigger with bad input is one of these, with a message that names the
+offending op, edge, device or field. The CLI prints ``str(error)`` on one line and exits non-zero.
+
+Examples
+--------
+>>> from workbench.errors import GraphError
+>>> str(GraphError("op 'a' has negative compute time -1.0 on 'gpu'"))
+"op 'a' has negative compute time -1.0 on 'gpu'"
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "WorkbenchError",
+    "GraphError",
+    "ClusterError",
+    "PlanError",
+    "InfeasibleError",
+    "SolverError",
+    "FormatError",
+    "RuntimeBridgeError",
+]
+
+
+class WorkbenchError(Exception):
+    """Base class of every error raised on purpose by the workbench."""
+
+
+class GraphError(WorkbenchError, ValueError):
+    """The operator graph is malformed: a cycle, a dangling edge, a bad cost."""
+
+
+class ClusterError(WorkbenchError, ValueError):
+    """The cluster description is malformed, empty, or names an unknown preset/device."""
+
+
+class PlanError(WorkbenchError, ValueError):
+    """A plan does not fit its graph or cluster (unplaced op, unknown device, bad order)."""
+
+
+class InfeasibleError(WorkbenchError):
+    """No valid answer exists: an op no device can run, memory that cannot hold the model."""
+
+
+class SolverError(WorkbenchError):
+    """A solver could not run: unknown method, bad parameter, missing MILP backend."""
+
+
+class FormatError(WorkbenchError, ValueError):
+    """A file is corrupt, of an unknown format, or of an unsupported schema version."""
+
+
+class RuntimeBridgeError(WorkbenchError):
+    """The TensorFlow bridge failed: TF missing, a device that does not exist, a failed step."""

@@ -1,0 +1,487 @@
+"""The operator graph: a validated, immutable DAG of operators with costs.
+
+Units are milliseconds for time and bytes for sizes throughout the workbench.
+
+Node attributes
+    ``compute``  dict device-kind -> ms (a missing kind means the op cannot run there)
+    ``memory``   bytes resident on the device that holds the op (default 0)
+    ``kind``     ``"fwd"``, ``"bwd"``, ``"update"`` or ``"other"`` (default ``"fwd"``)
+    ``colocate`` colocation group id (ops of one group must share a device) or ``None``
+    ``op_type``  free-form operator type, e.g. ``"MatMul"`` (default ``""``)
+    ``splits``   dict dimension-name -> size, the dimensions an op may be split along
+Edge attributes
+    ``bytes``    size of the tensor carried (default 0)
+    ``comm``     optional fixed transfer time in ms that overrides the cluster's link model
+
+Ops are numbered in a fixed topological order: ``graph.index[op]`` is the op's position, and every
+edge goes from a lower to a higher index. ``graph.c`` holds the compiled numpy arrays that solvers
+use in their hot loops.
+
+Examples
+--------
+>>> from workbench.graph import OpGraph
+>>> g = OpGraph.from_ops(
+...     [("a", {"compute": {"gpu": 1.0}}), ("b", {"compute": {"gpu": 2.0, "cpu": 8.0}})],
+...     [("a", "b", {"bytes": 4e6})], name="tiny")
+>>> g.ops, g.n_edges
+(['a', 'b'], 1)
+>>> g.c.compute[:, g.c.kind_index["gpu"]].tolist()
+[1.0, 2.0]
+>>> g.successors("a")
+['b']
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, Iterable, Iterator, Mapping
+
+import networkx as nx
+import numpy as np
+
+from .errors import GraphError
+
+__all__ = ["OpGraph", "CompiledGraph", "OP_KINDS"]
+
+OP_KINDS = ("fwd", "bwd", "update", "other")
+_KIND_CODE = {k: i for i, k in enumerate(OP_KINDS)}
+
+
+def _number(value: Any, what: str) -> float:
+    """Return ``value`` as a finite non-negative float or raise a GraphError naming ``what``."""
+    if isinstance(value, bool):
+        value = float(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise GraphError(f"{what} is not a number: {value!r}") from None
+    if math.isnan(x):
+        raise GraphError(f"{what} is NaN")
+    if math.isinf(x):
+        raise GraphError(f"{what} is infinite")
+    if x < 0:
+        raise GraphError(f"{what} is negative ({x:g})")
+    return x
+
+
+@dataclass(frozen=True, eq=False)
+class CompiledGraph:
+    """Numpy form of an :class:`OpGraph`, built once and shared by every solver.
+
+    Ops are indexed ``0..n-1`` in topological order, edges ``0..m-1`` sorted by (src, dst).
+    ``compute[i, k]`` is the time of op ``i`` on device kind ``kinds[k]`` (``inf`` = not runnable).
+    ``succ_ptr/succ_edge`` and ``pred_ptr/pred_edge`` are CSR adjacency over edge ids;
+    ``succ``/``pred`` are the same as Python lists of op indices for pure-Python loops.
+    ``comm`` holds the fixed transfer time of an edge or ``nan`` where the link model applies.
+    """
+
+    n: int
+    m: int
+    names: tuple
+    index: dict
+    kinds: tuple
+    kind_index: dict
+    compute: np.ndarray
+    memory: np.ndarray
+    op_kind: np.ndarray
+    coloc: np.ndarray
+    coloc_groups: tuple
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+    comm: np.ndarray
+    succ_ptr: np.ndarray
+    succ_edge: np.ndarray
+    pred_ptr: np.ndarray
+    pred_edge: np.ndarray
+    succ: tuple
+    pred: tuple
+    out_edges: tuple
+    in_edges: tuple
+
+    def min_compute(self) -> np.ndarray:
+        """Fastest time of each op over the device kinds it can run on."""
+        return self.compute.min(axis=1)
+
+
+class OpGraph:
+    """An immutable, validated operator DAG.
+
+    Parameters
+    ----------
+    graph : networkx.DiGraph
+        Nodes carry the attributes listed in the module docstring. The graph is copied and
+        frozen; node names are converted to ``str``.
+    name : str
+        A label shown in tables and reports.
+    meta : dict, optional
+        Free-form provenance (model, batch size, profiling device, TF version, ...).
+
+    Raises
+    ------
+    GraphError
+        On a cycle (the message lists one), a node without compute costs (e.g. the end of a
+        dangling edge), a NaN/negative/infinite cost, an unknown op kind, or a malformed field.
+
+    Examples
+    --------
+    >>> import networkx as nx
+    >>> G = nx.DiGraph()
+    >>> G.add_node("x", compute={"gpu": 1})
+    >>> G.add_node("y", compute={"gpu": 1})
+    >>> G.add_edges_from([("x", "y"), ("y", "x")])
+    >>> OpGraph(G)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: graph 'graph' has a cycle: x -> y -> x
+    """
+
+    def __init__(self, graph: nx.DiGraph, *, name: str = "graph", meta: Mapping | None = None):
+        if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
+            raise GraphError("OpGraph needs a networkx.DiGraph (not a multigraph)")
+        if any(not isinstance(v, str) for v in graph.nodes):
+            graph = nx.relabel_nodes(graph, {v: str(v) for v in graph.nodes}, copy=True)
+        self.name = str(name)
+        self.meta = dict(meta or {})
+        self._g = self._validated_copy(graph)
+        order = self._topological_order(self._g)
+        self._ops: list[str] = order
+        self.index: dict[str, int] = {v: i for i, v in enumerate(order)}
+        nx.freeze(self._g)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_ops(
+        cls,
+        ops: Iterable,
+        edges: Iterable = (),
+        *,
+        name: str = "graph",
+        meta: Mapping | None = None,
+    ) -> "OpGraph":
+        """Build a graph from ``(name, attrs)`` pairs and ``(src, dst[, attrs])`` edges.
+
+        Unlike adding edges to a networkx graph directly, an edge that names an op not in
+        ``ops`` is reported as dangling.
+
+        >>> OpGraph.from_ops([("a", {"compute": {"gpu": 1}})], [("a", "zz")])
+        Traceback (most recent call last):
+        ...
+        workbench.errors.GraphError: edge a -> zz refers to unknown op 'zz'
+        """
+        G = nx.DiGraph()
+        for item in ops:
+            if isinstance(item, str):
+                raise GraphError(f"op {item!r} has no attributes (it needs at least 'compute')")
+            op, attrs = item
+            op = str(op)
+            if op in G:
+                raise GraphError(f"op {op!r} is defined twice")
+            G.add_node(op, **dict(attrs))
+        for e in edges:
+            if len(e) == 2:
+                u, v, attrs = e[0], e[1], {}
+            elif len(e) == 3:
+                u, v, attrs = e
+            else:
+                raise GraphError(f"edge {e!r} must be (src, dst) or (src, dst, attrs)")
+            u, v = str(u), str(v)
+            for end in (u, v):
+                if end not in G:
+                    raise GraphError(f"edge {u} -> {v} refers to unknown op {end!r}")
+            if G.has_edge(u, v):
+                raise GraphError(f"edge {u} -> {v} is given twice")
+            G.add_edge(u, v, **dict(attrs or {}))
+        return cls(G, name=name, meta=meta)
+
+    @staticmethod
+    def _validated_copy(graph: nx.DiGraph) -> nx.DiGraph:
+        G = nx.DiGraph()
+        for op, a in graph.nodes(data=True):
+            comp = a.get("compute")
+            if comp is None:
+                raise GraphError(
+                    f"op {op!r} has no 'compute' costs (an edge to an undefined op creates such "
+                    f"a node)")
+            if not isinstance(comp, Mapping) or not comp:
+                raise GraphError(f"op {op!r}: 'compute' must be a non-empty dict kind -> ms")
+            compute = {}
+            for kind, t in comp.items():
+                if not isinstance(kind, str) or not kind:
+                    raise GraphError(f"op {op!r}: device kind {kind!r} is not a non-empty string")
+                compute[kind] = _number(t, f"op {op!r}: compute time on {kind!r}")
+            memory = _number(a.get("memory", 0.0), f"op {op!r}: memory")
+            kind = a.get("kind", "fwd")
+            if kind not in _KIND_CODE:
+                raise GraphError(f"op {op!r}: kind {kind!r} is not one of {', '.join(OP_KINDS)}")
+            coloc = a.get("colocate")
+            if coloc is not None and not isinstance(coloc, (str, int)):
+                raise GraphError(f"op {op!r}: colocate must be a str/int group id or None")
+            splits = a.get("splits") or {}
+            if not isinstance(splits, Mapping):
+                raise GraphError(f"op {op!r}: 'splits' must be a dict dimension -> size")
+            for dim, size in splits.items():
+                if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                    raise GraphError(
+                        f"op {op!r}: split dimension {dim!r} has size {size!r}, "
+                        f"expected a positive integer")
+            attrs = {k: v for k, v in a.items()}
+            attrs.update(compute=compute, memory=memory, kind=kind, colocate=coloc,
+                         op_type=str(a.get("op_type", "") or ""),
+                         splits={str(d): int(s) for d, s in splits.items()})
+            G.add_node(op, **attrs)
+        for u, v, a in graph.edges(data=True):
+            if u == v:
+                raise GraphError(f"graph has a self-loop on op {u!r} (a cycle)")
+            nbytes = _number(a.get("bytes", 0.0), f"edge {u} -> {v}: bytes")
+            comm = a.get("comm")
+            attrs = dict(a)
+            attrs["bytes"] = nbytes
+            attrs["comm"] = None if comm is None else _number(comm, f"edge {u} -> {v}: comm")
+            G.add_edge(u, v, **attrs)
+        return G
+
+    def _topological_order(self, G: nx.DiGraph) -> list[str]:
+        position = {v: i for i, v in enumerate(G.nodes)}
+        try:
+            return list(nx.lexicographical_topological_sort(G, key=position.__getitem__))
+        except nx.NetworkXUnfeasible:
+            cycle = nx.find_cycle(G)
+            path = " -> ".join(str(u) for u, _ in cycle) + f" -> {cycle[0][0]}"
+            raise GraphError(f"graph {self.name!r} has a cycle: {path}") from None
+
+    # ------------------------------------------------------------------ basic queries
+    @property
+    def ops(self) -> list[str]:
+        """Op names in the graph's fixed topological order."""
+        return list(self._ops)
+
+    @property
+    def nx(self) -> nx.DiGraph:
+        """The frozen networkx graph (read-only; use :meth:`to_networkx` for a copy)."""
+        return self._g
+
+    def to_networkx(self) -> nx.DiGraph:
+        """A mutable copy of the underlying networkx graph."""
+        return nx.DiGraph(self._g)
+
+    @property
+    def n_ops(self) -> int:
+        return len(self._ops)
+
+    @property
+    def n_edges(self) -> int:
+        return self._g.number_of_edges()
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ops)
+
+    def __contains__(self, op: object) -> bool:
+        return op in self.index
+
+    def __repr__(self) -> str:
+        return f"OpGraph({self.name!r}, {self.n_ops} ops, {self.n_edges} edges)"
+
+    def op(self, name: str) -> dict:
+        """The attributes of op ``name`` (a copy).
+
+        >>> from workbench import samples
+        >>> samples.diamond().op("b")["compute"]
+        {'gpu': 2.0, 'cpu': 8.0}
+        """
+        self._check_op(name)
+        return dict(self._g.nodes[name])
+
+    def edge(self, u: str, v: str) -> dict:
+        """The attributes of edge ``u -> v`` (a copy)."""
+        if not self._g.has_edge(u, v):
+            raise GraphError(f"no edge {u} -> {v} in graph {self.name!r}")
+        return dict(self._g.edges[u, v])
+
+    def edges(self) -> list[tuple[str, str]]:
+        """All edges as (src, dst) pairs, ordered by the topological index of src then dst."""
+        c = self.c
+        return [(c.names[s], c.names[d]) for s, d in zip(c.src.tolist(), c.dst.tolist())]
+
+    def _check_op(self, name: str) -> None:
+        if name not in self.index:
+            raise GraphError(f"op {name!r} is not in graph {self.name!r}")
+
+    def predecessors(self, op: str) -> list[str]:
+        self._check_op(op)
+        return sorted(self._g.predecessors(op), key=self.index.__getitem__)
+
+    def successors(self, op: str) -> list[str]:
+        self._check_op(op)
+        return sorted(self._g.successors(op), key=self.index.__getitem__)
+
+    def topological_order(self) -> list[str]:
+        """Same as :attr:`ops`: the graph's fixed topological order."""
+        return self.ops
+
+    def sources(self) -> list[str]:
+        return [v for v in self._ops if self._g.in_degree(v) == 0]
+
+    def sinks(self) -> list[str]:
+        return [v for v in self._ops if self._g.out_degree(v) == 0]
+
+    @property
+    def device_kinds(self) -> tuple[str, ...]:
+        """Device kinds named by any op's compute costs (sorted)."""
+        return self.c.kinds
+
+    @property
+    def colocation_groups(self) -> dict:
+        """Group id -> list of member ops (topological order)."""
+        groups: dict = {}
+        for v in self._ops:
+            g = self._g.nodes[v]["colocate"]
+            if g is not None:
+                groups.setdefault(g, []).append(v)
+        return groups
+
+    def is_training(self) -> bool:
+        """True when the graph has backward or update ops."""
+        return bool(np.any(self.c.op_kind != _KIND_CODE["fwd"]) and
+                    np.any((self.c.op_kind == 1) | (self.c.op_kind == 2)))
+
+    # ------------------------------------------------------------------ totals
+    def total_compute(self, kind: str | None = None) -> float:
+        """Sum of compute times: on device kind ``kind``, or of each op's fastest kind.
+
+        >>> from workbench import samples
+        >>> samples.diamond().total_compute("gpu")
+        6.0
+        """
+        c = self.c
+        if kind is None:
+            return float(c.min_compute().sum())
+        if kind not in c.kind_index:
+            raise GraphError(f"no op of graph {self.name!r} runs on device kind {kind!r}")
+        col = c.compute[:, c.kind_index[kind]]
+        if np.isinf(col).any():
+            bad = c.names[int(np.argmax(np.isinf(col)))]
+            raise GraphError(f"op {bad!r} cannot run on device kind {kind!r}")
+        return float(col.sum())
+
+    def total_memory(self) -> float:
+        return float(self.c.memory.sum())
+
+    def total_bytes(self) -> float:
+        return float(self.c.bytes.sum())
+
+    def ccr(self, cluster=None, *, bandwidth: float | None = None, latency: float = 0.0) -> float:
+        """Communication-to-computation ratio: total edge transfer time / total compute time.
+
+        Transfer time of an edge is its fixed ``comm`` when given, else ``latency + bytes /
+        bandwidth`` (bytes per ms); with a ``cluster`` its mean link between distinct devices is
+        used. Compute is each op's fastest time.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond()
+        >>> round(g.ccr(bandwidth=1e7), 3)
+        0.667
+        """
+        c = self.c
+        if cluster is not None:
+            latency, bandwidth = cluster.mean_link()
+        t = np.where(np.isnan(c.comm), 0.0, c.comm)
+        if bandwidth is not None:
+            linkt = latency + c.bytes / float(bandwidth)
+            t = np.where(np.isnan(c.comm), linkt, c.comm)
+        work = float(c.min_compute().sum())
+        return float(t.sum()) / work if work > 0 else math.inf
+
+    # ------------------------------------------------------------------ identity
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short hash of the op names and edges, used to check a plan fits this graph."""
+        h = hashlib.sha1()
+        for v in sorted(self._ops):
+            h.update(v.encode())
+            h.update(b"\0")
+        for u, v in sorted(self._g.edges):
+            h.update(f"{u}\1{v}\0".encode())
+        return h.hexdigest()[:16]
+
+    def with_name(self, name: str) -> "OpGraph":
+        return OpGraph(self._g, name=name, meta=self.meta)
+
+    def map_ops(self, fn) -> "OpGraph":
+        """A new graph whose op attributes are ``fn(op, attrs) -> attrs`` (edges kept).
+
+        >>> from workbench import samples
+        >>> g = samples.diamond().map_ops(lambda op, a: {**a, "memory": 1.0})
+        >>> g.total_memory()
+        4.0
+        """
+        G = nx.DiGraph()
+        for v in self._ops:
+            G.add_node(v, **fn(v, dict(self._g.nodes[v])))
+        G.add_edges_from((u, v, dict(a)) for u, v, a in self._g.edges(data=True))
+        return OpGraph(G, name=self.name, meta=self.meta)
+
+    # ------------------------------------------------------------------ compiled form
+    @cached_property
+    def c(self) -> CompiledGraph:
+        """The compiled numpy arrays (computed once)."""
+        G, names, index = self._g, tuple(self._ops), self.index
+        n = len(names)
+        nodes = G.nodes
+        kinds = sorted({k for v in names for k in nodes[v]["compute"]})
+        kidx = {k: i for i, k in enumerate(kinds)}
+        compute = np.full((n, len(kinds)), np.inf)
+        memory = np.empty(n)
+        op_kind = np.empty(n, dtype=np.int8)
+        coloc = np.full(n, -1, dtype=np.int64)
+        groups: dict = {}
+        for i, v in enumerate(names):
+            a = nodes[v]
+            for k, t in a["compute"].items():
+                compute[i, kidx[k]] = t
+            memory[i] = a["memory"]
+            op_kind[i] = _KIND_CODE[a["kind"]]
+            g = a["colocate"]
+            if g is not None:
+                coloc[i] = groups.setdefault(g, len(groups))
+        m = G.number_of_edges()
+        src = np.empty(m, dtype=np.int64)
+        dst = np.empty(m, dtype=np.int64)
+        nbytes = np.empty(m)
+        comm = np.empty(m)
+        for j, (u, v, a) in enumerate(G.edges(data=True)):
+            src[j] = index[u]
+            dst[j] = index[v]
+            nbytes[j] = a["bytes"]
+            comm[j] = np.nan if a["comm"] is None else a["comm"]
+        order = np.lexsort((dst, src))
+        src, dst, nbytes, comm = src[order], dst[order], nbytes[order], comm[order]
+        succ_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(succ_ptr, src + 1, 1)
+        succ_ptr = np.cumsum(succ_ptr)
+        succ_edge = np.arange(m, dtype=np.int64)
+        pred_edge = np.lexsort((src, dst)).astype(np.int64)
+        pred_ptr = np.zeros(n + 1, dtype=np.int64)
+        np.add.at(pred_ptr, dst + 1, 1)
+        pred_ptr = np.cumsum(pred_ptr)
+        src_l, dst_l = src.tolist(), dst.tolist()
+        sp, pp, pe = succ_ptr.tolist(), pred_ptr.tolist(), pred_edge.tolist()
+        out_edges = tuple(tuple(range(sp[i], sp[i + 1])) for i in range(n))
+        in_edges = tuple(tuple(pe[pp[i]:pp[i + 1]]) for i in range(n))
+        succ = tuple(tuple(dst_l[e] for e in out_edges[i]) for i in range(n))
+        pred = tuple(tuple(src_l[e] for e in in_edges[i]) for i in range(n))
+        for arr in (compute, memory, op_kind, coloc, src, dst, nbytes, comm, succ_ptr,
+                    succ_edge, pred_ptr, pred_edge):
+            arr.setflags(write=False)
+        return CompiledGraph(
+            n=n, m=m, names=names, index=index, kinds=tuple(kinds), kind_index=kidx,
+            compute=compute, memory=memory, op_kind=op_kind, coloc=coloc,
+            coloc_groups=tuple(groups), src=src, dst=dst, bytes=nbytes, comm=comm,
+            succ_ptr=succ_ptr, succ_edge=succ_edge, pred_ptr=pred_ptr, pred_edge=pred_edge,
+            succ=succ, pred=pred, out_edges=out_edges, in_edges=in_edges)

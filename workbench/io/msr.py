@@ -1,0 +1,159 @@
+"""The MSR workload format of Tarnawski et al. (NeurIPS 2020), see
+``shared/workloads/msr/README.md``.
+
+A workload becomes an :class:`~workbench.graph.OpGraph` and its :class:`~workbench.cluster.Cluster`:
+
+* node ``id`` -> op name ``str(id)`` (the original ``name`` is kept as attribute ``label``);
+  ``fpgaLatency`` -> compute on kind ``gpu`` (only if ``supportedOnFpga``), ``cpuLatency`` ->
+  kind ``cpu``; ``size`` -> memory; ``isBackwardNode`` -> kind ``bwd``; ``colorClass`` ->
+  colocation group ``cc<k>``.
+* edge ``cost`` -> the edge's fixed ``comm`` (ms per hop to/from host DRAM), ``size`` -> bytes.
+* cluster: ``maxFPGAs`` accelerators ``gpu0..`` with ``maxSizePerFPGA`` bytes each and
+  ``maxCPUs`` CPU cores ``cpu0..`` in ``host`` mode (tensors staged through DRAM).
+
+Examples
+--------
+>>> from pathlib import Path
+>>> from workbench.io.msr import read_msr
+>>> root = Path(__file__).resolve().parents[3] / "shared" / "workloads" / "msr"
+>>> g, c = read_msr(root / "throughput" / "layer_bert24_inference.json")
+>>> g.n_ops, c.kind_counts(), c.mode
+(32, {'gpu': 6, 'cpu': 1}, 'host')
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from ..cluster import Cluster, Device, Link
+from ..errors import FormatError, PlanError
+from ..graph import OpGraph
+from ..plan import Plan
+from .json_format import read_json, write_atomic
+
+__all__ = ["read_msr", "msr_from_dict", "read_expert", "write_msr_plan"]
+
+
+def _flag(x) -> bool:
+    return bool(int(x)) if not isinstance(x, bool) else x
+
+
+def msr_from_dict(data: dict, name: str = "msr") -> tuple[OpGraph, Cluster]:
+    try:
+        nodes = data["nodes"]
+        edges = data.get("edges", [])
+        k = int(data.get("maxFPGAs", 0))
+        l_ = int(data.get("maxCPUs", 0))
+        cap = float(data.get("maxSizePerFPGA", math.inf))
+    except (KeyError, TypeError, ValueError) as e:
+        raise FormatError(f"{name}: malformed MSR workload, missing or bad field {e}") from None
+    ops = []
+    for n in nodes:
+        try:
+            comp = {"cpu": float(n["cpuLatency"])}
+            if _flag(n.get("supportedOnFpga", 1)):
+                comp["gpu"] = float(n["fpgaLatency"])
+            cc = n.get("colorClass")
+            ops.append((str(n["id"]), {
+                "compute": comp, "memory": float(n.get("size", 0.0)),
+                "kind": "bwd" if _flag(n.get("isBackwardNode", 0)) else "fwd",
+                "colocate": None if cc is None else f"cc{cc}",
+                "label": str(n.get("name", n["id"])),
+                **({"layer": n["layerId"]} if "layerId" in n else {})}))
+        except (KeyError, TypeError, ValueError) as e:
+            raise FormatError(f"{name}: malformed node {n!r}: {e}") from None
+    merged: dict = {}
+    for e in edges:
+        try:
+            key = (str(e["sourceId"]), str(e["destId"]))
+            cost = float(e.get("cost", 0.0))
+            size = float(e.get("size", 0.0))
+        except (KeyError, TypeError, ValueError) as err:
+            raise FormatError(f"{name}: malformed edge {e!r}: {err}") from None
+        if key in merged:  # duplicate edges carry the same output: keep the largest
+            cost = max(cost, merged[key]["comm"])
+            size = max(size, merged[key]["bytes"])
+        merged[key] = {"comm": cost, "bytes": size}
+    graph = OpGraph.from_ops(ops, [(u, v, a) for (u, v), a in merged.items()], name=name,
+                             meta={"format": "msr", "maxFPGAs": k, "maxCPUs": l_,
+                                   "maxSizePerFPGA": cap})
+    devices = [Device(f"gpu{i}", "gpu", cap) for i in range(k)]
+    devices += [Device(f"cpu{i}", "cpu") for i in range(l_)]
+    if not devices:
+        raise FormatError(f"{name}: the workload has neither accelerators nor CPUs")
+    cluster = Cluster(devices, mode="host", host_link=Link(0.0, math.inf), name=f"{name}-cluster")
+    return graph, cluster
+
+
+def read_msr(path) -> tuple[OpGraph, Cluster]:
+    """Read an MSR workload file: the graph and its cluster."""
+    data = read_json(path)
+    if not isinstance(data, dict) or "nodes" not in data:
+        raise FormatError(f"{path} is not an MSR workload (no 'nodes')")
+    return msr_from_dict(data, name=Path(path).name.split(".")[0])
+
+
+def read_expert(path, graph: OpGraph, cluster: Cluster) -> Plan:
+    """Read an expert split (``fpgas[i].nodes`` and ``cpus[i].nodes``) as a Plan.
+
+    Ops the file does not list (e.g. backward ops of a training graph) follow their colour
+    class; an op that is neither listed nor colocated with a listed op is an error.
+    """
+    data = read_json(path)
+    try:
+        parts = [("gpu", p["nodes"]) for p in data.get("fpgas", [])]
+        parts += [("cpu", p["nodes"]) for p in data.get("cpus", [])]
+    except (KeyError, TypeError, AttributeError) as e:
+        raise FormatError(f"{path}: malformed expert split: {e}") from None
+    gpus = [d.name for d in cluster.devices if d.kind == "gpu"]
+    cpus = [d.name for d in cluster.devices if d.kind == "cpu"]
+    placement: dict = {}
+    counters = {"gpu": 0, "cpu": 0}
+    for kind, ops in parts:
+        pool = gpus if kind == "gpu" else cpus
+        i = counters[kind]
+        counters[kind] += 1
+        if not ops:
+            continue
+        if i >= len(pool):
+            raise PlanError(f"{path}: the split uses more {kind} devices than cluster "
+                            f"{cluster.name!r} has ({len(pool)})")
+        for v in ops:
+            if str(v) not in graph.index:
+                raise PlanError(f"{path}: op {v!r} of the split is not in graph {graph.name!r}")
+            placement[str(v)] = pool[i]
+    group_dev: dict = {}
+    for v, d in placement.items():
+        g = graph.nx.nodes[v]["colocate"]
+        if g is not None:
+            group_dev.setdefault(g, d)
+    for v in graph.ops:
+        if v not in placement:
+            g = graph.nx.nodes[v]["colocate"]
+            if g is None or g not in group_dev:
+                raise PlanError(f"{path}: op {v!r} is not in the split and has no colour class "
+                                f"with a placed member to follow")
+            placement[v] = group_dev[g]
+    plan = Plan(graph, placement, method="expert", info={"source": str(path)})
+    plan.validate(cluster)
+    return plan
+
+
+def write_msr_plan(plan: Plan, cluster: Cluster, path) -> None:
+    """Write a plan in the MSR split format (accelerators and CPUs in cluster order)."""
+    from ..simulate import device_loads
+
+    loads = device_loads(plan, cluster)
+
+    def ident(v: str):
+        return int(v) if v.lstrip("-").isdigit() else v
+
+    out = {"fpgas": [], "cpus": []}
+    for i, d in enumerate(cluster.devices):
+        entry = {"load": float(loads[i]),
+                 "nodes": [ident(v) for v in plan.graph.ops if plan.placement[v] == d.name]}
+        out["cpus" if d.kind == "cpu" else "fpgas"].append(entry)
+    out["maxLoad"] = float(loads.max())
+    write_atomic(path, json.dumps(out, indent=1))

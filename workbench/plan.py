@@ -1,0 +1,265 @@
+"""What solvers return (:class:`Plan`) and what the simulator makes of it (:class:`Schedule`,
+:class:`Metrics`).
+
+Examples
+--------
+>>> from workbench import samples, Cluster
+>>> from workbench.plan import Plan
+>>> g = samples.diamond()
+>>> p = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}, method="manual")
+>>> p.devices_used()
+['gpu0', 'gpu1']
+>>> p.validate(Cluster.preset("2xV100-pcie"))
+>>> Plan(g, {"a": "gpu0"}).validate(Cluster.preset("2xV100-pcie"))
+Traceback (most recent call last):
+...
+workbench.errors.PlanError: plan 'manual' leaves 3 ops unplaced (e.g. 'b')
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import PlanError
+
+__all__ = ["Plan", "Schedule", "Metrics", "STATUSES"]
+
+STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "error")
+"""Plan statuses: proven optimal; feasible (MILP stopped with a gap); time_limit (stopped by the
+limit, best found kept); heuristic; infeasible (could not respect a constraint, e.g. memory —
+the plan is still returned so it can be inspected); error (used by :func:`workbench.compare`)."""
+
+
+@dataclass
+class Plan:
+    """A placement (op -> device name) with an optional per-device execution order.
+
+    Attributes
+    ----------
+    graph : OpGraph
+        The graph the plan refers to (after splitting or coarsening expansion).
+    placement : dict
+        Op name -> device name, every op exactly once.
+    method : str
+        The solver that made it.
+    order : dict or None
+        Device name -> list of its ops in execution order (``None``: no order is enforced).
+    status : str
+        One of :data:`STATUSES`.
+    predicted : dict
+        The solver's own objective values, e.g. ``{"makespan_ms": 12.0}``.
+    stats : dict
+        Solve seconds, MIP gap, sizes, ...
+    info : dict
+        Method-specific details (splits applied, replicas, stages, coarsening map).
+    """
+
+    graph: Any
+    placement: dict
+    method: str = "manual"
+    order: dict | None = None
+    status: str = "heuristic"
+    predicted: dict = field(default_factory=dict)
+    stats: dict = field(default_factory=dict)
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.status not in STATUSES:
+            raise PlanError(f"plan status {self.status!r} is not one of {', '.join(STATUSES)}")
+        self.placement = {str(k): str(v) for k, v in self.placement.items()}
+        if self.order is not None:
+            self.order = {str(d): [str(v) for v in ops] for d, ops in self.order.items()}
+
+    def __repr__(self) -> str:
+        return (f"Plan(method={self.method!r}, status={self.status!r}, graph={self.graph.name!r},"
+                f" devices={self.devices_used()})")
+
+    def devices_used(self) -> list[str]:
+        return sorted(set(self.placement.values()))
+
+    def ops_on(self, device: str) -> list[str]:
+        """Ops placed on ``device`` in the plan's order (or topological order)."""
+        if self.order is not None and device in self.order:
+            return list(self.order[device])
+        return [v for v in self.graph.ops if self.placement.get(v) == device]
+
+    def validate(self, cluster) -> None:
+        """Raise PlanError unless every op is placed exactly once on a device of ``cluster``
+        that can run it, and the order (if any) lists exactly each device's ops."""
+        g = self.graph
+        missing = [v for v in g.ops if v not in self.placement]
+        if missing:
+            raise PlanError(f"plan {self.method!r} leaves {len(missing)} ops unplaced "
+                            f"(e.g. {missing[0]!r})")
+        extra = [v for v in self.placement if v not in g.index]
+        if extra:
+            raise PlanError(f"plan {self.method!r} places {len(extra)} ops that are not in graph "
+                            f"{g.name!r} (e.g. {extra[0]!r}): is it a plan for another graph?")
+        for v, d in self.placement.items():
+            if d not in cluster.index:
+                raise PlanError(f"plan {self.method!r} puts op {v!r} on unknown device {d!r}; "
+                                f"cluster {cluster.name!r} has {', '.join(cluster.index)}")
+            kind = cluster.devices[cluster.index[d]].kind
+            if kind not in g.nx.nodes[v]["compute"]:
+                raise PlanError(f"plan {self.method!r} puts op {v!r} on {d!r} of kind {kind!r}, "
+                                f"where it cannot run")
+        if self.order is not None:
+            seen: set = set()
+            for d, ops in self.order.items():
+                if d not in cluster.index:
+                    raise PlanError(f"plan {self.method!r} orders unknown device {d!r}")
+                for v in ops:
+                    if v in seen:
+                        raise PlanError(f"plan {self.method!r} orders op {v!r} twice")
+                    seen.add(v)
+                    if self.placement.get(v) != d:
+                        raise PlanError(f"plan {self.method!r} orders op {v!r} on {d!r} but "
+                                        f"places it on {self.placement.get(v)!r}")
+            if len(seen) != g.n_ops:
+                lost = next(v for v in g.ops if v not in seen)
+                raise PlanError(f"plan {self.method!r} has an order that omits op {lost!r}")
+
+    def device_array(self, cluster) -> np.ndarray:
+        """Device index of every op, in the graph's op order (validates the plan first)."""
+        self.validate(cluster)
+        idx = cluster.index
+        return np.fromiter((idx[self.placement[v]] for v in self.graph.ops), dtype=np.int64,
+                           count=self.graph.n_ops)
+
+    def with_placement(self, placement: dict, **changes) -> "Plan":
+        """A copy with another placement (order dropped unless given)."""
+        kw = dict(graph=self.graph, placement=placement, method=self.method, order=None,
+                  status=self.status, predicted={}, stats=dict(self.stats), info=dict(self.info))
+        kw.update(changes)
+        return Plan(**kw)
+
+
+@dataclass
+class Schedule:
+    """A realised timeline produced by :func:`workbench.simulate`.
+
+    Per op (arrays in the graph's op order): ``device`` index, ``start`` and ``end`` ms.
+    Per transfer (arrays of equal length): ``t_op`` (index of the producing op), ``t_src`` and
+    ``t_dst`` (device indices; in host mode one of them is ``-1`` for host DRAM),
+    ``t_start``, ``t_end``, ``t_bytes``. ``critical_path`` lists the realised chain of
+    ``("op", name)`` and ``("transfer", k)`` items that ends at the makespan.
+    """
+
+    graph: Any
+    cluster: Any
+    device: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    t_op: np.ndarray
+    t_src: np.ndarray
+    t_dst: np.ndarray
+    t_start: np.ndarray
+    t_end: np.ndarray
+    t_bytes: np.ndarray
+    makespan: float
+    critical_path: list
+    peak_memory: dict
+    link_bytes: dict
+    method: str = ""
+
+    def link_name(self, k: int) -> str:
+        """Name of the channel used by transfer ``k``, e.g. ``gpu0->gpu1`` or ``gpu0->host``."""
+        names = self.cluster.names
+        s, d = int(self.t_src[k]), int(self.t_dst[k])
+        return f"{names[s] if s >= 0 else 'host'}->{names[d] if d >= 0 else 'host'}"
+
+    @property
+    def n_transfers(self) -> int:
+        return len(self.t_op)
+
+    def critical_ops(self) -> list[str]:
+        return [x for kind, x in self.critical_path if kind == "op"]
+
+    def ops_frame(self):
+        """One row per op: op, device, start_ms, end_ms, duration_ms, kind, op_type."""
+        import pandas as pd
+
+        g = self.graph
+        names = self.cluster.names
+        crit = set(self.critical_ops())
+        return pd.DataFrame({
+            "op": g.ops,
+            "device": [names[i] for i in self.device.tolist()],
+            "start_ms": self.start,
+            "end_ms": self.end,
+            "duration_ms": self.end - self.start,
+            "kind": [g.nx.nodes[v]["kind"] for v in g.ops],
+            "op_type": [g.nx.nodes[v]["op_type"] for v in g.ops],
+            "critical": [v in crit for v in g.ops],
+        })
+
+    def transfers_frame(self):
+        """One row per transfer: op (producer), link, start_ms, end_ms, bytes."""
+        import pandas as pd
+
+        crit = {x for kind, x in self.critical_path if kind == "transfer"}
+        return pd.DataFrame({
+            "op": [self.graph.c.names[i] for i in self.t_op.tolist()],
+            "link": [self.link_name(k) for k in range(self.n_transfers)],
+            "start_ms": self.t_start,
+            "end_ms": self.t_end,
+            "duration_ms": self.t_end - self.t_start,
+            "bytes": self.t_bytes,
+            "critical": [k in crit for k in range(self.n_transfers)],
+        })
+
+    def to_pandas(self):
+        """Ops and transfers in one frame with a ``lane`` (device or link) and ``type`` column."""
+        import pandas as pd
+
+        ops = self.ops_frame().rename(columns={"device": "lane"}).assign(type="op")
+        tr = self.transfers_frame().rename(columns={"link": "lane"}).assign(type="transfer")
+        return pd.concat([ops, tr], ignore_index=True, sort=False)
+
+    def to_chrome_trace(self) -> dict:
+        """Chrome-trace / Perfetto JSON object (open in ui.perfetto.dev or chrome://tracing)."""
+        from .io.trace import schedule_to_chrome_trace
+
+        return schedule_to_chrome_trace(self)
+
+
+@dataclass
+class Metrics:
+    """Both objectives of a plan, its resources, feasibility and gaps to lower bounds."""
+
+    makespan_ms: float
+    max_load_ms: float
+    comm_ms: float
+    comm_bytes: float
+    peak_memory: dict
+    memory_fraction: float
+    devices_used: int
+    feasible: bool
+    violations: list
+    makespan_lb: float = 0.0
+    max_load_lb: float = 0.0
+
+    @property
+    def makespan_gap(self) -> float:
+        """Relative distance of the makespan to its lower bound (0 = provably optimal)."""
+        return _gap(self.makespan_ms, self.makespan_lb)
+
+    @property
+    def max_load_gap(self) -> float:
+        return _gap(self.max_load_ms, self.max_load_lb)
+
+    def to_dict(self) -> dict:
+        d = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        d["makespan_gap"] = self.makespan_gap
+        d["max_load_gap"] = self.max_load_gap
+        return d
+
+
+def _gap(value: float, bound: float) -> float:
+    if bound <= 0:
+        return 0.0 if value <= 0 else math.inf
+    return max(0.0, value / bound - 1.0)

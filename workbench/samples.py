@@ -1,0 +1,396 @@
+"""Sample graphs: small hand-made ones for teaching and deterministic generators of realistic
+synthetic DAGs (CNN-like, multi-branch cells, transformer blocks, LSTM grids) of any size.
+
+Costs are in ms on a V100-class ``gpu`` and a host ``cpu`` (``cpu_factor`` times slower). Edge
+sizes are scaled so that the graph's CCR at the reference link (:data:`REF_BANDWIDTH`, 10 GB/s)
+equals the requested ``ccr``. The same ``seed`` always gives the same graph.
+
+Examples
+--------
+>>> from workbench import samples
+>>> g = samples.transformer(500, seed=1)
+>>> 450 <= g.n_ops <= 550, round(g.ccr(bandwidth=samples.REF_BANDWIDTH), 2)
+(True, 0.5)
+>>> samples.transformer(500, seed=1).fingerprint == g.fingerprint
+True
+>>> sorted(samples.SAMPLES)[:3]
+['cnn', 'diamond', 'inception']
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .errors import GraphError
+from .graph import OpGraph
+
+__all__ = ["diamond", "pesto_fig2", "two_branch", "cnn", "inception", "transformer",
+           "lstm_grid", "random_dag", "to_training", "load_sample", "SAMPLES", "REF_BANDWIDTH"]
+
+REF_BANDWIDTH = 1e7
+"""Reference link for the ``ccr`` knob of the generators: 10 GB/s in bytes per ms."""
+
+MB = 1e6
+
+
+def _g(gpu: float, cpu_factor: float = 4.0, memory: float = 0.0, **extra) -> dict:
+    return {"compute": {"gpu": float(gpu), "cpu": float(gpu) * cpu_factor},
+            "memory": float(memory), **extra}
+
+
+def diamond() -> OpGraph:
+    """Four ops a -> (b, c) -> d; 10 MB tensors.
+
+    >>> diamond().ops
+    ['a', 'b', 'c', 'd']
+    """
+    ops = [("a", _g(1)), ("b", _g(2)), ("c", _g(2)), ("d", _g(1))]
+    e = {"bytes": 10 * MB}
+    return OpGraph.from_ops(ops, [("a", "b", e), ("a", "c", e), ("b", "d", e), ("c", "d", e)],
+                            name="diamond")
+
+
+def pesto_fig2() -> OpGraph:
+    """The 7-op toy of Pesto's Fig. 2, reconstructed from its description (the paper prints no
+    numbers): a long chain of cheap ops A -> B -> C -> D -> E and two compute-heavy ops F -> G
+    that feed the end of the chain. A scheduler that ranks by hop count favours A-E; the
+    optimum starts F and G early. Tensors are 10 MB (1 ms over a 10 GB/s link).
+
+    >>> g = pesto_fig2()
+    >>> [g.op(v)["compute"]["gpu"] for v in g.ops]
+    [1.0, 1.0, 1.0, 1.0, 3.0, 3.0, 1.0]
+    """
+    ops = [("A", {"compute": {"gpu": 1.0}}), ("B", {"compute": {"gpu": 1.0}}),
+           ("C", {"compute": {"gpu": 1.0}}), ("D", {"compute": {"gpu": 1.0}}),
+           ("E", {"compute": {"gpu": 1.0}}), ("F", {"compute": {"gpu": 3.0}}),
+           ("G", {"compute": {"gpu": 3.0}})]
+    e = {"bytes": 10 * MB}
+    edges = [("A", "B", e), ("B", "C", e), ("C", "D", e), ("D", "E", e), ("A", "F", e),
+             ("F", "G", e), ("G", "E", e)]
+    return OpGraph.from_ops(ops, edges, name="pesto_fig2")
+
+
+def two_branch() -> OpGraph:
+    """A two-branch cell: input -> (conv3x3 -> conv3x3 | conv1x1) -> concat -> output."""
+    ops = [("input", _g(0.2, op_type="Placeholder")), ("conv3a", _g(2.0, op_type="Conv2D")),
+           ("conv3b", _g(2.0, op_type="Conv2D")), ("conv1", _g(1.0, op_type="Conv2D")),
+           ("concat", _g(0.3, op_type="ConcatV2")), ("output", _g(0.5, op_type="MatMul"))]
+    e = {"bytes": 8 * MB}
+    edges = [("input", "conv3a", e), ("conv3a", "conv3b", e), ("conv3b", "concat", e),
+             ("input", "conv1", e), ("conv1", "concat", e), ("concat", "output", e)]
+    return OpGraph.from_ops(ops, edges, name="two_branch")
+
+
+# ---------------------------------------------------------------------- generator machinery
+class _Builder:
+    """Accumulates ops and edges with realistic random costs."""
+
+    def __init__(self, seed: int, cpu_factor: float):
+        self.rng = np.random.default_rng(seed)
+        self.cpu_factor = cpu_factor
+        self.ops: list = []
+        self.edges: list = []
+
+    def op(self, name: str, op_type: str, gpu_ms: float, memory: float, out_bytes: float,
+           inputs=(), splits: dict | None = None) -> str:
+        r = self.rng
+        gpu = float(gpu_ms * r.lognormal(0.0, 0.25))
+        cpu = gpu * float(self.cpu_factor * r.uniform(0.7, 1.4))
+        attrs = {"compute": {"gpu": gpu, "cpu": cpu}, "memory": float(memory),
+                 "op_type": op_type, "out_bytes": float(out_bytes * r.uniform(0.8, 1.2))}
+        if splits:
+            attrs["splits"] = splits
+        self.ops.append((name, attrs))
+        for u in inputs:
+            self.edges.append([u, name, None])
+        return name
+
+    def build(self, name: str, ccr: float, meta: dict) -> OpGraph:
+        out = {v: a.pop("out_bytes") for v, a in self.ops}
+        raw = np.array([out[u] for u, _, _ in self.edges])
+        work = sum(a["compute"]["gpu"] for _, a in self.ops)
+        if len(raw) and raw.sum() > 0 and ccr > 0:
+            raw = raw * (ccr * work * REF_BANDWIDTH / raw.sum())
+        elif ccr == 0:
+            raw = np.zeros(len(raw))
+        edges = [(u, v, {"bytes": float(b)}) for (u, v, _), b in zip(self.edges, raw)]
+        return OpGraph.from_ops(self.ops, edges, name=name, meta=meta)
+
+
+def _check_size(n_ops: int, minimum: int) -> None:
+    if not isinstance(n_ops, (int, np.integer)) or n_ops < minimum:
+        raise GraphError(f"n_ops must be an integer >= {minimum}, got {n_ops!r}")
+
+
+def cnn(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: float = 8.0,
+        training: bool = False) -> OpGraph:
+    """A ResNet-like layered CNN: residual blocks conv-bn-relu-conv-bn-add-relu, widening
+    stages (bigger weights, smaller activations deeper in the network).
+
+    >>> cnn(100).n_ops
+    100
+    """
+    _check_size(n_ops, 8)
+    b = _Builder(seed, cpu_factor)
+    prev = b.op("input", "Placeholder", 0.05, 0, 12 * MB)
+    prev = b.op("stem", "Conv2D", 1.5, 0.5 * MB, 25 * MB, [prev], {"batch": 32, "channels": 64})
+    i = 0
+    while len(b.ops) + 8 <= n_ops - 2:
+        stage = min(i // 4, 3)
+        act = 25 * MB / (2 ** stage)
+        w = 0.15 * MB * (4 ** stage)
+        t = 0.9 * (1 + 0.15 * stage)
+        p = f"b{i}/"
+        c1 = b.op(p + "conv1", "Conv2D", t, w, act, [prev], {"batch": 32, "channels": 64 * 2 ** stage})
+        n1 = b.op(p + "bn1", "FusedBatchNorm", 0.15, 0.01 * MB, act, [c1], {"batch": 32})
+        r1 = b.op(p + "relu1", "Relu", 0.08, 0, act, [n1], {"batch": 32})
+        c2 = b.op(p + "conv2", "Conv2D", t, w, act, [r1], {"batch": 32, "channels": 64 * 2 ** stage})
+        n2 = b.op(p + "bn2", "FusedBatchNorm", 0.15, 0.01 * MB, act, [c2], {"batch": 32})
+        sc = prev
+        if i % 4 == 0 and i > 0:
+            sc = b.op(p + "proj", "Conv2D", t * 0.4, w * 0.25, act, [prev], {"batch": 32})
+        add = b.op(p + "add", "AddV2", 0.06, 0, act, [n2, sc], {"batch": 32})
+        prev = b.op(p + "relu2", "Relu", 0.08, 0, act, [add], {"batch": 32})
+        i += 1
+    while len(b.ops) < n_ops - 1:
+        prev = b.op(f"head{len(b.ops)}", "Relu", 0.05, 0, 2 * MB, [prev])
+    b.op("logits", "MatMul", 0.3, 8 * MB, 0.1 * MB, [prev], {"batch": 32})
+    g = b.build(f"cnn{n_ops}", ccr, {"generator": "cnn", "seed": seed, "ccr": ccr})
+    return to_training(g) if training else g
+
+
+def inception(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: float = 8.0,
+              training: bool = False) -> OpGraph:
+    """An Inception-like network of multi-branch cells: four branches of 1-3 convolutions
+    (one with a pooling op) joined by a concat.
+
+    >>> g = inception(120)
+    >>> g.n_ops, max(len(g.successors(v)) for v in g.ops)
+    (120, 4)
+    """
+    _check_size(n_ops, 12)
+    b = _Builder(seed, cpu_factor)
+    prev = b.op("input", "Placeholder", 0.05, 0, 10 * MB)
+    i = 0
+    while len(b.ops) + 11 <= n_ops - 1:
+        p = f"cell{i}/"
+        outs = []
+        for br, depth in enumerate((1, 2, 3, 2)):
+            x = prev
+            if br == 3:
+                x = b.op(f"{p}b{br}/pool", "MaxPool", 0.2, 0, 6 * MB, [x], {"batch": 32})
+                depth = 1
+            for k in range(depth):
+                x = b.op(f"{p}b{br}/conv{k}", "Conv2D", 0.6 + 0.5 * k, 0.3 * MB, 6 * MB, [x],
+                         {"batch": 32, "channels": 64})
+            outs.append(x)
+        prev = b.op(p + "concat", "ConcatV2", 0.15, 0, 20 * MB, outs, {"batch": 32})
+        i += 1
+    while len(b.ops) < n_ops - 1:
+        prev = b.op(f"head{len(b.ops)}", "Relu", 0.05, 0, 2 * MB, [prev])
+    b.op("logits", "MatMul", 0.3, 8 * MB, 0.1 * MB, [prev], {"batch": 32})
+    g = b.build(f"inception{n_ops}", ccr, {"generator": "inception", "seed": seed, "ccr": ccr})
+    return to_training(g) if training else g
+
+
+def transformer(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: float = 10.0,
+                training: bool = False) -> OpGraph:
+    """Repeated encoder blocks: layer norm, Q/K/V projections in parallel, scores, softmax,
+    context, output projection, residual add, layer norm, two feed-forward matmuls with GELU
+    and a second residual add (15 ops per block).
+
+    >>> transformer(64).n_ops
+    64
+    """
+    _check_size(n_ops, 18)
+    b = _Builder(seed, cpu_factor)
+    act = 4 * MB
+    w = 8 * MB
+    prev = b.op("embed", "Gather", 0.1, 120 * MB, act)
+    i = 0
+    while len(b.ops) + 15 <= n_ops - 1:
+        p = f"layer{i}/"
+        ln1 = b.op(p + "ln1", "LayerNorm", 0.05, 0.01 * MB, act, [prev], {"batch": 16})
+        q = b.op(p + "q", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
+        k = b.op(p + "k", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
+        v = b.op(p + "v", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
+        s = b.op(p + "scores", "BatchMatMul", 0.7, 0, 2 * act, [q, k], {"batch": 16, "heads": 16})
+        sm = b.op(p + "softmax", "Softmax", 0.2, 0, 2 * act, [s], {"batch": 16, "heads": 16})
+        ctx = b.op(p + "context", "BatchMatMul", 0.7, 0, act, [sm, v], {"batch": 16, "heads": 16})
+        o = b.op(p + "out", "MatMul", 0.5, w, act, [ctx], {"batch": 16})
+        a1 = b.op(p + "add1", "AddV2", 0.03, 0, act, [o, prev], {"batch": 16})
+        ln2 = b.op(p + "ln2", "LayerNorm", 0.05, 0.01 * MB, act, [a1], {"batch": 16})
+        f1 = b.op(p + "ffn1", "MatMul", 1.6, 4 * w, 4 * act, [ln2], {"batch": 16, "hidden": 4096})
+        ge = b.op(p + "gelu", "Gelu", 0.15, 0, 4 * act, [f1], {"batch": 16})
+        f2 = b.op(p + "ffn2", "MatMul", 1.6, 4 * w, act, [ge], {"batch": 16, "hidden": 1024})
+        dr = b.op(p + "dropout", "Dropout", 0.04, 0, act, [f2], {"batch": 16})
+        prev = b.op(p + "add2", "AddV2", 0.03, 0, act, [dr, a1], {"batch": 16})
+        i += 1
+    while len(b.ops) < n_ops - 1:
+        prev = b.op(f"head{len(b.ops)}", "LayerNorm", 0.05, 0, act, [prev])
+    b.op("logits", "MatMul", 1.0, 120 * MB, 0.5 * MB, [prev], {"batch": 16})
+    g = b.build(f"transformer{n_ops}", ccr, {"generator": "transformer", "seed": seed, "ccr": ccr})
+    return to_training(g) if training else g
+
+
+def lstm_grid(n_ops: int = 200, *, layers: int = 4, ccr: float = 1.0, seed: int = 0,
+              cpu_factor: float = 6.0, training: bool = False) -> OpGraph:
+    """A stacked LSTM unrolled over time: cell (l, t) needs (l-1, t) and (l, t-1). Each cell
+    is a gate matmul, the gate nonlinearity and the state update (3 ops); communication-heavy
+    by default (``ccr=1``), the case where link congestion matters most.
+
+    >>> g = lstm_grid(60, layers=2)
+    >>> g.n_ops, len(g.sources())
+    (60, 1)
+    """
+    _check_size(n_ops, 3 * layers + 2)
+    b = _Builder(seed, cpu_factor)
+    steps = max(1, (n_ops - 1) // (3 * layers))
+    emb = b.op("embed", "Gather", 0.05, 64 * MB, 2 * MB)
+    state = {}
+    for t in range(steps):
+        below = emb if t == 0 else None
+        for l_ in range(layers):
+            p = f"l{l_}/t{t}/"
+            ins = [state[(l_ - 1, t)]] if l_ > 0 else ([emb] if t == 0 else [])
+            if t > 0:
+                ins.append(state[(l_, t - 1)])
+            gm = b.op(p + "gates", "MatMul", 0.4, 16 * MB if t == 0 else 0, 4 * MB, ins,
+                      {"batch": 64, "units": 1024})
+            nl = b.op(p + "sigmoid", "Sigmoid", 0.05, 0, 4 * MB, [gm], {"batch": 64})
+            state[(l_, t)] = b.op(p + "state", "Mul", 0.05, 0, 2 * MB, [nl], {"batch": 64})
+            del below
+    prev = state[(layers - 1, steps - 1)]
+    while len(b.ops) < n_ops:
+        prev = b.op(f"proj{len(b.ops)}", "MatMul", 0.2, 4 * MB, 1 * MB, [prev], {"batch": 64})
+    g = b.build(f"lstm{n_ops}", ccr, {"generator": "lstm_grid", "seed": seed, "ccr": ccr,
+                                      "layers": layers, "steps": steps})
+    return to_training(g) if training else g
+
+
+def random_dag(n_ops: int = 30, *, edge_prob: float = 0.15, ccr: float = 0.5, seed: int = 0,
+               kinds: tuple = ("gpu", "cpu"), memory: float = 1 * MB,
+               colocate_fraction: float = 0.0, cpu_only_fraction: float = 0.0) -> OpGraph:
+    """A random DAG (edges only from lower to higher index) for tests and property checks.
+
+    ``colocate_fraction`` of ops are put in colocation pairs; ``cpu_only_fraction`` of ops lose
+    their ``gpu`` cost (they must run on a CPU).
+
+    >>> g = random_dag(20, seed=3, colocate_fraction=0.2)
+    >>> g.n_ops, len(g.colocation_groups) >= 1
+    (20, True)
+    """
+    _check_size(n_ops, 1)
+    r = np.random.default_rng(seed)
+    ops = []
+    for i in range(n_ops):
+        gpu = float(r.uniform(0.1, 3.0))
+        comp = {"gpu": gpu, "cpu": gpu * float(r.uniform(2, 10))}
+        comp = {k: v for k, v in comp.items() if k in kinds} or {kinds[0]: gpu}
+        if "cpu" in comp and len(comp) > 1 and r.random() < cpu_only_fraction:
+            comp = {"cpu": comp["cpu"]}
+        ops.append((f"n{i}", {"compute": comp, "memory": float(r.uniform(0.2, 1.8) * memory),
+                              "op_type": "Random"}))
+    edges = []
+    for j in range(1, n_ops):
+        preds = [i for i in range(j) if r.random() < edge_prob]
+        if not preds and r.random() < 0.8:
+            preds = [int(r.integers(0, j))]
+        for i in preds:
+            edges.append((f"n{i}", f"n{j}", {"bytes": float(r.uniform(0.5, 20) * MB)}))
+    if colocate_fraction > 0:
+        idx = r.permutation(n_ops)[: 2 * int(colocate_fraction * n_ops / 2)]
+        for k in range(0, len(idx), 2):
+            a, b2 = ops[idx[k]][1], ops[idx[k + 1]][1]
+            common = set(a["compute"]) & set(b2["compute"])
+            if common:
+                grp = f"g{k // 2}"
+                a["colocate"] = b2["colocate"] = grp
+                a["compute"] = {kk: a["compute"][kk] for kk in common}
+                b2["compute"] = {kk: b2["compute"][kk] for kk in common}
+    g = OpGraph.from_ops(ops, edges, name=f"random{n_ops}_s{seed}")
+    work = float(g.c.min_compute().sum())
+    total = g.total_bytes()
+    if total > 0 and ccr > 0:
+        f = ccr * work * REF_BANDWIDTH / total
+        g = OpGraph.from_ops(
+            [(v, g.op(v)) for v in g.ops],
+            [(u, v, {"bytes": g.edge(u, v)["bytes"] * f}) for u, v in g.edges()], name=g.name)
+    return g
+
+
+def to_training(graph: OpGraph, *, backward_factor: float = 2.0,
+                update: bool = False) -> OpGraph:
+    """Add a backward pass: each forward op ``v`` gets ``v/grad`` (``backward_factor`` times its
+    compute) colocated with it; edges are mirrored (``u -> v`` gives ``v/grad -> u/grad``) and each
+    forward op feeds its own gradient (the stashed activation). With ``update=True`` ops holding
+    memory (weights) also get an ``update`` op.
+
+    >>> g = to_training(diamond())
+    >>> g.n_ops, g.is_training(), g.op("b/grad")["colocate"] == g.op("b")["colocate"]
+    (8, True, True)
+    """
+    import networkx as nx
+
+    G = nx.DiGraph()
+    for v in graph.ops:
+        a = graph.op(v)
+        grp = a.get("colocate") if a.get("colocate") is not None else f"cc:{v}"
+        G.add_node(v, **{**a, "kind": "fwd", "colocate": grp})
+        G.add_node(f"{v}/grad", **{**a, "kind": "bwd", "colocate": grp,
+                                   "op_type": (a.get("op_type") or "Op") + "Grad",
+                                   "compute": {k: t * backward_factor
+                                               for k, t in a["compute"].items()},
+                                   "memory": 0.0})
+        G.add_edge(v, f"{v}/grad", bytes=0.0)
+        if update and a["memory"] > 0:
+            G.add_node(f"{v}/update", compute={k: t * 0.1 for k, t in a["compute"].items()},
+                       memory=0.0, kind="update", colocate=grp, op_type="ApplyGradient")
+            G.add_edge(f"{v}/grad", f"{v}/update", bytes=a["memory"])
+    for u, v in graph.edges():
+        e = graph.edge(u, v)
+        G.add_edge(u, v, **e)
+        G.add_edge(f"{v}/grad", f"{u}/grad", **e)
+    return OpGraph(G, name=graph.name + "-train", meta={**graph.meta, "training": True})
+
+
+SAMPLES: dict[str, Callable[..., OpGraph]] = {
+    "diamond": diamond,
+    "pesto_fig2": pesto_fig2,
+    "two_branch": two_branch,
+    "cnn": cnn,
+    "inception": inception,
+    "transformer": transformer,
+    "lstm": lstm_grid,
+    "random": random_dag,
+}
+"""Name -> factory. Generators take ``n_ops`` as first argument."""
+
+
+def load_sample(name: str, **kwargs) -> OpGraph:
+    """A bundled sample by name: a generator from :data:`SAMPLES`, or a JSON file in
+    ``sample_graphs/`` (without extension).
+
+    >>> load_sample("cnn", n_ops=50).n_ops
+    50
+    >>> load_sample("nope")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: unknown sample 'nope'; known: diamond, pesto_fig2, two_branch, cnn, inception, transformer, lstm, random (and files in sample_graphs/: ...)
+    """
+    if name in SAMPLES:
+        return SAMPLES[name](**kwargs)
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "sample_graphs"
+    for ext in (".json", ".json.gz"):
+        p = root / (name + ext)
+        if p.exists():
+            from .io import load_graph
+
+            return load_graph(p)
+    files = sorted(p.name.split(".")[0] for p in root.glob("*.json*")) if root.exists() else []
+    raise GraphError(f"unknown sample {name!r}; known: {', '.join(SAMPLES)} (and files in "
+                     f"sample_graphs/: {', '.join(files) or '...'})")

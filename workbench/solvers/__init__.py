@@ -1,0 +1,132 @@
+"""Solver registry.
+
+Every solver is a function ``solve(graph, cluster, *, <keyword params>, time_limit=None,
+seed=None, progress=None) -> Plan`` registered with :func:`register`. Modules of this package
+register their solvers on import; all of them are imported here, so a new family only needs a
+new module. ``workbench.solve(graph, cluster, method=...)`` dispatches by name.
+
+Examples
+--------
+>>> from workbench.solvers import SOLVERS, get
+>>> get("single").family
+'baseline'
+>>> get("nope")
+Traceback (most recent call last):
+...
+workbench.errors.SolverError: unknown method 'nope'; valid methods: ...
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import pkgutil
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..errors import SolverError
+
+__all__ = ["SOLVERS", "SolverInfo", "register", "get", "solve", "methods"]
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    """Metadata of a registered solver.
+
+    ``objective``: ``"makespan"`` (single-step time), ``"max_load"`` (pipelined time per sample)
+    or ``"latency"``. ``memory``/``colocation``: whether the solver honours those constraints.
+    ``exact``: proves optimality when it says ``status="optimal"``. ``orders``: plans carry a
+    per-device execution order. ``contract_params``: keyword arguments that keep the solver
+    quick in the contract test. ``needs``: parameters without which it cannot run (e.g. an
+    expert split), so it is skipped where they are not given.
+    """
+
+    name: str
+    func: Callable
+    family: str
+    paper: str
+    objective: str = "makespan"
+    memory: bool = True
+    colocation: bool = True
+    exact: bool = False
+    orders: bool = False
+    description: str = ""
+    contract_params: dict = field(default_factory=dict)
+    needs: tuple = ()
+
+
+SOLVERS: dict[str, SolverInfo] = {}
+
+
+def register(name: str, *, family: str, paper: str, objective: str = "makespan",
+             memory: bool = True, colocation: bool = True, exact: bool = False,
+             orders: bool = False, description: str = "", contract_params: dict | None = None,
+             needs: tuple = ()):
+    """Decorator registering ``func`` under ``name`` (see :class:`SolverInfo`)."""
+
+    def deco(func: Callable) -> Callable:
+        if name in SOLVERS and SOLVERS[name].func is not func:
+            raise SolverError(f"solver name {name!r} registered twice")
+        doc = description or (inspect.getdoc(func) or "").split("\n")[0]
+        SOLVERS[name] = SolverInfo(name, func, family, paper, objective, memory, colocation,
+                                   exact, orders, doc, dict(contract_params or {}), tuple(needs))
+        return func
+
+    return deco
+
+
+def methods() -> list[str]:
+    """Registered method names in registration order."""
+    return list(SOLVERS)
+
+
+def get(name: str) -> SolverInfo:
+    try:
+        return SOLVERS[name]
+    except KeyError:
+        raise SolverError(f"unknown method {name!r}; valid methods: "
+                          f"{', '.join(SOLVERS)}") from None
+
+
+def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = None,
+          seed: int | None = None, progress: Callable | None = None, **params):
+    """Run solver ``method`` and return its :class:`~workbench.plan.Plan`.
+
+    Checks that every op can run somewhere first; fills ``plan.stats["solve_s"]`` with the
+    wall time. Unknown keyword parameters raise SolverError naming the accepted ones.
+
+    >>> from workbench import samples, Cluster, solve
+    >>> plan = solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="round_robin")
+    >>> plan.placement
+    {'a': 'gpu0', 'b': 'gpu1', 'c': 'gpu0', 'd': 'gpu1'}
+    """
+    info = get(method)
+    if time_limit is not None and not (time_limit > 0):
+        raise SolverError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    sig = inspect.signature(info.func)
+    accepts_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
+    valid = [p for p in list(sig.parameters)[2:] if sig.parameters[p].kind is inspect.Parameter.KEYWORD_ONLY]
+    for k in params:
+        if not accepts_kw and k not in valid:
+            raise SolverError(f"method {method!r} has no parameter {k!r}; its parameters: "
+                              f"{', '.join(valid)}")
+    cluster.check_graph(graph)
+    kw = dict(params)
+    for k, v in (("time_limit", time_limit), ("seed", seed), ("progress", progress)):
+        if k in valid or accepts_kw:
+            kw[k] = v
+    t0 = time.perf_counter()
+    plan = info.func(graph, cluster, **kw)
+    plan.stats.setdefault("solve_s", time.perf_counter() - t0)
+    plan.method = method
+    return plan
+
+
+def _import_all() -> None:
+    for mod in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+        if not mod.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod}")
+
+
+_import_all()

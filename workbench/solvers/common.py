@@ -1,0 +1,108 @@
+"""Helpers shared by solvers: memory bookkeeping with colocation groups, orders from start
+times, and plan construction. Solvers import these instead of re-implementing them.
+
+Examples
+--------
+>>> from workbench import samples, Cluster
+>>> from workbench.solvers.common import MemoryBook
+>>> g = samples.diamond().map_ops(lambda v, a: {**a, "memory": 6e9})
+>>> book = MemoryBook(g, Cluster.preset("2xV100-pcie"))
+>>> book.fits(0, 0), book.place(0, 0), book.fits(1, 0), book.place(1, 0), book.fits(2, 0)
+(True, None, True, None, False)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import InfeasibleError
+from ..plan import Plan
+
+__all__ = ["MemoryBook", "plan_from_arrays", "order_by_start", "runnable"]
+
+
+def runnable(graph, cluster) -> np.ndarray:
+    """Boolean matrix (ops x devices): can op i run on device d."""
+    return np.isfinite(cluster.op_times(graph))
+
+
+class MemoryBook:
+    """Tracks memory used per device; colocation groups are charged whole when their first
+    member is placed (later members follow the group and cost nothing more).
+
+    ``group_of[i]`` is the op's group index or -1; ``group_device[g]`` the device a group went to.
+    """
+
+    def __init__(self, graph, cluster):
+        gc = graph.c
+        self.graph = graph
+        self.cluster = cluster
+        self.mem = gc.memory.tolist()
+        self.group_of = gc.coloc.tolist()
+        ng = len(gc.coloc_groups)
+        self.group_mem = np.bincount(gc.coloc[gc.coloc >= 0], weights=gc.memory[gc.coloc >= 0],
+                                     minlength=ng).tolist() if ng else []
+        self.group_device = [-1] * ng
+        self.capacity = [d.memory for d in cluster.devices]
+        self.used = [0.0] * len(cluster.devices)
+
+    def need(self, i: int) -> float:
+        """Memory that placing op ``i`` would add now (its group's total on first placement)."""
+        g = self.group_of[i]
+        if g < 0:
+            return self.mem[i]
+        return 0.0 if self.group_device[g] >= 0 else self.group_mem[g]
+
+    def forced_device(self, i: int) -> int:
+        """The device op ``i`` must go to because of its colocation group, or -1."""
+        g = self.group_of[i]
+        return self.group_device[g] if g >= 0 else -1
+
+    def fits(self, i: int, d: int) -> bool:
+        f = self.forced_device(i)
+        if f >= 0 and f != d:
+            return False
+        return self.used[d] + self.need(i) <= self.capacity[d] * (1 + 1e-12)
+
+    def free(self, d: int) -> float:
+        return self.capacity[d] - self.used[d]
+
+    def place(self, i: int, d: int) -> None:
+        self.used[d] += self.need(i)
+        g = self.group_of[i]
+        if g >= 0 and self.group_device[g] < 0:
+            self.group_device[g] = d
+
+    def shortfall_error(self, i: int) -> InfeasibleError:
+        """An InfeasibleError naming op ``i`` and how much memory it lacks."""
+        need = self.need(i)
+        best = max(range(len(self.used)), key=self.free)
+        g = self.group_of[i]
+        what = (f"op {self.graph.c.names[i]!r}" if g < 0 else
+                f"op {self.graph.c.names[i]!r} (colocation group "
+                f"{self.graph.c.coloc_groups[g]!r})")
+        return InfeasibleError(
+            f"{what} needs {need / 2**20:.1f} MiB but the most free memory on any device is "
+            f"{self.free(best) / 2**20:.1f} MiB on {self.cluster.devices[best].name} "
+            f"(short by {(need - self.free(best)) / 2**20:.1f} MiB)")
+
+
+def order_by_start(graph, cluster, device: np.ndarray, start: np.ndarray) -> dict:
+    """Per-device execution order from start times (ties by topological index)."""
+    names = graph.c.names
+    out: dict = {d.name: [] for d in cluster.devices}
+    for i in np.lexsort((np.arange(graph.n_ops), start)).tolist():
+        out[cluster.devices[int(device[i])].name].append(names[i])
+    return out
+
+
+def plan_from_arrays(graph, cluster, device, *, method: str, start=None, status="heuristic",
+                     predicted=None, stats=None, info=None) -> Plan:
+    """Build a Plan from a device-index array (and start times for the order)."""
+    names = graph.c.names
+    devs = cluster.names
+    placement = {names[i]: devs[int(d)] for i, d in enumerate(np.asarray(device).tolist())}
+    order = None if start is None else order_by_start(graph, cluster, np.asarray(device),
+                                                      np.asarray(start))
+    return Plan(graph, placement, method=method, order=order, status=status,
+                predicted=dict(predicted or {}), stats=dict(stats or {}), info=dict(info or {}))
