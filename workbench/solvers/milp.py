@@ -1,0 +1,218 @@
+"""One way to solve every MILP of the workbench: PuLP models, HiGHS (through highspy) by
+default, CBC as the fallback, with a time limit, a warm start, and the *true* outcome.
+
+PuLP maps a HiGHS time limit with an incumbent to "Optimal"; :func:`solve_milp` reads HiGHS's own
+model status, objective, dual bound and MIP gap instead, so a plan can say ``time_limit`` and
+show its gap.
+
+Examples
+--------
+>>> import pulp
+>>> from workbench.solvers.milp import solve_milp
+>>> prob = pulp.LpProblem("knap", pulp.LpMaximize)
+>>> x = [pulp.LpVariable(f"x{i}", cat="Binary") for i in range(4)]
+>>> prob += pulp.lpSum(v * x[i] for i, v in enumerate([5, 4, 3, 2]))
+>>> prob += pulp.lpSum(w * x[i] for i, w in enumerate([4, 3, 2, 1])) <= 6, "capacity"
+>>> r = solve_milp(prob, time_limit=10, warm_start={x[0]: 1, x[1]: 0, x[2]: 1, x[3]: 0})
+>>> r.status, r.objective, [r.value(v) for v in x]
+('optimal', 9.0, [0.0, 1.0, 1.0, 1.0])
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import pulp
+
+from ..errors import SolverError
+
+__all__ = ["solve_milp", "MilpResult", "available_solvers"]
+
+MILP_STATUSES = ("optimal", "feasible", "time_limit", "infeasible", "unbounded", "error")
+
+
+@dataclass
+class MilpResult:
+    """Outcome of :func:`solve_milp`.
+
+    ``status``: ``optimal`` (proved within the requested gap, 0 by default), ``feasible``
+    (stopped with an incumbent for another reason: gap target, iteration limit), ``time_limit``
+    (time ran out; an incumbent exists iff ``has_solution``), ``infeasible``, ``unbounded``,
+    ``error``. ``objective`` is the incumbent's value, ``bound`` the proven dual bound, ``gap``
+    the relative MIP gap (0 when optimal).
+    """
+
+    status: str
+    objective: float = math.nan
+    bound: float = math.nan
+    gap: float = math.nan
+    seconds: float = 0.0
+    solver: str = ""
+    message: str = ""
+    has_solution: bool = False
+    values: dict = field(default_factory=dict, repr=False)
+
+    def value(self, var) -> float:
+        """Value of ``var`` in the incumbent (NaN when there is none)."""
+        v = self.values.get(var.name) if self.has_solution else None
+        return math.nan if v is None else float(v) + 0.0
+
+
+def available_solvers() -> list[str]:
+    """Backends that can run here, in order of preference."""
+    out = []
+    try:
+        import highspy  # noqa: F401
+
+        out.append("highs")
+    except ImportError:
+        pass
+    try:
+        if pulp.PULP_CBC_CMD(msg=False).available():
+            out.append("cbc")
+    except Exception:  # pragma: no cover - depends on the install
+        pass
+    return out
+
+
+class _WarmHiGHS(pulp.HiGHS):
+    """PuLP's highspy interface plus a warm start (HiGHS ``setSolution``)."""
+
+    def __init__(self, warm: dict | None = None, **kw):
+        super().__init__(**kw)
+        self._warm = warm or {}
+
+    def callSolver(self, lp):  # noqa: N802 - PuLP's name
+        if self._warm:
+            import highspy
+
+            cols = lp.variables()
+            sol = highspy.HighsSolution()
+            vals = [0.0] * len(cols)
+            for var in cols:
+                v = self._warm.get(var.name)
+                if v is None:
+                    v = var.lowBound if var.lowBound is not None else 0.0
+                vals[var.index] = float(v)
+            sol.col_value = vals
+            sol.value_valid = True
+            lp.solverModel.setSolution(sol)
+        lp.solverModel.run()
+
+
+def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
+               gap: float | None = None, warm_start: dict | None = None, solver: str = "highs",
+               threads: int | None = None, msg: bool = False) -> MilpResult:
+    """Solve ``prob`` and report what really happened.
+
+    Parameters
+    ----------
+    prob : pulp.LpProblem
+    time_limit : float, optional
+        Seconds.
+    gap : float, optional
+        Relative MIP gap at which to stop (e.g. 0.01). Status is ``optimal`` when the final gap
+        is within it.
+    warm_start : dict, optional
+        ``{LpVariable: value}`` of a known feasible solution (missing variables start at their
+        lower bound).
+    solver : {"highs", "cbc"}
+        Preferred backend; falls back to the other when it is not installed.
+
+    Raises
+    ------
+    SolverError
+        When neither HiGHS (``pip install highspy``) nor CBC is available, or on an unknown solver.
+    """
+    if solver not in ("highs", "cbc"):
+        raise SolverError(f"unknown MILP solver {solver!r}; use 'highs' or 'cbc'")
+    avail = available_solvers()
+    if not avail:
+        raise SolverError("no MILP solver is installed: pip install highspy (HiGHS) or "
+                          "install CBC (pulp's bundled cbc binary)")
+    backend = solver if solver in avail else avail[0]
+    warm = {v.name: float(x) for v, x in (warm_start or {}).items()}
+    t0 = time.perf_counter()
+    if backend == "highs":
+        res = _solve_highs(prob, time_limit, gap, warm, threads, msg)
+    else:
+        res = _solve_cbc(prob, time_limit, gap, warm, threads, msg)
+    res.seconds = time.perf_counter() - t0
+    res.solver = backend
+    return res
+
+
+def _solve_highs(prob, time_limit, gap, warm, threads, msg) -> MilpResult:
+    import highspy
+
+    s = _WarmHiGHS(warm=warm, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads)
+    try:
+        prob.solve(s)
+    except pulp.PulpSolverError as e:
+        return MilpResult("error", message=str(e))
+    h = prob.solverModel
+    st = h.getModelStatus()
+    info = h.getInfo()
+    M = highspy.HighsModelStatus
+    has_sol = int(getattr(info, "primal_solution_status", 0)) == 2
+    sense = -1.0 if prob.sense == pulp.LpMaximize else 1.0  # PuLP hands HiGHS a minimisation
+    obj = float(pulp.value(prob.objective) or 0.0) if has_sol else math.nan
+    bound = sense * float(getattr(info, "mip_dual_bound", math.nan))
+    mip_gap = float(getattr(info, "mip_gap", math.nan))
+    is_mip = any(v.cat == pulp.LpInteger for v in prob.variables())
+    if not is_mip:
+        bound = obj if st == M.kOptimal else bound
+        mip_gap = 0.0 if st == M.kOptimal else mip_gap
+    if st == M.kOptimal:
+        tol = gap if gap is not None else 1e-4
+        status = "optimal" if (not is_mip or not (mip_gap > tol)) else "feasible"
+        if math.isnan(mip_gap) or mip_gap < 0:
+            mip_gap = 0.0
+    elif st == M.kTimeLimit:
+        status = "time_limit"
+    elif st == M.kInfeasible:
+        status = "infeasible"
+    elif st in (M.kUnbounded, M.kUnboundedOrInfeasible):
+        status = "unbounded"
+    elif st in (M.kIterationLimit, M.kInterrupt, M.kObjectiveBound, M.kObjectiveTarget,
+                M.kSolutionLimit) and has_sol:
+        status = "feasible"
+    else:
+        status = "error"
+    values = {v.name: v.varValue for v in prob.variables()} if has_sol else {}
+    if mip_gap > 1e20:
+        mip_gap = math.inf
+    return MilpResult(status, obj, bound, mip_gap if has_sol else math.nan,
+                      message=h.modelStatusToString(st), has_solution=has_sol, values=values)
+
+
+def _solve_cbc(prob, time_limit, gap, warm, threads, msg) -> MilpResult:
+    if warm:
+        for v in prob.variables():
+            if v.name in warm:
+                v.setInitialValue(warm[v.name])
+    s = pulp.PULP_CBC_CMD(msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
+                          warmStart=bool(warm))
+    try:
+        prob.solve(s)
+    except pulp.PulpSolverError as e:
+        return MilpResult("error", message=str(e))
+    st, sol = prob.status, prob.sol_status
+    has_sol = sol in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible)
+    obj = float(pulp.value(prob.objective)) if has_sol and prob.objective is not None else math.nan
+    if sol == pulp.LpSolutionOptimal:
+        status = "optimal"
+    elif sol == pulp.LpSolutionIntegerFeasible:
+        status = "time_limit" if time_limit else "feasible"
+    elif st == pulp.LpStatusInfeasible:
+        status = "infeasible"
+    elif st == pulp.LpStatusUnbounded:
+        status = "unbounded"
+    else:
+        status = "time_limit" if time_limit else "error"
+    values = {v.name: v.varValue for v in prob.variables()} if has_sol else {}
+    return MilpResult(status, obj, obj if status == "optimal" else math.nan,
+                      0.0 if status == "optimal" else math.nan,
+                      message=pulp.LpStatus[st], has_solution=has_sol, values=values)
