@@ -27,9 +27,4 @@ __all__ = ["OpGraph", "Cluster", "Device", "Link", "Plan", "Schedule", "Metrics"
 
 __version__ = "0.1.0"
 
-
-def compare(*args, **kwargs):
-    """See :func:`workbench.compare.compare` (imported lazily: it needs pandas)."""
-    from .compare import compare as _compare
-
-    return _compare(*args, **kwargs)
+from .compare import compare  # noqa: E402  (binds the function over the submodule's name)

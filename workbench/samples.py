@@ -251,7 +251,6 @@ def lstm_grid(n_ops: int = 200, *, layers: int = 4, ccr: float = 1.0, seed: int 
     emb = b.op("embed", "Gather", 0.05, 64 * MB, 2 * MB)
     state = {}
     for t in range(steps):
-        below = emb if t == 0 else None
         for l_ in range(layers):
             p = f"l{l_}/t{t}/"
             ins = [state[(l_ - 1, t)]] if l_ > 0 else ([emb] if t == 0 else [])
@@ -261,7 +260,6 @@ def lstm_grid(n_ops: int = 200, *, layers: int = 4, ccr: float = 1.0, seed: int 
                       {"batch": 64, "units": 1024})
             nl = b.op(p + "sigmoid", "Sigmoid", 0.05, 0, 4 * MB, [gm], {"batch": 64})
             state[(l_, t)] = b.op(p + "state", "Mul", 0.05, 0, 2 * MB, [nl], {"batch": 64})
-            del below
     prev = state[(layers - 1, steps - 1)]
     while len(b.ops) < n_ops:
         prev = b.op(f"proj{len(b.ops)}", "MatMul", 0.2, 4 * MB, 1 * MB, [prev], {"batch": 64})

@@ -1,0 +1,349 @@
+"""Command line over the public API: ``workbench`` or ``python -m workbench``.
+
+Subcommands: ``info``, ``methods``, ``solve``, ``simulate``, ``compare``, ``demo`` and ``run``
+(measure plans on local devices with TensorFlow). A GRAPH argument is a file (the workbench's
+JSON, an MSR workload, a plan with an embedded graph; detected from the content) or the name of a
+bundled sample (``transformer``, ``cnn:500`` for a 500-op generated graph, a file of
+``sample_graphs/``). Library errors are printed on one line and exit with status 2.
+
+Examples
+--------
+>>> from workbench.cli import main
+>>> main(["solve", "diamond", "--method", "single", "--cluster", "2xV100-pcie", "--json"])
+{"method": "single", "status": "heuristic", "makespan_ms": 6.0, ...}
+0
+>>> main(["solve", "diamond", "--method", "nope"])  # the message goes to stderr
+2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from .errors import ClusterError, WorkbenchError
+
+__all__ = ["main", "load_graph_arg", "load_cluster_arg"]
+
+DEFAULT_CLUSTER = "4xV100-nvlink"
+DEMO_GRAPH = "transformer:240"
+
+
+def load_graph_arg(spec: str):
+    """A graph (and its cluster, for formats that carry one) from a path or sample name."""
+    from . import samples
+    from .io import load_problem
+
+    p = Path(spec)
+    if p.exists():
+        return load_problem(p)
+    name, _, size = spec.partition(":")
+    kwargs = {}
+    if size:
+        try:
+            kwargs["n_ops"] = int(size)
+        except ValueError:
+            raise WorkbenchError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
+    return samples.load_sample(name, **kwargs), None
+
+
+def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = None):
+    """A cluster from a preset name or a cluster JSON file (or ``default``)."""
+    from .cluster import Cluster
+    from .io import load_cluster
+
+    if spec is None:
+        cl = default if default is not None else Cluster.preset(DEFAULT_CLUSTER)
+    elif Path(spec).exists():
+        cl = load_cluster(spec)
+    else:
+        cl = Cluster.preset(spec)
+    if memory is not None:
+        if not (memory > 0):
+            raise ClusterError(f"--memory-gib must be positive, got {memory}")
+        cl = cl.with_memory(memory * 2**30)
+    return cl
+
+
+def _params(items: list[str] | None) -> dict:
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise WorkbenchError(f"--param expects KEY=VALUE, got {it!r}")
+        try:
+            out[k] = json.loads(v)
+        except ValueError:
+            out[k] = v
+    return out
+
+
+def _num(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _problem(args):
+    graph, own = load_graph_arg(args.graph)
+    cluster = load_cluster_arg(args.cluster, own, memory=getattr(args, "memory_gib", None))
+    return graph, cluster
+
+
+def _cmd_info(args) -> int:
+    from .analysis import critical_path, levels
+    from .bounds import lower_bounds
+
+    graph, cluster = _problem(args)
+    lv = levels(graph, cluster)
+    lb = lower_bounds(graph, cluster)
+    info = {
+        "graph": graph.name, "ops": graph.n_ops, "edges": graph.n_edges,
+        "device_kinds": list(graph.device_kinds), "training": graph.is_training(),
+        "total_compute_ms": graph.total_compute(), "total_memory_bytes": graph.total_memory(),
+        "total_bytes": graph.total_bytes(), "ccr": graph.ccr(cluster),
+        "colocation_groups": len(graph.colocation_groups),
+        "critical_path_ms": lv.cp_length, "critical_path_ops": len(critical_path(graph, lv=lv)),
+        "cluster": cluster.name, "devices": cluster.names, "mode": cluster.mode,
+        **{f"lb_{k}": v for k, v in lb.items()},
+    }
+    if args.json:
+        print(json.dumps({k: _num(v) for k, v in info.items()}))
+    else:
+        w = max(len(k) for k in info)
+        for k, v in info.items():
+            print(f"{k:<{w}}  {v:.6g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    return 0
+
+
+def _cmd_methods(args) -> int:
+    from .solvers import SOLVERS
+
+    rows = [(n, i.family, i.objective, i.paper, i.description) for n, i in SOLVERS.items()]
+    if args.json:
+        print(json.dumps([dict(zip(("method", "family", "objective", "paper", "description"), r))
+                          for r in rows]))
+        return 0
+    for n, fam, obj, paper, desc in rows:
+        print(f"{n:<16} {fam:<10} {obj:<9} {paper[:40]:<40} {desc}")
+    return 0
+
+
+def _cmd_solve(args) -> int:
+    from . import evaluate, simulate, solve
+    from .io import save_chrome_trace, save_plan
+
+    graph, cluster = _problem(args)
+    plan = solve(graph, cluster, method=args.method, time_limit=args.time_limit,
+                 seed=args.seed, **_params(args.param))
+    sched = simulate(plan, cluster, congestion=not args.no_congestion)
+    met = evaluate(plan, cluster, schedule=sched)
+    if args.out:
+        save_plan(plan, args.out, embed_graph=True)
+    if args.trace:
+        save_chrome_trace(sched, args.trace)
+    out = {"method": plan.method, "status": plan.status, "makespan_ms": met.makespan_ms,
+           "max_load": met.max_load_ms, "solve_time_s": plan.stats.get("solve_s"),
+           "makespan_lb": met.makespan_lb, "max_load_lb": met.max_load_lb,
+           "feasible": met.feasible, "violations": met.violations,
+           "devices_used": met.devices_used, "predicted": plan.predicted,
+           "placement": plan.placement}
+    if args.json:
+        from .io.json_format import jsonable
+
+        print(json.dumps(jsonable(out)))
+    else:
+        print(f"{plan.method}: status {plan.status}, simulated makespan {met.makespan_ms:.4f} ms "
+              f"(lower bound {met.makespan_lb:.4f}), max-load {met.max_load_ms:.4f} ms, "
+              f"{met.devices_used} devices, solved in {plan.stats.get('solve_s', 0):.3f} s")
+        for v in met.violations:
+            print(f"  violation: {v}")
+    return 0
+
+
+def _cmd_simulate(args) -> int:
+    from . import evaluate, simulate
+    from .io import load_plan, save_chrome_trace
+
+    graph, own = load_graph_arg(args.graph)
+    cluster = load_cluster_arg(args.cluster, own)
+    plan = load_plan(args.plan, graph)
+    sched = simulate(plan, cluster, congestion=not args.no_congestion, order=args.order)
+    met = evaluate(plan, cluster, schedule=sched)
+    if args.trace:
+        save_chrome_trace(sched, args.trace)
+    if args.json:
+        from .io.json_format import jsonable
+
+        print(json.dumps(jsonable(met.to_dict())))
+    else:
+        print(f"makespan {met.makespan_ms:.4f} ms, max-load {met.max_load_ms:.4f} ms, "
+              f"{sched.n_transfers} transfers ({met.comm_bytes / 1e6:.1f} MB), "
+              f"feasible: {met.feasible}")
+    return 0
+
+
+def _run_compare(graph, cluster, args, methods):
+    from .compare import compare
+
+    df, plans = compare(graph, cluster, methods=methods, time_limit=args.time_limit,
+                        seed=args.seed, progress=not args.json and sys.stderr.isatty(),
+                        return_plans=True, measure=getattr(args, "measure", False))
+    return df, plans
+
+
+def _write_outputs(df, plans, graph, cluster, args, title: str) -> None:
+    from .io import write_atomic
+
+    if getattr(args, "csv", None):
+        write_atomic(args.csv, df.to_csv(index=False))
+    if getattr(args, "report", None):
+        try:
+            from widgets.report import write_report
+        except ImportError as e:
+            raise WorkbenchError(f"--report needs the widgets package of the workbench: {e}") \
+                from None
+        write_report(args.report, graph=graph, cluster=cluster, table=df, plans=plans,
+                     title=title)
+
+
+def _print_table(df) -> None:
+    cols = ["method", "status", "makespan_ms", "makespan_gap", "max_load_ms", "comm_ms",
+            "peak_mem_frac", "devices_used", "solve_s"]
+    cols += [c for c in ("measured_ms", "sim_error") if c in df]
+    show = df[cols].copy()
+    with __import__("pandas").option_context("display.width", 160, "display.max_columns", 20):
+        print(show.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    for _, r in df[df["status"] == "error"].iterrows():
+        print(f"  {r['method']}: {r['error']}")
+
+
+def _cmd_compare(args) -> int:
+    from .io.json_format import jsonable
+
+    graph, cluster = _problem(args)
+    methods = args.methods.split(",") if args.methods else None
+    df, plans = _run_compare(graph, cluster, args, methods)
+    _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
+    if args.json:
+        print(json.dumps(jsonable(df.to_dict(orient="records"))))
+    else:
+        _print_table(df)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    graph, own = load_graph_arg(args.graph)
+    cluster = load_cluster_arg(args.cluster, own)
+    print(f"graph {graph.name}: {graph.n_ops} ops, {graph.n_edges} edges, "
+          f"CCR {graph.ccr(cluster):.2f}; cluster {cluster.name}: {', '.join(cluster.names)}")
+    df, plans = _run_compare(graph, cluster, args, None)
+    _print_table(df)
+    _write_outputs(df, plans, graph, cluster, args, f"Demo: {graph.name} on {cluster.name}")
+    if args.report:
+        print(f"report written to {os.path.abspath(args.report)}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    try:
+        from .runtime import run_cli
+    except ImportError as e:
+        raise WorkbenchError(f"'workbench run' needs the TensorFlow bridge "
+                             f"(pip install 'placement-workbench[tf]'): {e}") from None
+    return run_cli(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="workbench",
+                                 description="Place and schedule DNN operator graphs.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+
+    def common(p, graph=True):
+        if graph:
+            p.add_argument("graph", help="graph file (JSON, MSR, plan) or sample name[:n_ops]")
+        p.add_argument("--cluster", help="preset name or cluster JSON file "
+                       f"(default: the file's own cluster, else {DEFAULT_CLUSTER})")
+        p.add_argument("--memory-gib", type=float, help="override every device's memory (GiB)")
+        p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    p = sub.add_parser("info", help="graph and cluster statistics, lower bounds")
+    common(p)
+    p.set_defaults(fn=_cmd_info)
+
+    p = sub.add_parser("methods", help="list registered methods")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_methods)
+
+    p = sub.add_parser("solve", help="run one method and judge its plan")
+    common(p)
+    p.add_argument("--method", "-m", required=True)
+    p.add_argument("--time-limit", type=float, default=None, help="seconds")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--param", "-p", action="append", help="solver parameter KEY=VALUE")
+    p.add_argument("--no-congestion", action="store_true")
+    p.add_argument("--out", help="write the plan (with its graph) to this JSON file")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace of the simulated schedule")
+    p.set_defaults(fn=_cmd_solve)
+
+    p = sub.add_parser("simulate", help="judge a saved plan")
+    common(p)
+    p.add_argument("--plan", required=True, help="plan JSON file")
+    p.add_argument("--order", choices=["plan", "fifo", "rank"], default=None)
+    p.add_argument("--no-congestion", action="store_true")
+    p.add_argument("--trace", help="write a Chrome/Perfetto trace")
+    p.set_defaults(fn=_cmd_simulate)
+
+    p = sub.add_parser("compare", help="run many methods, tabulate, write CSV / HTML report")
+    common(p)
+    p.add_argument("--methods", help="comma-separated method names (default: all)")
+    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per method")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--csv", help="write the table as CSV")
+    p.add_argument("--report", help="write a self-contained HTML report")
+    p.add_argument("--measure", action="store_true",
+                   help="also measure each plan on local devices (TensorFlow)")
+    p.set_defaults(fn=_cmd_compare)
+
+    p = sub.add_parser("demo", help="every method on a bundled graph; table + HTML report")
+    p.add_argument("--graph", default=DEMO_GRAPH)
+    p.add_argument("--cluster", default=None)
+    p.add_argument("--time-limit", type=float, default=20.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--report", default="reports/demo.html")
+    p.add_argument("--csv", default=None)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_demo)
+
+    p = sub.add_parser("run", help="apply plans to a real TensorFlow model and measure step time")
+    p.add_argument("model", help="sample model name (see workbench.runtime)")
+    p.add_argument("--methods", default="single,m_topo", help="comma-separated methods")
+    p.add_argument("--devices", type=int, default=2, help="local (logical) devices to use")
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--time-limit", type=float, default=30.0)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(fn=_cmd_run)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (0 ok, 2 library error, 130 interrupted)."""
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except WorkbenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _entry() -> None:  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""Many methods on one problem -> one tidy pandas DataFrame.
+
+Every number comes from the judge (:func:`workbench.simulate`, :func:`workbench.max_load`),
+whatever a solver predicted. A method that fails gets a row with status ``error`` and the
+message; the other rows are unaffected.
+
+Examples
+--------
+>>> import workbench as wb
+>>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+>>> df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+>>> df.set_index("method")["makespan_ms"].round(2).to_dict()
+{'single': 6.0, 'round_robin': 5.02, 'm_topo': 5.02}
+>>> list(df.columns[:4])
+['method', 'family', 'objective', 'status']
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Callable, Iterable
+
+from .errors import SolverError
+from .simulate import evaluate, simulate
+from .solvers import SOLVERS, get, solve
+
+__all__ = ["compare", "default_methods", "COLUMNS"]
+
+COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_ms",
+           "makespan_lb", "max_load_lb", "makespan_gap", "max_load_gap", "comm_ms", "comm_bytes",
+           "peak_mem_frac", "devices_used", "feasible", "violations", "solve_s", "error"]
+"""Columns of :func:`compare`'s table (``measure=True`` adds ``measured_ms``,
+``measured_std_ms`` and ``sim_error``)."""
+
+
+def default_methods(graph=None, cluster=None) -> list[str]:
+    """Every registered method that needs no extra input (an expert split, say)."""
+    return [m for m, info in SOLVERS.items() if not info.needs]
+
+
+def compare(graph, cluster, methods: Iterable[str] | None = None, *,
+            time_limit: float | None = 30.0, params: dict | None = None, seed: int | None = 0,
+            congestion: bool = True, order: str | None = None,
+            progress: bool | Callable = True, return_plans: bool = False,
+            measure: bool = False, measure_options: dict | None = None):
+    """Run ``methods`` on ``graph``/``cluster`` and tabulate both objectives.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    cluster : Cluster
+    methods : iterable of str, optional
+        Registered method names; default :func:`default_methods`.
+    time_limit : float or None
+        Seconds per method (passed to solvers that take one).
+    params : dict, optional
+        ``{method: {param: value}}`` extra parameters per method.
+    congestion, order
+        Passed to :func:`workbench.simulate` (order None = each plan's own order, else FIFO).
+    progress : bool or callable
+        A tqdm bar (True), nothing (False), or ``callback(done, total, method)``.
+    return_plans : bool
+        Also return ``{method: Plan}`` (failed methods are absent).
+    measure : bool
+        Also run each plan on local devices with :mod:`workbench.runtime` (TensorFlow needed)
+        and add ``measured_ms``, ``measured_std_ms`` and ``sim_error`` (relative).
+
+    Returns
+    -------
+    pandas.DataFrame, or (DataFrame, dict) with ``return_plans=True``.
+    """
+    import pandas as pd
+
+    methods = list(default_methods(graph, cluster) if methods is None else methods)
+    for m in methods:
+        get(m)  # unknown names fail before any work is done
+    params = dict(params or {})
+    for m in params:
+        if m not in methods:
+            raise SolverError(f"params given for method {m!r}, which is not being compared")
+    rows, plans = [], {}
+    bar = None
+    if progress is True:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(methods), desc="compare", leave=False)
+    for k, m in enumerate(methods):
+        info = SOLVERS[m]
+        if bar is not None:
+            bar.set_postfix_str(m)
+        row = {"method": m, "family": info.family, "objective": info.objective}
+        t0 = time.perf_counter()
+        try:
+            plan = solve(graph, cluster, method=m, time_limit=time_limit, seed=seed,
+                         **params.get(m, {}))
+            sched = simulate(plan, cluster, congestion=congestion, order=order)
+            met = evaluate(plan, cluster, schedule=sched)
+            row.update(status=plan.status, makespan_ms=met.makespan_ms,
+                       max_load_ms=met.max_load_ms, makespan_lb=met.makespan_lb,
+                       max_load_lb=met.max_load_lb, makespan_gap=met.makespan_gap,
+                       max_load_gap=met.max_load_gap, comm_ms=met.comm_ms,
+                       comm_bytes=met.comm_bytes, peak_mem_frac=met.memory_fraction,
+                       devices_used=met.devices_used, feasible=met.feasible,
+                       violations="; ".join(met.violations),
+                       solve_s=float(plan.stats.get("solve_s", time.perf_counter() - t0)),
+                       error="")
+            plans[m] = plan
+        except Exception as e:  # one failing method must not lose the others' results
+            msg = str(e) if hasattr(e, "args") and str(e) else type(e).__name__
+            if not isinstance(e, (ValueError, RuntimeError, ArithmeticError)) and \
+                    not type(e).__module__.startswith("workbench"):
+                msg = f"{type(e).__name__}: {msg}"
+            row.update(status="error", error=msg, solve_s=time.perf_counter() - t0)
+        rows.append(row)
+        if bar is not None:
+            bar.update(1)
+        elif callable(progress):
+            progress(k + 1, len(methods), m)
+    if bar is not None:
+        bar.close()
+    df = pd.DataFrame(rows, columns=COLUMNS)
+    if measure:
+        df = _add_measurements(df, graph, cluster, plans, measure_options or {})
+    df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
+                                  "comm_ms")})
+    return (df, plans) if return_plans else df
+
+
+def _add_measurements(df, graph, cluster, plans: dict, options: dict):
+    """Measured step time of every plan on local devices (see workbench.runtime)."""
+    try:
+        from . import runtime
+        measure_plans = runtime.measure_plans
+    except (ImportError, AttributeError) as e:
+        raise SolverError(f"measure=True needs the TensorFlow bridge (pip install "
+                          f"'placement-workbench[tf]'): {e}") from None
+    results = measure_plans(graph, plans, cluster=cluster, **options)
+    meas, std, err, notes = [], [], [], []
+    for _, row in df.iterrows():
+        r = results.get(row["method"])
+        if r is None or getattr(r, "error", None):
+            meas.append(math.nan)
+            std.append(math.nan)
+            err.append(math.nan)
+            notes.append(getattr(r, "error", "") if r is not None else "not measured")
+            continue
+        meas.append(r.mean_ms)
+        std.append(r.std_ms)
+        sim = row["makespan_ms"]
+        err.append(abs(sim - r.mean_ms) / r.mean_ms if r.mean_ms > 0 else math.nan)
+        notes.append("")
+    df = df.copy()
+    df["measured_ms"] = meas
+    df["measured_std_ms"] = std
+    df["sim_error"] = err
+    df["measure_error"] = notes
+    return df
