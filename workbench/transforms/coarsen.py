@@ -1,0 +1,519 @@
+"""Pesto's acyclic batch coarsening (Hafeez et al., Middleware'21, Section 3.3).
+
+Each round computes the *height* of every vertex (level-wise topological sort, roots at 1) and
+builds a matching of edges in descending order of their communication cost, keeping only edges
+``(u, v)`` that satisfy the sufficient conditions of Theorem 3.5, then contracts all matched
+pairs at once. Rounds repeat until the target number of vertices is reached or no edge can be
+merged.
+
+The conditions, and why the contracted graph stays acyclic
+-----------------------------------------------------------
+An edge ``(u, v)`` of the current graph is *mergeable* when one of these holds:
+
+(c) ``|succ(u)| = 1``: a path can leave ``{u, v}`` only from ``v``, so the pair behaves like the
+    original edge ``u -> v``;
+(d) ``|pred(v)| = 1``: a path can enter ``{u, v}`` only at ``u`` (same argument);
+(b) every other successor ``w`` of ``u`` has ``H(w) > H(v)``;
+(a) ``H(v) = H(u) + 1``.
+
+Follow a cycle of the contracted graph through the vertices where it enters each coarse vertex:
+an original edge raises the height by at least 1; inside a pair, a path that enters at ``v`` and
+leaves from ``u`` drops by ``H(v) - H(u)`` first. Under (c) or (d) that never happens, under (b)
+the next entry is strictly higher than ``v``, under (a) it is at least as high. Heights along a
+cycle cannot only rise, so every pair on a cycle satisfies (a) alone, all at one level, joined by
+*cross edges* ``u_i -> v_j``. This is condition (iii) of the theorem ("no conflicting pairs"); we
+enforce it by accepting a pair that satisfies (a) alone only if ``u`` has no edge to the ``v`` of
+such a pair accepted earlier in the round: cross edges then all point from earlier to later
+pairs and cannot close a cycle. Each check costs the out-degree of ``u``; a round costs
+``O(|E| log |E|)`` for the sort.
+
+Beyond the paper
+----------------
+* Device affinity: two vertices merge only when they can run on exactly the same device kinds
+  (restricted to the cluster's kinds when a cluster is given), so a merged vertex is runnable
+  wherever its members are.
+* Colocation: merging vertices of two colocation groups unites the groups (everything in both
+  must then share a device); this is refused when the united group would have no common device
+  kind or, with a cluster, would not fit in the largest device's memory.
+* Balance: a merged vertex may not exceed ``balance * total_work / target`` of compute (work is
+  each op's fastest time); when no edge is left under that cap the cap doubles, so the target is
+  still reached where the structure allows (Corollary 3.6), while vertices stay comparable in
+  size, which keeps the coarse graph parallelisable ("maintaining parallelizability").
+
+Examples
+--------
+>>> from workbench import samples
+>>> from workbench.transforms.coarsen import coarsen
+>>> g = samples.lstm_grid(300, layers=4)
+>>> cg = coarsen(g, 40)
+>>> cg.coarse.n_ops <= 40, sum(len(m) for m in cg.members) == g.n_ops
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import networkx as nx
+
+from ..errors import GraphError, InfeasibleError, PlanError
+from ..graph import OpGraph
+from ..plan import Plan
+
+__all__ = ["coarsen", "Coarsening", "heights", "min_coarse_size"]
+
+
+def heights(succ: list, pred_count: list) -> tuple[list[int], list[int]]:
+    """Heights by level-wise Kahn sort (roots have height 1) and a topological order.
+
+    ``succ[i]`` iterates the successors of vertex ``i``; ``pred_count[i]`` is its in-degree.
+
+    >>> heights([[1, 2], [2], []], [0, 1, 2])
+    ([1, 2, 3], [0, 1, 2])
+    """
+    n = len(succ)
+    indeg = list(pred_count)
+    h = [1] * n
+    order = [i for i in range(n) if indeg[i] == 0]
+    k = 0
+    while k < len(order):
+        i = order[k]
+        k += 1
+        hi = h[i] + 1
+        for j in succ[i]:
+            if h[j] < hi:
+                h[j] = hi
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                order.append(j)
+    if len(order) != n:  # pragma: no cover - the construction keeps the graph acyclic
+        raise GraphError("coarsening produced a cycle (internal error)")
+    return h, order
+
+
+def _kinds_of(graph: OpGraph, cluster) -> list[frozenset]:
+    allowed = set(cluster.kinds) if cluster is not None else None
+    out = []
+    for v in graph.ops:
+        ks = frozenset(graph.nx.nodes[v]["compute"])
+        if allowed is not None:
+            ks = ks & allowed
+        out.append(ks)
+    return out
+
+
+def min_coarse_size(graph: OpGraph, cluster=None) -> int:
+    """A lower bound on the size of any coarsening: ops that run on different device kinds never
+    merge, so there is at least one vertex per distinct set of runnable kinds.
+
+    >>> from workbench import samples
+    >>> min_coarse_size(samples.random_dag(30, seed=1, cpu_only_fraction=0.3))
+    2
+    """
+    return len(set(_kinds_of(graph, cluster))) if graph.n_ops else 0
+
+
+@dataclass(frozen=True, eq=False)
+class Coarsening:
+    """The result of :func:`coarsen`.
+
+    Attributes
+    ----------
+    graph : OpGraph
+        The original graph.
+    coarse : OpGraph
+        The coarse graph: compute and memory summed over members, edges aggregated (one edge
+        per pair of coarse vertices; its bytes are the sum over distinct producing ops of the
+        largest tensor each sends across).
+    members : tuple of tuple of str
+        Coarse vertex ``i`` (in ``coarse.ops`` order) -> its original ops in topological order.
+    vertex_of : dict
+        Original op -> coarse vertex name.
+    rounds : int
+        Matching rounds run.
+    seconds : float
+        Wall time.
+    stopped : str
+        ``"target"`` or ``"no_feasible_edge"``.
+    """
+
+    graph: OpGraph
+    coarse: OpGraph
+    members: tuple
+    vertex_of: dict
+    rounds: int
+    seconds: float
+    stopped: str
+    history: tuple = field(default=())
+
+    @property
+    def n_vertices(self) -> int:
+        return self.coarse.n_ops
+
+    def members_of(self, vertex: str) -> tuple:
+        """Original ops merged into coarse vertex ``vertex``."""
+        try:
+            return self.members[self.coarse.index[vertex]]
+        except KeyError:
+            raise GraphError(f"{vertex!r} is not a vertex of coarse graph "
+                             f"{self.coarse.name!r}") from None
+
+    def summary(self) -> dict:
+        sizes = [len(m) for m in self.members]
+        return {"original_ops": self.graph.n_ops, "coarse_vertices": self.coarse.n_ops,
+                "coarse_edges": self.coarse.n_edges, "largest_vertex": max(sizes, default=0),
+                "rounds": self.rounds, "seconds": self.seconds, "stopped": self.stopped}
+
+    def expand(self, plan: Plan) -> Plan:
+        """Map a plan on the coarse graph back to the original graph.
+
+        Every member goes to its coarse vertex's device; when the plan has an order, the
+        members of a coarse vertex run consecutively in topological order at its place.
+
+        >>> from workbench import samples, Cluster, Plan, simulate
+        >>> g = samples.pesto_fig2()
+        >>> cg = coarsen(g, 4)
+        >>> [list(m) for m in cg.members]
+        [['A', 'B'], ['F'], ['C', 'D'], ['G', 'E']]
+        >>> coarse_plan = Plan(cg.coarse, {v: "gpu0" for v in cg.coarse.ops},
+        ...                    order={"gpu0": cg.coarse.ops})
+        >>> p = cg.expand(coarse_plan)
+        >>> p.order["gpu0"], p.graph is g
+        (['A', 'B', 'F', 'C', 'D', 'G', 'E'], True)
+        >>> simulate(p, Cluster.preset("2xV100-pcie")).makespan
+        11.0
+        """
+        if plan.graph is not self.coarse and plan.graph.fingerprint != self.coarse.fingerprint:
+            raise PlanError(f"plan {plan.method!r} is for graph {plan.graph.name!r}, not for the "
+                            f"coarse graph {self.coarse.name!r} of this coarsening")
+        missing = [v for v in self.coarse.ops if v not in plan.placement]
+        if missing:
+            raise PlanError(f"plan {plan.method!r} leaves coarse vertex {missing[0]!r} unplaced")
+        placement = {op: plan.placement[self.vertex_of[op]] for op in self.graph.ops}
+        order = None
+        if plan.order is not None:
+            idx = self.coarse.index
+            order = {d: [m for x in seq for m in self.members[idx[x]]]
+                     for d, seq in plan.order.items()}
+        info = dict(plan.info)
+        info["coarsening"] = self.summary()
+        return Plan(self.graph, placement, method=plan.method, order=order, status=plan.status,
+                    predicted=dict(plan.predicted), stats=dict(plan.stats), info=info)
+
+
+class _UnionFind:
+    def __init__(self, kinds: list, mem: list):
+        self.parent = list(range(len(kinds)))
+        self.kinds = list(kinds)
+        self.mem = list(mem)
+
+    def find(self, a: int) -> int:
+        p = self.parent
+        while p[a] != a:
+            p[a] = p[p[a]]
+            a = p[a]
+        return a
+
+    def union(self, a: int, b: int) -> int:
+        a, b = self.find(a), self.find(b)
+        if a == b:
+            return a
+        if b < a:
+            a, b = b, a
+        self.parent[b] = a
+        self.kinds[a] = self.kinds[a] & self.kinds[b]
+        self.mem[a] += self.mem[b]
+        return a
+
+
+def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None = 2.0,
+            max_rounds: int = 200, strict: bool = False) -> Coarsening:
+    """Coarsen ``graph`` to at most ``target`` vertices by Pesto's acyclic batch merging.
+
+    Parameters
+    ----------
+    graph : OpGraph
+    target : int
+        Desired number of coarse vertices (>= 1).
+    cluster : Cluster, optional
+        Restricts device kinds to the cluster's, sets edge costs from its mean link (else bytes
+        over :data:`workbench.samples.REF_BANDWIDTH`) and caps a merged vertex's memory (and
+        a united colocation group's) at the largest device's memory.
+    balance : float or None
+        Cap on a merged vertex's compute, as a multiple of ``total_work / target``; doubled each
+        time no edge fits under it. ``None`` = no cap (the paper's plain rule).
+    max_rounds : int
+        Safety bound on matching rounds.
+    strict : bool
+        Raise InfeasibleError when the target cannot be reached (default: return the coarsest
+        graph found, with ``stopped="no_feasible_edge"``).
+
+    Raises
+    ------
+    GraphError
+        ``target`` below 1 or below :func:`min_coarse_size` (ops on different device kinds that
+        can never merge).
+
+    Examples
+    --------
+    >>> from workbench import samples
+    >>> g = samples.random_dag(60, seed=2, cpu_only_fraction=0.2)
+    >>> cg = coarsen(g, 10)
+    >>> all(len(set(frozenset(g.op(m)["compute"]) for m in ms)) == 1 for ms in cg.members)
+    True
+    >>> coarsen(g, 1)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: cannot coarsen graph 'random60_s2' to 1 vertices: its ops run on 2 different sets of device kinds ({cpu}, {cpu, gpu}), which never merge
+    """
+    t0 = time.perf_counter()
+    if isinstance(target, bool) or not isinstance(target, int) or target < 1:
+        raise GraphError(f"coarsening target must be an integer >= 1, got {target!r}")
+    if balance is not None and not balance > 0:
+        raise GraphError(f"balance must be a positive number or None, got {balance!r}")
+    gc = graph.c
+    n0 = gc.n
+    kinds0 = _kinds_of(graph, cluster)
+    classes = sorted(set(kinds0), key=lambda s: sorted(s))
+    if n0 and target < len(classes):
+        shown = ", ".join("{" + ", ".join(sorted(s)) + "}" for s in classes[:6])
+        raise GraphError(
+            f"cannot coarsen graph {graph.name!r} to {target} vertices: its ops run on "
+            f"{len(classes)} different sets of device kinds ({shown}), which never merge")
+    for i, ks in enumerate(kinds0):
+        if not ks:
+            raise InfeasibleError(f"op {gc.names[i]!r} runs on no device kind of the cluster")
+
+    # --- edge costs
+    if cluster is not None and len(cluster) > 1:
+        lat, bw = cluster.mean_link()
+    else:
+        from ..samples import REF_BANDWIDTH
+
+        lat, bw = 0.0, REF_BANDWIDTH
+    inv = 0.0 if math.isinf(bw) else 1.0 / bw
+    ecost = [c if c == c else lat + b * inv
+             for b, c in zip(gc.bytes.tolist(), gc.comm.tolist())]
+    memcap = max(d.memory for d in cluster.devices) if cluster is not None else math.inf
+
+    # --- vertex state (current graph); vertex ids are positions in a topological order
+    mem = gc.memory.tolist()
+    work = gc.min_compute().tolist()
+    ksets = list(kinds0)
+    members: list = [[i] for i in range(n0)]
+    coloc = gc.coloc.tolist()
+    ngroups = len(gc.coloc_groups)
+    gk = [frozenset.intersection(*(kinds0[i] for i in range(n0) if coloc[i] == g_))
+          if ngroups else frozenset() for g_ in range(ngroups)]
+    gm = [0.0] * ngroups
+    for i in range(n0):
+        if coloc[i] >= 0:
+            gm[coloc[i]] += mem[i]
+    uf = _UnionFind(gk, gm)
+    grp = list(coloc)  # original group id of a vertex (any member's), -1 = none
+    succ: list = [dict() for _ in range(n0)]
+    pred: list = [dict() for _ in range(n0)]
+    for e, (s, d) in enumerate(zip(gc.src.tolist(), gc.dst.tolist())):
+        succ[s][d] = succ[s].get(d, 0.0) + ecost[e]
+        pred[d][s] = pred[d].get(s, 0.0) + ecost[e]
+
+    total_work = float(sum(work))
+    cap = math.inf if balance is None or total_work <= 0 else balance * total_work / target
+    rounds = 0
+    history = [n0]
+    stopped = "target"
+    n = n0
+    while n > target:
+        if rounds >= max_rounds:
+            stopped = "no_feasible_edge"
+            break
+        rounds += 1
+        h, _ = heights([list(s) for s in succ], [len(p) for p in pred])
+        edges = [(w, u, v) for u in range(n) for v, w in succ[u].items()]
+        edges.sort(key=lambda t: (-t[0], t[1], t[2]))
+        mate = [-1] * n
+        a_only_v = set()   # v of accepted pairs that satisfy condition (a) alone
+        need = n - target
+        merged = 0
+        for _w, u, v in edges:
+            if merged >= need:
+                break
+            if mate[u] >= 0 or mate[v] >= 0:
+                continue
+            if ksets[u] != ksets[v]:
+                continue
+            if work[u] + work[v] > cap:
+                continue
+            if mem[u] + mem[v] > memcap:
+                continue
+            gu = uf.find(grp[u]) if grp[u] >= 0 else -1
+            gv = uf.find(grp[v]) if grp[v] >= 0 else -1
+            if gu >= 0 and gv >= 0 and gu != gv:
+                if not (uf.kinds[gu] & uf.kinds[gv]) or uf.mem[gu] + uf.mem[gv] > memcap:
+                    continue
+            elif gu >= 0 and gv < 0 and uf.mem[gu] + mem[v] > memcap:
+                continue
+            elif gv >= 0 and gu < 0 and uf.mem[gv] + mem[u] > memcap:
+                continue
+            su = succ[u]
+            c_ok = len(su) == 1
+            d_ok = len(pred[v]) == 1
+            a_only = False
+            if not (c_ok or d_ok):
+                hv = h[v]
+                b_ok = all(h[x] > hv for x in su if x != v)
+                if not b_ok:
+                    if hv != h[u] + 1:
+                        continue
+                    # condition (a) alone: no cross edge to an earlier such pair
+                    if any(x in a_only_v for x in su if x != v):
+                        continue
+                    a_only = True
+            mate[u], mate[v] = v, u
+            if a_only:
+                a_only_v.add(v)
+            if gu >= 0 and gv >= 0:
+                uf.union(gu, gv)
+            elif gu >= 0:
+                uf.mem[gu] += mem[v]
+            elif gv >= 0:
+                uf.mem[gv] += mem[u]
+            merged += 1
+        if merged == 0:
+            if cap < math.inf:
+                cap *= 2.0
+                if cap > 2 * total_work:
+                    cap = math.inf
+                continue
+            stopped = "no_feasible_edge"
+            break
+        # --- contract matched pairs
+        rep = [0] * n
+        new_of_old: list = []
+        nn = 0
+        for i in range(n):
+            m = mate[i]
+            if m < 0 or m > i:
+                rep[i] = nn
+                nn += 1
+            else:
+                rep[i] = rep[m]
+        n_mem = [0.0] * nn
+        n_work = [0.0] * nn
+        n_ks: list = [None] * nn
+        n_members: list = [None] * nn
+        n_grp = [-1] * nn
+        for i in range(n):
+            r = rep[i]
+            n_mem[r] += mem[i]
+            n_work[r] += work[i]
+            n_ks[r] = ksets[i]
+            if n_members[r] is None:
+                n_members[r] = members[i]
+            else:
+                n_members[r] = n_members[r] + members[i]
+            if grp[i] >= 0:
+                n_grp[r] = grp[i]
+        n_succ: list = [dict() for _ in range(nn)]
+        n_pred: list = [dict() for _ in range(nn)]
+        for u in range(n):
+            ru = rep[u]
+            for v, w in succ[u].items():
+                rv = rep[v]
+                if ru != rv:
+                    n_succ[ru][rv] = n_succ[ru].get(rv, 0.0) + w
+                    n_pred[rv][ru] = n_pred[rv].get(ru, 0.0) + w
+        # relabel in a topological order so that ids stay deterministic
+        _, order = heights([list(s) for s in n_succ], [len(p) for p in n_pred])
+        pos = [0] * nn
+        for k, i in enumerate(order):
+            pos[i] = k
+        mem = [n_mem[i] for i in order]
+        work = [n_work[i] for i in order]
+        ksets = [n_ks[i] for i in order]
+        members = [n_members[i] for i in order]
+        grp = [n_grp[i] for i in order]
+        succ = [{pos[v]: w for v, w in n_succ[i].items()} for i in order]
+        pred = [{pos[v]: w for v, w in n_pred[i].items()} for i in order]
+        del new_of_old
+        n = nn
+        history.append(n)
+    if n > target:
+        stopped = "no_feasible_edge"
+        if strict:
+            raise InfeasibleError(
+                f"cannot coarsen graph {graph.name!r} below {n} vertices (target {target}): no "
+                f"remaining edge can merge without a cycle, mixing device kinds, or joining "
+                f"colocation groups that share no device kind or memory")
+    coarse, members_t, vertex_of = _build_coarse(graph, members, grp, uf)
+    return Coarsening(graph=graph, coarse=coarse, members=members_t, vertex_of=vertex_of,
+                      rounds=rounds, seconds=time.perf_counter() - t0, stopped=stopped,
+                      history=tuple(history))
+
+
+def _build_coarse(graph: OpGraph, members: list, grp: list, uf: _UnionFind):
+    gc = graph.c
+    names = gc.names
+    nodes = graph.nx.nodes
+    used: set = set()
+    vnames = []
+    groups = gc.coloc_groups
+    G = nx.DiGraph()
+    vertex_of_idx = [0] * gc.n
+    members_t = []
+    for k, ms in enumerate(members):
+        ms = sorted(ms)
+        members_t.append(tuple(names[i] for i in ms))
+        first = names[ms[0]]
+        name = first if len(ms) == 1 else f"{first}+{len(ms) - 1}"
+        if name in used or (len(ms) > 1 and name in graph.index):
+            name = f"~{k}:{first}"
+        used.add(name)
+        vnames.append(name)
+        for i in ms:
+            vertex_of_idx[i] = k
+        common = None
+        for i in ms:
+            ks = set(nodes[names[i]]["compute"])
+            common = ks if common is None else common & ks
+        compute = {kd: float(sum(nodes[names[i]]["compute"][kd] for i in ms))
+                   for kd in sorted(common)}
+        kinds = {nodes[names[i]]["kind"] for i in ms}
+        attrs = {"compute": compute, "memory": float(gc.memory[ms].sum()),
+                 "kind": kinds.pop() if len(kinds) == 1 else "other",
+                 "colocate": None, "op_type": nodes[first]["op_type"] if len(ms) == 1 else "Merged",
+                 "n_members": len(ms)}
+        g_ = grp[k]
+        if g_ >= 0:
+            attrs["colocate"] = str(groups[uf.find(g_)])
+        G.add_node(name, **attrs)
+    # edges: per (coarse src, coarse dst, producing op) the largest tensor, summed over producers
+    agg: dict = {}
+    for s, d, b, c in zip(gc.src.tolist(), gc.dst.tolist(), gc.bytes.tolist(),
+                          gc.comm.tolist()):
+        ks, kd = vertex_of_idx[s], vertex_of_idx[d]
+        if ks == kd:
+            continue
+        key = (ks, kd)
+        per = agg.setdefault(key, {})
+        old = per.get(s)
+        cc = c if c == c else None
+        if old is None:
+            per[s] = (b, cc)
+        else:
+            per[s] = (max(old[0], b), None if old[1] is None or cc is None else max(old[1], cc))
+    for (ks, kd), per in agg.items():
+        nbytes = float(sum(b for b, _ in per.values()))
+        fixed = [c for _, c in per.values()]
+        attrs = {"bytes": nbytes, "n_tensors": len(per)}
+        if all(c is not None for c in fixed):
+            attrs["comm"] = float(sum(fixed))
+        G.add_edge(vnames[ks], vnames[kd], **attrs)
+    coarse = OpGraph(G, name=f"{graph.name}/coarse{len(members)}",
+                     meta={**graph.meta, "coarsened_from": graph.name})
+    vertex_of = {names[i]: vnames[vertex_of_idx[i]] for i in range(gc.n)}
+    # members in the coarse graph's own op order
+    by_name = dict(zip(vnames, members_t))
+    return coarse, tuple(by_name[v] for v in coarse.ops), vertex_of
