@@ -85,7 +85,7 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     # --- per-op output groups: (consumer device, bytes, comm) -> consumers
     _src_l, dst_l = gc.src.tolist(), gc.dst.tolist()
     bytes_l = gc.bytes.tolist()
-    comm_l = gc.comm.tolist()
+    comm_l = [None if c != c else c for c in gc.comm.tolist()]  # None = use the link model
     out_edges = gc.out_edges
     host_mode = cc.host_mode
     lat, inv = cc.lat.tolist(), cc.inv_bw.tolist()
@@ -205,22 +205,20 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
             return
         if host_mode:
             for (nb, c), by_dev in groups.items():
-                fixed = c == c  # not NaN
                 if staged[a]:
-                    d_up = c if fixed else up_lat[a] + nb * up_inv[a]
+                    d_up = c if c is not None else up_lat[a] + nb * up_inv[a]
                     new_transfer(u, a, -1, a, nb, d_up, ("stage", by_dev, nb, c), t, ("op", u))
                 else:
                     stage_out(u, by_dev, nb, c, t, ("op", u))
         else:
             for (b, nb, c), consumers in groups.items():
-                d_t = c if c == c else lat[a][b] + nb * inv[a][b]
+                d_t = c if c is not None else lat[a][b] + nb * inv[a][b]
                 new_transfer(u, a, b, a * nd + b, nb, d_t, ("deliver", consumers), t, ("op", u))
 
-    def stage_out(u: int, by_dev: dict, nb: float, c: float, t: float, cause) -> None:
-        fixed = c == c
+    def stage_out(u: int, by_dev: dict, nb: float, c, t: float, cause) -> None:
         for b, consumers in by_dev.items():
             if staged[b]:
-                d_down = c if fixed else up_lat[b] + nb * up_inv[b]
+                d_down = c if c is not None else up_lat[b] + nb * up_inv[b]
                 new_transfer(u, -1, b, nd + b, nb, d_down, ("deliver", consumers), t, cause)
             else:
                 for v in consumers:
