@@ -1,1 +1,52 @@
-"""runtime"""
+"""The TensorFlow bridge: op graphs of real models, profiling, link calibration, runner.
+
+TensorFlow is imported lazily: importing :mod:`workbench.runtime` does not import it, and the
+names below load their module on first access.
+
+==========================  ==================================================================
+:func:`extract`             OpGraph of one training step of a model (forward, backward, update)
+:func:`profile`             measured per-op times written into the graph's compute costs
+:func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
+:func:`local_cluster`       Cluster of local devices named as the runner expects (``cpu0``..)
+:func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
+:func:`measure_plans`       several plans, failures reported per plan -> dict name -> Measurement
+:func:`apply_if_faster`     FastT's rollback guard: keep the current plan unless the new is faster
+:class:`LocalServers`       several hosts: ``tf.distribute.Server`` processes on 127.0.0.1
+:data:`MODELS`              the five sample models built in code
+==========================  ==================================================================
+
+>>> import sys, workbench.runtime
+>>> "tensorflow" in sys.modules or "imports lazily"
+'imports lazily'
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__all__ = ["extract", "build_program", "Program", "profile", "calibrate_links", "fit_link",
+           "local_cluster", "run_plan", "measure_plans", "apply_if_faster", "Measurement",
+           "Decision", "LocalServers", "MODELS", "TINY", "DEFAULT_BATCH"]
+
+_WHERE = {
+    "extract": "extract", "build_program": "extract", "Program": "extract",
+    "profile": "profile",
+    "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
+    "run_plan": "runner", "measure_plans": "runner", "apply_if_faster": "runner",
+    "Measurement": "runner", "Decision": "runner",
+    "LocalServers": "distributed",
+    "MODELS": "models", "TINY": "models", "DEFAULT_BATCH": "models",
+}
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        mod = importlib.import_module(f"{__name__}.{_WHERE[name]}")
+        value = getattr(mod, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -1,0 +1,97 @@
+"""Lazy TensorFlow access and the conventions shared by the bridge (private).
+
+TensorFlow is imported only when a function of :mod:`workbench.runtime` needs it, so
+``import workbench`` stays fast and works without TensorFlow installed.
+
+Device names
+------------
+A workbench :class:`~workbench.cluster.Device` name maps to a TensorFlow device:
+
+* ``cpu3`` / ``gpu1``  ->  ``/job:localhost/replica:0/task:0/device:CPU:3`` / ``GPU:1``
+  (devices of the local process; logical CPU devices are created per session with
+  ``ConfigProto(device_count={"CPU": n})``)
+* ``w1/cpu0``  ->  ``/job:worker/replica:0/task:1/device:CPU:0`` (a host of a
+  ``tf.distribute.Server`` cluster, see :mod:`workbench.runtime.distributed`)
+* a name that already starts with ``/`` is used as is.
+
+>>> tf_device("cpu3")
+'/job:localhost/replica:0/task:0/device:CPU:3'
+>>> tf_device("w1/cpu0")
+'/job:worker/replica:0/task:1/device:CPU:0'
+>>> tf_device("tpu")
+Traceback (most recent call last):
+...
+workbench.errors.PlanError: device name 'tpu' does not name a TensorFlow device: use cpuN, gpuN, wT/cpuN or a full '/job:...' name
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from ..errors import PlanError, RuntimeBridgeError
+
+__all__ = ["tf", "tf_device", "session_config", "op_error_message"]
+
+_LOCAL = re.compile(r"^(cpu|gpu)(\d+)$")
+_WORKER = re.compile(r"^w(\d+)/(cpu|gpu)(\d+)$")
+
+
+def tf() -> Any:
+    """Import and return TensorFlow (quiet logs), or raise RuntimeBridgeError if missing."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as _tf
+    except ImportError as e:  # pragma: no cover - TF is installed in the project's venv
+        raise RuntimeBridgeError(
+            f"TensorFlow is not installed ({e}); install the 'tf' extra: pip install "
+            f"'placement-workbench[tf]'") from None
+    return _tf
+
+
+def tf_device(name: str) -> str:
+    """The full TensorFlow device string of a workbench device name (see module docstring)."""
+    if name.startswith("/"):
+        return name
+    m = _LOCAL.match(name)
+    if m:
+        return f"/job:localhost/replica:0/task:0/device:{m.group(1).upper()}:{int(m.group(2))}"
+    m = _WORKER.match(name)
+    if m:
+        return (f"/job:worker/replica:0/task:{int(m.group(1))}/device:"
+                f"{m.group(2).upper()}:{int(m.group(3))}")
+    raise PlanError(f"device name {name!r} does not name a TensorFlow device: use cpuN, gpuN, "
+                    f"wT/cpuN or a full '/job:...' name")
+
+
+def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int = 1):
+    """A ``tf.compat.v1.ConfigProto`` with ``cpus`` logical CPU devices and graph rewriting off.
+
+    Grappler is disabled so that the executed graph is the one that was placed (same node
+    names, no constant folding or op fusion moving work between devices); ``intra_op`` threads
+    per op (1 = an op uses one core, the model of one device per core); ``inter_op`` defaults
+    to the number of CPU devices.
+    """
+    t = tf()
+    from tensorflow.core.protobuf import rewriter_config_pb2
+
+    cfg = t.compat.v1.ConfigProto(
+        device_count={"CPU": int(cpus)},
+        inter_op_parallelism_threads=int(inter_op or cpus),
+        intra_op_parallelism_threads=int(intra_op),
+        allow_soft_placement=False)
+    cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+    cfg.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
+    cfg.graph_options.optimizer_options.opt_level = t.compat.v1.OptimizerOptions.L0
+    cfg.graph_options.optimizer_options.do_constant_folding = False
+    cfg.graph_options.optimizer_options.do_common_subexpression_elimination = False
+    cfg.graph_options.optimizer_options.do_function_inlining = False
+    return cfg
+
+
+def op_error_message(e: BaseException) -> str:
+    """One line describing a TensorFlow error (its class and the first line of its message)."""
+    msg = getattr(e, "message", None) or str(e)
+    first = next((ln.strip() for ln in str(msg).splitlines() if ln.strip()), "")
+    return f"{type(e).__name__}: {first[:400]}"

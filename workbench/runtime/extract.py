@@ -1,0 +1,379 @@
+"""Extraction: the operator DAG of one full TensorFlow training step as an :class:`OpGraph`.
+
+:func:`build_program` builds a training step in a ``tf.compat.v1`` graph: the model's loss,
+its gradients (``tf.gradients``, scope ``gradients/``) and plain SGD updates (scope ``train/``),
+with the input batch held in variables so the step needs no feed. Because the whole step is one
+GraphDef, every node of it -- forward, gradient and update ops alike -- can be given a device by
+rewriting ``NodeDef.device`` (``tf.device`` scopes in a TF2 ``tf.function`` leave gradient ops
+unplaced). :func:`extract` turns the step into an :class:`~workbench.graph.OpGraph`:
+
+* ops: every node the train op depends on (data and control inputs), named as in the GraphDef,
+  with ``op_type`` the TensorFlow op and ``kind`` ``bwd`` (``gradients/``), ``update``
+  (``train/``), ``other`` (variables and the input batch) or ``fwd``;
+* edges: data and control dependencies; ``bytes`` is the total size of the distinct output
+  tensors the consumer reads (static shapes: the batch is fixed), 0 for control edges and
+  resource handles;
+* ``memory``: parameter bytes on variable nodes, plus, on forward ops, the bytes of outputs
+  that a gradient op reads (activations stashed until the backward pass);
+* ``colocate``: a variable, its reads and its updates form one group (TensorFlow runs resource
+  ops where the resource lives), as do nodes tied by ``_class`` colocation attributes;
+* ``compute``: an analytic estimate (FLOPs at a nominal rate) until :func:`~workbench.runtime.
+  profile.profile` replaces it with measured times; ``graph.meta["costs"]`` says which.
+
+``graph.meta["program"]`` records how to rebuild the program (model name, batch, sizes, seed,
+learning rate), which is what the runner uses to apply plans to the saved sample graphs.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import networkx as nx
+
+from ..errors import GraphError, RuntimeBridgeError
+from ..graph import OpGraph
+from ._tf import tf
+
+__all__ = ["Program", "build_program", "extract", "program_for", "program_to_opgraph",
+           "cpu_name"]
+
+_NOMINAL_FLOPS_PER_MS = 5e6  # 5 GFLOP/s: one core, used only for pre-profiling estimates
+
+
+@dataclass
+class Program:
+    """One training step as a GraphDef plus what is needed to run it.
+
+    Attributes
+    ----------
+    graph_def : tensorflow GraphDef
+        All nodes: the step, the variable initialisers and ``init``.
+    train_op, init_op, loss : str
+        Node names of the step's target, the initialiser and the loss.
+    step_nodes : tuple of str
+        The nodes the train op depends on (the ops of the extracted OpGraph), GraphDef order.
+    out_bytes : dict
+        Node name -> list of output tensor sizes in bytes (0 for resources / unknown shapes).
+    resource_edges : list of (src, dst)
+        Edges that carry a resource handle (both ends must share a device).
+    spec : dict
+        How to rebuild the program (``model``, ``batch``, ``sizes``, ``seed``, ``lr``); empty
+        ``model`` for a program built from a user function.
+    """
+
+    graph_def: Any
+    train_op: str
+    init_op: str
+    loss: str
+    step_nodes: tuple
+    out_bytes: dict
+    resource_edges: list
+    spec: dict = field(default_factory=dict)
+    unknown_shapes: int = 0
+
+    @property
+    def nodes(self) -> dict:
+        """Node name -> NodeDef."""
+        return {n.name: n for n in self.graph_def.node}
+
+
+def cpu_name() -> str:
+    """A short description of this machine's CPU (model name from /proc/cpuinfo if present)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _input_name(s: str) -> tuple[str, int, bool]:
+    """Parse a NodeDef input ``name[:k]`` or ``^name`` -> (node, output index, is_control)."""
+    if s.startswith("^"):
+        return s[1:], -1, True
+    if ":" in s:
+        node, k = s.rsplit(":", 1)
+        return node, int(k), False
+    return s, 0, False
+
+
+def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr: float = 0.01,
+                  **sizes) -> Program:
+    """Build the training step of a model.
+
+    Parameters
+    ----------
+    model_or_fn : str or callable
+        A name of :data:`workbench.runtime.models.MODELS`, or a function
+        ``fn(batch, **sizes) -> loss`` that builds a model with TensorFlow ops and
+        ``tf.compat.v1.get_variable(..., use_resource=True)`` variables in the current graph.
+    batch : int
+        Batch size (fixed, so every tensor shape is static).
+    seed, lr : graph-level random seed and SGD learning rate.
+    **sizes : keyword arguments of the builder (layers, width, ...).
+
+    Raises
+    ------
+    RuntimeBridgeError
+        Unknown model name, or a builder that fails or returns no scalar loss.
+    """
+    from .models import MODELS
+
+    t = tf()
+    tf1 = t.compat.v1
+    if isinstance(model_or_fn, str):
+        if model_or_fn not in MODELS:
+            raise RuntimeBridgeError(f"unknown model {model_or_fn!r}; known models: "
+                                     f"{', '.join(MODELS)}")
+        fn, model = MODELS[model_or_fn], model_or_fn
+    elif callable(model_or_fn):
+        fn, model = model_or_fn, ""
+        if hasattr(model_or_fn, "trainable_variables") and hasattr(model_or_fn, "layers"):
+            raise RuntimeBridgeError(
+                "Keras models cannot be built into a v1 graph with TF 2.16+ (Keras 3 is "
+                "eager/tf.function only); pass a builder fn(batch, **sizes) -> loss using "
+                "tf ops and tf.compat.v1.get_variable(use_resource=True)")
+    else:
+        raise RuntimeBridgeError(f"extract needs a model name or a builder function, got "
+                                 f"{type(model_or_fn).__name__}")
+    if int(batch) < 1:
+        raise RuntimeBridgeError(f"batch must be a positive integer, got {batch!r}")
+    graph = t.Graph()
+    try:
+        with graph.as_default():
+            tf1.set_random_seed(seed)
+            loss = fn(int(batch), **sizes)
+            if not isinstance(loss, t.Tensor) or loss.shape.rank != 0:
+                raise RuntimeBridgeError(f"the model builder must return a scalar loss tensor, "
+                                         f"got {loss!r}")
+            variables = tf1.trainable_variables()
+            if not variables:
+                raise RuntimeBridgeError("the model has no trainable variables")
+            grads = t.gradients(loss, variables)
+            pairs = [(g, v) for g, v in zip(grads, variables) if g is not None]
+            train = tf1.train.GradientDescentOptimizer(lr).apply_gradients(pairs, name="train")
+            init = tf1.global_variables_initializer()
+    except RuntimeBridgeError:
+        raise
+    except Exception as e:  # TypeError/ValueError from a user builder, TF errors
+        raise RuntimeBridgeError(f"building model {model or fn!r} failed: "
+                                 f"{type(e).__name__}: {e}") from None
+    out_bytes: dict = {}
+    unknown = 0
+    for op in graph.get_operations():
+        sizes_out = []
+        for o in op.outputs:
+            if o.dtype == t.resource or o.dtype == t.variant:
+                sizes_out.append(0)
+                continue
+            n = o.shape.num_elements() if o.shape.rank is not None else None
+            if n is None:
+                unknown += 1
+                sizes_out.append(0)
+            else:
+                sizes_out.append(int(n) * int(o.dtype.size))
+        out_bytes[op.name] = sizes_out
+    gd = graph.as_graph_def()
+    nodes = {n.name: n for n in gd.node}
+    # closure of the train op over data and control inputs
+    seen: set = set()
+    stack = [train.name]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        for s in nodes[v].input:
+            stack.append(_input_name(s)[0])
+    step = tuple(n.name for n in gd.node if n.name in seen)
+    res_edges = []
+    for op in graph.get_operations():
+        for inp in op.inputs:
+            if inp.dtype == t.resource:
+                res_edges.append((inp.op.name, op.name))
+    spec = {"model": model, "batch": int(batch), "sizes": dict(sizes), "seed": int(seed),
+            "lr": float(lr)}
+    return Program(gd, train.name, init.name, loss.name.split(":")[0], step, out_bytes,
+                   res_edges, spec, unknown)
+
+
+_PROGRAMS: dict[str, Program] = {}
+
+
+def program_for(graph: OpGraph) -> Program:
+    """Rebuild (and cache) the program of a graph extracted from a model of
+    :data:`~workbench.runtime.models.MODELS`, using ``graph.meta["program"]``.
+
+    Raises
+    ------
+    RuntimeBridgeError
+        If the graph does not come from a built-in model (pass ``program=`` to the runner).
+    """
+    spec = (graph.meta or {}).get("program")
+    if not spec or not spec.get("model"):
+        raise RuntimeBridgeError(
+            f"graph {graph.name!r} does not record a built-in model in meta['program']; pass "
+            f"the Program returned by build_program(...) as program=")
+    key = json.dumps(spec, sort_keys=True)
+    if key not in _PROGRAMS:
+        _PROGRAMS[key] = build_program(spec["model"], spec["batch"], seed=spec.get("seed", 0),
+                                       lr=spec.get("lr", 0.01), **(spec.get("sizes") or {}))
+    return _PROGRAMS[key]
+
+
+def _op_kind(name: str, op_type: str, train_op: str) -> str:
+    if name.startswith("gradients/"):
+        return "bwd"
+    if name == train_op or name.startswith(train_op + "/"):
+        return "update"
+    if op_type in ("VarHandleOp", "VariableV2") or name.startswith("data/"):
+        return "other"
+    return "fwd"
+
+
+def _estimate_ms(node, out: list, shapes_in: list) -> float:
+    """FLOP-based compute estimate of one node (used until the graph is profiled)."""
+    n_out = sum(out) / 4.0
+    flops = n_out
+    t = node.op
+    if t in ("MatMul", "BatchMatMulV2", "BatchMatMul", "BatchMatMulV3") and shapes_in:
+        k = shapes_in[0]
+        flops = 2.0 * n_out * max(k, 1)
+    elif t.startswith("Conv2D") and shapes_in:
+        flops = 2.0 * n_out * max(shapes_in[0], 1)
+    return 0.002 + flops / _NOMINAL_FLOPS_PER_MS
+
+
+def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | None = None,
+                       name: str | None = None, meta: dict | None = None) -> OpGraph:
+    """The OpGraph of a program's step; ``times`` (node -> ms) replaces the estimates."""
+    t = tf()
+    nodes = program.nodes
+    step = set(program.step_nodes)
+    # contraction lengths for the FLOP estimate: inner dimension of matmuls / kernel volume
+    inner: dict = {}
+    g = t.Graph()
+    with g.as_default():
+        t.graph_util.import_graph_def(program.graph_def, name="")
+    for op in g.get_operations():
+        if op.name not in step:
+            continue
+        if op.type in ("MatMul",) and op.inputs[0].shape.rank == 2:
+            ta = op.get_attr("transpose_a")
+            inner[op.name] = [int(op.inputs[0].shape[0 if ta else 1])]
+        elif op.type.startswith("BatchMatMul") and op.inputs[0].shape.rank:
+            adj = op.get_attr("adj_x")
+            inner[op.name] = [int(op.inputs[0].shape[-2 if adj else -1])]
+        elif op.type.startswith("Conv2D") and op.type == "Conv2D":
+            ks = op.inputs[1].shape
+            inner[op.name] = [int(ks[0]) * int(ks[1]) * int(ks[2])]
+    # colocation groups: resource edges and _class attributes
+    uf = nx.utils.UnionFind(program.step_nodes)
+    for a, b in program.resource_edges:
+        if a in step and b in step:
+            uf.union(a, b)
+    for v in program.step_nodes:
+        nd = nodes[v]
+        if "_class" in nd.attr:
+            for s in nd.attr["_class"].list.s:
+                s = s.decode()
+                if s.startswith("loc:@") and s[5:] in step:
+                    uf.union(v, s[5:])
+    groups: dict = {}
+    for members in uf.to_sets():
+        if len(members) > 1:
+            ms = sorted(members)
+            var = next((m for m in ms if nodes[m].op in ("VarHandleOp", "VariableV2")), ms[0])
+            for m in ms:
+                groups[m] = f"var:{var}"
+    # edges
+    edges: dict = {}
+    for v in program.step_nodes:
+        nd = nodes[v]
+        used: dict = {}
+        for s in nd.input:
+            u, k, ctrl = _input_name(s)
+            if u not in step:
+                continue
+            used.setdefault(u, set())
+            if not ctrl:
+                used[u].add(k)
+        for u, ks in used.items():
+            outs = program.out_bytes.get(u, [])
+            edges[(u, v)] = float(sum(outs[k] for k in ks if k < len(outs)))
+    kinds = {v: _op_kind(v, nodes[v].op, program.train_op) for v in program.step_nodes}
+    memory = {v: 0.0 for v in program.step_nodes}
+    for v in program.step_nodes:
+        nd = nodes[v]
+        if nd.op == "VarHandleOp":
+            shape = [d.size for d in nd.attr["shape"].shape.dim]
+            n = 1
+            for d in shape:
+                n *= max(int(d), 0)
+            memory[v] = float(n * t.as_dtype(nd.attr["dtype"].type).size)
+    for (u, v), b in edges.items():
+        if kinds[u] == "fwd" and kinds[v] == "bwd":
+            memory[u] = max(memory[u], sum(program.out_bytes.get(u, [0])))
+    ops = []
+    for v in program.step_nodes:
+        nd = nodes[v]
+        if times is not None and v in times:
+            ms = float(times[v])
+        else:
+            ms = _estimate_ms(nd, program.out_bytes.get(v, []), inner.get(v, []))
+        ops.append((v, {"compute": {kind: ms}, "memory": memory[v], "kind": kinds[v],
+                        "colocate": groups.get(v), "op_type": nd.op,
+                        "out_bytes": float(sum(program.out_bytes.get(v, [])))}))
+    spec = program.spec
+    param_bytes = sum(memory[v] for v in program.step_nodes
+                      if nodes[v].op == "VarHandleOp" and kinds[v] == "other"
+                      and not v.startswith("data/"))
+    m = {"source": "tensorflow", "model": spec.get("model") or "custom",
+         "batch": spec.get("batch"), "tf_version": t.__version__, "device": cpu_name(),
+         "device_kind": kind, "costs": "profiled" if times is not None else "estimated",
+         "param_bytes": float(param_bytes), "program": spec,
+         "unknown_shapes": program.unknown_shapes}
+    m.update(meta or {})
+    try:
+        return OpGraph.from_ops(ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],
+                                name=name or (spec.get("model") or "custom"), meta=m)
+    except GraphError as e:  # pragma: no cover - a TF graph is always a DAG
+        raise RuntimeBridgeError(f"the extracted step is not a valid op graph: {e}") from None
+
+
+def extract(model_or_fn: str | Callable, batch: int, *, kind: str = "cpu", seed: int = 0,
+            lr: float = 0.01, name: str | None = None, **sizes) -> OpGraph:
+    """The OpGraph of one full training step (forward, backward, update) of a model.
+
+    Costs are FLOP estimates (``meta["costs"] == "estimated"``); pass the result to
+    :func:`workbench.runtime.profile` for measured times.
+
+    Parameters
+    ----------
+    model_or_fn : str or callable
+        Model name (see :mod:`workbench.runtime.models`) or builder ``fn(batch, **sizes)``.
+    batch : int
+    kind : str
+        Device kind the compute costs are written for.
+    **sizes : builder keyword arguments.
+
+    Examples
+    --------
+    >>> from workbench.runtime import extract
+    >>> g = extract("mlp", 8, layers=1, width=16, in_dim=16)
+    >>> sorted(set(g.op(v)["kind"] for v in g.ops))
+    ['bwd', 'fwd', 'other', 'update']
+    >>> g.op("fc0/w")["memory"], g.op("fc0/w")["colocate"]
+    (1024.0, 'var:fc0/w')
+    >>> g.op("train/update_fc0/w/ResourceApplyGradientDescent")["colocate"]
+    'var:fc0/w'
+    """
+    program = build_program(model_or_fn, batch, seed=seed, lr=lr, **sizes)
+    if program.spec.get("model"):
+        _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
+    return program_to_opgraph(program, kind=kind, name=name)

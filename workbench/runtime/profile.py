@@ -1,0 +1,173 @@
+"""Profiling: measured per-op compute times written into an OpGraph's costs.
+
+The program runs on one device (``cpu0`` by default: one logical CPU device, one intra-op
+thread, one inter-op thread, so ops run one at a time as the simulator assumes); after
+``warmup`` steps, ``steps`` steps are traced with ``RunOptions.FULL_TRACE`` and each node's
+time (``all_end_rel_micros`` of its step stats) is averaged over them. Memory allocated per op
+in the trace is kept as the node attribute ``alloc_bytes``.
+
+The executor's own per-op cost and the ``Session.run`` overhead are not in any op's step
+stats, and tracing itself adds a few microseconds to every op. With ``overhead=True`` the
+difference between the median untraced step time and the sum of the op times is charged evenly
+to the ops, so that simulating the single-device plan gives the measured single-device step
+time; ``meta["profile"]`` records the raw figures.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+from ..errors import RuntimeBridgeError, WorkbenchError
+from ..graph import OpGraph
+from ._tf import op_error_message, session_config, tf, tf_device
+from .extract import Program, _PROGRAMS, build_program, program_for, program_to_opgraph
+from .runner import parse_step_stats, placed_graph_def
+
+__all__ = ["profile", "profile_program"]
+
+
+def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
+                    warmup: int = 3, timed_steps: int = 20, intra_op: int = 1,
+                    target: str = "") -> dict:
+    """Run a program on one device and return per-node mean times and the step figures.
+
+    Returns
+    -------
+    dict
+        ``times`` (node -> mean ms), ``alloc`` (node -> mean bytes allocated),
+        ``step_ms`` (mean untraced step), ``traced_sum_ms`` (sum of op means), ``steps``,
+        ``warmup``.
+    """
+    t = tf()
+    dev = tf_device(device)
+    gd = placed_graph_def(program, {v: dev for v in program.step_nodes}, default=dev)
+    graph = t.Graph()
+    with graph.as_default():
+        t.graph_util.import_graph_def(gd, name="")
+    cfg = session_config(cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
+                         inter_op=1, intra_op=intra_op)
+    sess = t.compat.v1.Session(target=target, graph=graph, config=cfg)
+    try:
+        train = graph.get_operation_by_name(program.train_op)
+        sess.run(graph.get_operation_by_name(program.init_op))
+        for _ in range(warmup):
+            sess.run(train)
+        sums: dict = {}
+        allocs: dict = {}
+        ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
+        for _ in range(steps):
+            md = t.compat.v1.RunMetadata()
+            sess.run(train, options=ro, run_metadata=md)
+            for v, (_, s, e, a) in parse_step_stats(md.step_stats).items():
+                sums[v] = sums.get(v, 0.0) + (e - s) / 1e3
+                allocs[v] = allocs.get(v, 0.0) + a
+        wall = []
+        for _ in range(timed_steps):
+            t0 = time.perf_counter()
+            sess.run(train)
+            wall.append((time.perf_counter() - t0) * 1e3)
+    except WorkbenchError:
+        raise
+    except Exception as e:
+        raise RuntimeBridgeError(f"profiling failed: {op_error_message(e)}") from None
+    finally:
+        sess.close()
+    step_set = set(program.step_nodes)
+    times = {v: sums.get(v, 0.0) / steps for v in program.step_nodes}
+    alloc = {v: allocs.get(v, 0.0) / steps for v in program.step_nodes}
+    missing = [v for v in program.step_nodes if v not in sums]
+    return {"times": times, "alloc": alloc, "step_ms": statistics.median(wall),
+            "step_mean_ms": statistics.fmean(wall),
+            "traced_sum_ms": sum(times[v] for v in step_set), "steps": steps,
+            "warmup": warmup, "untraced_nodes": missing}
+
+
+def _match_step(times: dict, step_ms: float) -> dict:
+    """Shift every op time by one constant (clamped at 0), then rescale, so the times add up
+    to ``step_ms``: the executor's per-op overhead (untraced step longer than the sum) or the
+    tracer's per-op overhead (traced sum longer than the untraced step) is charged equally to
+    every op.
+
+    >>> _match_step({"a": 1.0, "b": 3.0}, 6.0)
+    {'a': 2.0, 'b': 4.0}
+    >>> _match_step({"a": 0.1, "b": 3.0}, 1.5)
+    {'a': 0.0, 'b': 1.5}
+    """
+    n = len(times)
+    shift = (step_ms - sum(times.values())) / n
+    out = {v: max(0.0, ms + shift) for v, ms in times.items()}
+    total = sum(out.values())
+    if total > 0:
+        out = {v: ms * step_ms / total for v, ms in out.items()}
+    return out
+
+
+def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, *,
+            kind: str = "cpu", steps: int = 10, warmup: int = 3, overhead: bool = True,
+            device: str = "cpu0", program: Program | None = None, intra_op: int = 1,
+            name: str | None = None, **sizes) -> OpGraph:
+    """An OpGraph whose compute costs (for device kind ``kind``) are measured times.
+
+    Parameters
+    ----------
+    graph_or_model : OpGraph, str or callable
+        A graph from :func:`~workbench.runtime.extract` (its program is rebuilt from
+        ``meta["program"]`` unless ``program`` is given), or a model name / builder with
+        ``batch`` and ``**sizes`` as for :func:`~workbench.runtime.extract`.
+    kind : str
+        Device kind the measured times are written for (other kinds' costs are kept).
+    steps, warmup : int
+        Traced steps averaged, after untimed warm-up steps.
+    overhead : bool
+        Make the op times add up to the measured untraced single-device step time (see
+        :func:`_match_step`); the raw traced sum is kept in ``meta["profile"]``.
+    device : str
+        Device to profile on (``cpu0``, ``gpu0``, ...).
+
+    Examples
+    --------
+    >>> from workbench.runtime import extract, profile
+    >>> g = profile(extract("mlp", 8, layers=1, width=16, in_dim=16), steps=2, warmup=1)
+    >>> g.meta["costs"], g.op("fc0/MatMul")["compute"]["cpu"] > 0
+    ('profiled', True)
+    """
+    if isinstance(graph_or_model, OpGraph):
+        base = graph_or_model
+        program = program or program_for(base)
+    else:
+        if batch is None:
+            raise RuntimeBridgeError("profile(model, batch): batch is required for a model")
+        program = program or build_program(graph_or_model, batch, **sizes)
+        if program.spec.get("model"):
+            import json
+
+            _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
+        base = None
+    res = profile_program(program, device=device, steps=steps, warmup=warmup,
+                          intra_op=intra_op)
+    times = dict(res["times"])
+    n = len(times)
+    extra = (res["step_ms"] - res["traced_sum_ms"]) if overhead and n else 0.0
+    if extra:
+        times = _match_step(times, res["step_ms"])
+    info = {"steps": steps, "warmup": warmup, "device": device, "step_ms": res["step_ms"],
+            "traced_sum_ms": res["traced_sum_ms"], "per_op_adjust_ms": extra / n if n else 0.0,
+            "calibrated_to_step": bool(extra),
+            "untraced_nodes": len(res["untraced_nodes"]), "intra_op_threads": intra_op}
+    g = program_to_opgraph(program, kind=kind, times=times,
+                           name=name or (base.name if base is not None else None),
+                           meta={"profile": info})
+    # keep other device kinds' costs of the input graph, add the profiled allocations
+    G = g.to_networkx()
+    for v in G.nodes:
+        G.nodes[v]["alloc_bytes"] = float(res["alloc"].get(v, 0.0))
+        if base is not None and v in base.index:
+            for k, ms in base.op(v)["compute"].items():
+                if k != kind:
+                    G.nodes[v]["compute"][k] = ms
+    meta = dict(g.meta)
+    if base is not None:
+        meta = {**base.meta, **meta}
+    return OpGraph(G, name=g.name, meta=meta)

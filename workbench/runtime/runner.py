@@ -1,0 +1,394 @@
+"""The runner: apply a :class:`~workbench.plan.Plan` to the real TensorFlow program and measure it.
+
+Applying a plan means rewriting the ``device`` of every node of the step's GraphDef (forward,
+gradient and update ops alike) from the plan's placement; an execution order, when the plan has
+one, is enforced with control dependencies between consecutive ops of each device (FastT's first
+implementation). The rewritten graph runs in a ``tf.compat.v1.Session`` on local devices -- GPUs
+when present, otherwise logical CPU devices created for the session with
+``ConfigProto(device_count={"CPU": n})`` -- or, with ``target=``, on a ``tf.distribute.Server``
+cluster (:mod:`workbench.runtime.distributed`). Grappler is off so the executed graph is the
+placed one.
+
+A measurement is ``warmup`` untimed steps, then ``steps`` timed ones (wall clock of
+``Session.run``): mean, standard deviation and the samples, in ms.
+
+Failures are reported per plan: a plan that does not fit the program (op names of another graph,
+unplaced ops, an unknown device name, a variable split from its reads/updates, an order that
+contradicts the dependencies) raises :class:`~workbench.errors.PlanError` before anything runs;
+a device that does not exist or a step that fails (out of memory, kernel error) raises
+:class:`~workbench.errors.RuntimeBridgeError`. :func:`measure_plans` turns either into a
+``Measurement`` with ``error`` set and no timing, so the other plans still run and nothing
+partial is reported as complete.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+import networkx as nx
+
+from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
+from ..plan import Plan
+from ._tf import op_error_message, session_config, tf, tf_device
+from .extract import Program, _input_name, program_for
+
+__all__ = ["Measurement", "Decision", "run_plan", "measure_plans", "apply_if_faster",
+           "placed_graph_def", "parse_step_stats"]
+
+
+@dataclass
+class Measurement:
+    """Measured step time of one plan (ms). ``error`` is set (and timings are NaN) on failure.
+
+    ``trace`` (when requested) maps node -> ``(tf_device, start_ms, end_ms)`` of one traced step,
+    times relative to the step's first op.
+    """
+
+    method: str
+    mean_ms: float = math.nan
+    std_ms: float = math.nan
+    samples: list = field(default_factory=list)
+    steps: int = 0
+    warmup: int = 0
+    devices: list = field(default_factory=list)
+    ordered: bool = False
+    trace: dict | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples) if self.samples else math.nan
+
+    def to_dict(self) -> dict:
+        return {"method": self.method, "mean_ms": self.mean_ms, "std_ms": self.std_ms,
+                "median_ms": self.median_ms, "samples": list(self.samples), "steps": self.steps,
+                "warmup": self.warmup, "devices": list(self.devices), "ordered": self.ordered,
+                "error": self.error}
+
+
+@dataclass
+class Decision:
+    """Outcome of :func:`apply_if_faster`: the plan to keep and both measurements."""
+
+    plan: Plan
+    switched: bool
+    current: Measurement
+    candidate: Measurement
+
+
+# ---------------------------------------------------------------------- graph rewriting
+def placed_graph_def(program: Program, placement: Mapping[str, str], *,
+                     order: Mapping[str, list] | None = None, default: str | None = None):
+    """A copy of the program's GraphDef with every node on a TensorFlow device.
+
+    ``placement`` maps step nodes to full TF device strings; nodes outside the step (variable
+    initialisers) follow the variable they initialise (``_class`` colocation or a resource
+    input), else ``default``. ``order`` (TF device -> nodes) adds a control edge from each node
+    to the next one on its device. ``_class`` attributes are dropped (the plan decides).
+    """
+    t = tf()
+    gd = t.compat.v1.GraphDef()
+    gd.CopyFrom(program.graph_def)
+    default = default or next(iter(placement.values()))
+    res_src = {}
+    for a, b in program.resource_edges:
+        res_src.setdefault(b, a)
+    dev: dict = dict(placement)
+    for n in gd.node:
+        if n.name in dev:
+            continue
+        target = None
+        if "_class" in n.attr:
+            for s in n.attr["_class"].list.s:
+                s = s.decode()
+                if s.startswith("loc:@") and s[5:] in dev:
+                    target = dev[s[5:]]
+                    break
+        if target is None and n.name in res_src and res_src[n.name] in dev:
+            target = dev[res_src[n.name]]
+        dev[n.name] = target or default
+    prev: dict = {}
+    if order:
+        for ops in order.values():
+            for a, b in zip(ops, ops[1:]):
+                prev.setdefault(b, []).append(a)
+    for n in gd.node:
+        n.device = dev[n.name]
+        if "_class" in n.attr:
+            del n.attr["_class"]
+        for a in prev.get(n.name, ()):
+            n.input.append("^" + a)
+    return gd
+
+
+def parse_step_stats(step_stats) -> dict:
+    """Node -> ``(device, start_us, end_us, alloc_bytes)`` of one traced step (absolute µs).
+
+    A node recorded several times (e.g. on two devices) keeps its first start and last end.
+    """
+    out: dict = {}
+    for ds in step_stats.dev_stats:
+        for ns in ds.node_stats:
+            name = ns.node_name
+            if name in ("_SOURCE", "_SINK"):
+                continue
+            start = ns.all_start_micros
+            end = start + max(ns.all_end_rel_micros, ns.op_end_rel_micros)
+            alloc = sum(m.total_bytes for m in ns.memory)
+            if name in out:
+                d0, s0, e0, a0 = out[name]
+                out[name] = (d0, min(s0, start), max(e0, end), a0 + alloc)
+            else:
+                out[name] = (ds.device, start, end, alloc)
+    return out
+
+
+def _check_plan(plan: Plan, program: Program) -> None:
+    if not isinstance(plan, Plan):
+        raise PlanError(f"expected a Plan, got {type(plan).__name__}")
+    step = set(program.step_nodes)
+    extra = [v for v in plan.placement if v not in step]
+    if extra:
+        raise PlanError(
+            f"plan {plan.method!r} places {len(extra)} ops that are not in the TensorFlow "
+            f"program {program.spec.get('model') or 'custom'!r} (e.g. {extra[0]!r}): is it a "
+            f"plan for another graph?")
+    missing = [v for v in program.step_nodes if v not in plan.placement]
+    if missing:
+        raise PlanError(f"plan {plan.method!r} leaves {len(missing)} ops of the program "
+                        f"unplaced (e.g. {missing[0]!r}): is it a plan for another graph?")
+    for a, b in program.resource_edges:
+        if a in step and b in step and plan.placement[a] != plan.placement[b]:
+            raise PlanError(
+                f"plan {plan.method!r} puts op {b!r} on {plan.placement[b]!r} but the variable "
+                f"it uses, {a!r}, on {plan.placement[a]!r}: TensorFlow runs resource ops where "
+                f"the resource lives (respect the graph's colocation groups)")
+    if plan.order is not None:
+        for d, ops in plan.order.items():
+            for v in ops:
+                if plan.placement.get(v) != d:
+                    raise PlanError(f"plan {plan.method!r} orders op {v!r} on {d!r} but places "
+                                    f"it on {plan.placement.get(v)!r}")
+
+
+def _check_order_acyclic(plan: Plan, program: Program) -> None:
+    nodes = program.nodes
+    G = nx.DiGraph()
+    G.add_nodes_from(program.step_nodes)
+    step = set(program.step_nodes)
+    for v in program.step_nodes:
+        for s in nodes[v].input:
+            u = _input_name(s)[0]
+            if u in step:
+                G.add_edge(u, v)
+    for ops in plan.order.values():
+        G.add_edges_from(zip(ops, ops[1:]))
+    if not nx.is_directed_acyclic_graph(G):
+        cyc = nx.find_cycle(G)
+        path = " -> ".join(u for u, _ in cyc[:6])
+        raise PlanError(f"plan {plan.method!r}: its execution order contradicts the graph's "
+                        f"dependencies (cycle {path} ...); it would deadlock")
+
+
+def _resolve_devices(plan: Plan, devices: Mapping[str, str] | None) -> dict:
+    names = sorted(set(plan.placement.values()))
+    out = {}
+    for d in names:
+        if devices is not None and d in devices:
+            out[d] = devices[d]
+        elif devices is not None and not d.startswith("/"):
+            raise PlanError(f"plan {plan.method!r} uses device {d!r}, which is not in the device "
+                            f"map ({', '.join(devices) or 'empty'})")
+        else:
+            out[d] = tf_device(d)
+    return out
+
+
+def _canonical(dev: str) -> str:
+    t = tf()
+    return t.compat.v1.DeviceSpec.from_string(dev).to_string()
+
+
+def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int | None,
+                  intra_op: int):
+    t = tf()
+    tf_devs = list(tf_devs)
+    cpus = 1
+    for d in tf_devs:
+        spec = t.compat.v1.DeviceSpec.from_string(d)
+        if spec.job == "localhost" and (spec.device_type or "").upper() == "CPU":
+            cpus = max(cpus, int(spec.device_index or 0) + 1)
+    if not target and cpus > 256:
+        raise RuntimeBridgeError(f"a plan on {cpus} logical CPU devices is not supported "
+                                 f"(at most 256)")
+    cfg = session_config(cpus=cpus, inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op)
+    sess = t.compat.v1.Session(target=target or "", graph=graph, config=cfg)
+    have = {_canonical(d.name) for d in sess.list_devices()}
+    for d in tf_devs:
+        if _canonical(d) not in have:
+            sess.close()
+            raise RuntimeBridgeError(f"device {d!r} does not exist; available: "
+                                     f"{', '.join(sorted(have))}")
+    return sess
+
+
+def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program | None = None,
+             devices: Mapping[str, str] | None = None, target: str = "",
+             enforce_order: bool = True, trace: bool = False, inter_op: int | None = None,
+             intra_op: int = 1) -> Measurement:
+    """Apply ``plan`` to its TensorFlow program and measure the step time.
+
+    Parameters
+    ----------
+    plan : Plan
+        Placement of every op of the program's step; ``plan.order`` (if any) is enforced.
+    steps, warmup : int
+        Timed and untimed steps.
+    program : Program, optional
+        The program; by default rebuilt from ``plan.graph.meta["program"]``.
+    devices : mapping, optional
+        Workbench device name -> TensorFlow device string (default: see
+        :func:`workbench.runtime._tf.tf_device`: ``cpuN``, ``gpuN``, ``wT/cpuN``).
+    target : str
+        Session target, e.g. ``grpc://127.0.0.1:port`` of a ``tf.distribute.Server``.
+    enforce_order : bool
+        Add control dependencies for ``plan.order``.
+    trace : bool
+        Also run one traced step (FULL_TRACE) and return ``Measurement.trace``.
+    inter_op, intra_op : int
+        Thread pools (default: one inter-op thread per device used, one thread per op).
+
+    Raises
+    ------
+    PlanError
+        The plan does not fit the program (see module docstring).
+    RuntimeBridgeError
+        A device does not exist or a step fails.
+    """
+    if steps < 1 or warmup < 0:
+        raise RuntimeBridgeError(f"need steps >= 1 and warmup >= 0, got {steps}, {warmup}")
+    program = program or program_for(plan.graph)
+    _check_plan(plan, program)
+    ordered = bool(enforce_order and plan.order is not None)
+    if ordered:
+        _check_order_acyclic(plan, program)
+    dmap = _resolve_devices(plan, devices)
+    placement = {v: dmap[d] for v, d in plan.placement.items()}
+    order = ({dmap[d]: ops for d, ops in plan.order.items() if d in dmap} if ordered else None)
+    gd = placed_graph_def(program, placement, order=order,
+                          default=dmap[plan.placement[program.train_op]])
+    t = tf()
+    graph = t.Graph()
+    with graph.as_default():
+        t.graph_util.import_graph_def(gd, name="")
+    sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
+                         intra_op=intra_op)
+    try:
+        train = graph.get_operation_by_name(program.train_op)
+        sess.run(graph.get_operation_by_name(program.init_op))
+        for _ in range(warmup):
+            sess.run(train)
+        samples = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            sess.run(train)
+            samples.append((time.perf_counter() - t0) * 1e3)
+        tr = None
+        if trace:
+            ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
+            md = t.compat.v1.RunMetadata()
+            sess.run(train, options=ro, run_metadata=md)
+            raw = parse_step_stats(md.step_stats)
+            t0 = min((s for _, s, _, _ in raw.values()), default=0)
+            tr = {v: (d, (s - t0) / 1e3, (e - t0) / 1e3) for v, (d, s, e, _) in raw.items()}
+    except WorkbenchError:
+        raise
+    except Exception as e:  # tf.errors.OpError (OOM, kernel failure), placement errors
+        raise RuntimeBridgeError(f"plan {plan.method!r} failed while running: "
+                                 f"{op_error_message(e)}") from None
+    finally:
+        sess.close()
+    mean = statistics.fmean(samples)
+    std = statistics.pstdev(samples) if len(samples) > 1 else 0.0
+    return Measurement(plan.method, mean, std, samples, steps, warmup, sorted(dmap), ordered, tr)
+
+
+def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
+                  program: Program | None = None, **run_kw) -> dict:
+    """Measure several plans of one graph; failures are reported per plan, never raised.
+
+    Parameters
+    ----------
+    graph : OpGraph
+        The graph the plans refer to (extracted by :func:`workbench.runtime.extract`).
+    plans : mapping name -> Plan, or iterable of Plan (keyed by ``plan.method``)
+    steps, warmup, program, **run_kw : passed to :func:`run_plan`.
+
+    Returns
+    -------
+    dict
+        Name -> :class:`Measurement`; a failed plan has ``error`` set and NaN timings.
+    """
+    if isinstance(plans, Mapping):
+        items = list(plans.items())
+    else:
+        items, used = [], set()
+        for p in plans:
+            key, k = p.method, 1
+            while key in used:
+                k += 1
+                key = f"{p.method}#{k}"
+            used.add(key)
+            items.append((key, p))
+    out: dict = {}
+    prog_error = None
+    if program is None:
+        try:
+            program = program_for(graph)
+        except WorkbenchError as e:
+            prog_error = str(e)
+    for name, plan in items:
+        if prog_error is not None:
+            out[name] = Measurement(name, error=prog_error)
+            continue
+        try:
+            if plan is None or getattr(plan, "placement", None) is None:
+                raise PlanError(f"no plan to measure for {name!r}")
+            m = run_plan(plan, steps=steps, warmup=warmup, program=program, **run_kw)
+            m.method = name
+            out[name] = m
+        except WorkbenchError as e:
+            out[name] = Measurement(name, error=f"{type(e).__name__}: {e}")
+    return out
+
+
+def apply_if_faster(current: Plan, candidate: Plan, *, current_measurement: Measurement | None
+                    = None, tolerance: float = 0.0, steps: int = 10, warmup: int = 3,
+                    **run_kw) -> Decision:
+    """FastT's rollback guard: switch to ``candidate`` only if it measures faster.
+
+    The candidate is kept when its mean step time is below ``(1 - tolerance)`` times the
+    current plan's; otherwise (also when it fails to run) the current plan stays.
+
+    Raises
+    ------
+    PlanError, RuntimeBridgeError
+        Only when the *current* plan cannot be measured.
+    """
+    cur = current_measurement
+    if cur is None or not cur.ok:
+        cur = run_plan(current, steps=steps, warmup=warmup, **run_kw)
+    try:
+        cand = run_plan(candidate, steps=steps, warmup=warmup, **run_kw)
+    except WorkbenchError as e:
+        cand = Measurement(candidate.method, error=f"{type(e).__name__}: {e}")
+    better = cand.ok and cand.mean_ms < (1.0 - tolerance) * cur.mean_ms
+    return Decision(candidate if better else current, better, cur, cand)
