@@ -1,0 +1,20 @@
+"""Views of the placement workbench: pure plotly figures (:mod:`widgets.figures`), ipywidgets
+compositions (:class:`DagView`, :class:`GanttView`, :class:`CoarsenView`,
+:class:`PipelineView`, :class:`CompareBoard`) and the self-contained HTML report
+(:func:`write_report`).
+
+Views only show model objects (OpGraph, Cluster, Plan, Schedule, the DataFrame of
+``workbench.compare``); the workbench itself never imports this package.
+
+>>> import widgets
+>>> sorted(widgets.__all__)[:3]
+['CoarsenView', 'CompareBoard', 'DagView']
+"""
+
+from . import figures
+from .board import CompareBoard
+from .report import write_report
+from .views import CoarsenView, DagView, GanttView, PipelineView, link_selection
+
+__all__ = ["figures", "DagView", "GanttView", "CoarsenView", "PipelineView", "CompareBoard",
+           "link_selection", "write_report"]

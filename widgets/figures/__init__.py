@@ -1,0 +1,18 @@
+"""Pure figure functions: model objects -> ``plotly.graph_objects.Figure`` (no ipywidgets).
+
+Every function takes an optional ``fig=`` to draw into (e.g. a ``FigureWidget``) and returns it.
+
+>>> from widgets.figures import dag_figure, gantt_figure, coarse_figure, pipeline_figure, \\
+...     compare_figure
+"""
+
+from .coarsen import coarse_figure, coarse_graph, members_figure
+from .compare import compare_figure
+from .dag import dag_figure
+from .gantt import gantt_figure, gantt_lanes, idle_gaps
+from .layout import layered_layout
+from .pipeline import pipeline_figure, stage_table
+
+__all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "idle_gaps", "coarse_figure",
+           "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
+           "layered_layout"]

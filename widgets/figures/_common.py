@@ -1,0 +1,84 @@
+"""Shared helpers of the figure functions: palettes, device colours, hover formatting."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["PALETTE", "KIND_NAMES", "device_colors", "color_cycle", "fmt_ms", "fmt_bytes",
+           "op_times_or_min", "new_figure"]
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94",
+           "#f7b6d2", "#9edae5")
+"""Qualitative palette (red is kept for critical paths and bottlenecks)."""
+
+CRITICAL = "#d62728"
+UNPLACED = "#b0b0b0"
+KIND_NAMES = ("fwd", "bwd", "update", "other")
+
+
+def color_cycle(i: int) -> str:
+    """Colour number ``i`` of :data:`PALETTE`, cycling.
+
+    >>> color_cycle(0), color_cycle(len(PALETTE))
+    ('#1f77b4', '#1f77b4')
+    """
+    return PALETTE[int(i) % len(PALETTE)]
+
+
+def device_colors(names) -> dict:
+    """Device name -> colour, in the given order.
+
+    >>> device_colors(["gpu0", "gpu1"])
+    {'gpu0': '#1f77b4', 'gpu1': '#ff7f0e'}
+    """
+    return {str(d): color_cycle(i) for i, d in enumerate(names)}
+
+
+def fmt_ms(x: float) -> str:
+    """Milliseconds with a sensible number of digits.
+
+    >>> fmt_ms(1234.5), fmt_ms(0.01234)
+    ('1234.5 ms', '0.0123 ms')
+    """
+    x = float(x)
+    if not np.isfinite(x):
+        return "inf"
+    if abs(x) >= 100:
+        return f"{x:.1f} ms"
+    return f"{x:.3g} ms"
+
+
+def fmt_bytes(b: float) -> str:
+    """Bytes in binary units.
+
+    >>> fmt_bytes(3 * 2**20), fmt_bytes(12)
+    ('3.0 MiB', '12 B')
+    """
+    b = float(b)
+    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= k:
+            return f"{b / k:.1f} {unit}"
+    return f"{b:.0f} B"
+
+
+def op_times_or_min(graph, cluster=None) -> np.ndarray:
+    """Per-op time used for sizes and the static critical path: the mean over the cluster's
+    devices that can run it when a cluster is given, else the fastest device kind."""
+    if cluster is not None:
+        from workbench.analysis import node_weights
+
+        return node_weights(graph, cluster, "mean")
+    t = graph.c.min_compute()
+    return np.where(np.isfinite(t), t, 0.0)
+
+
+def new_figure(fig=None):
+    """``fig`` cleared of traces, shapes and annotations, or a new Figure."""
+    import plotly.graph_objects as go
+
+    if fig is None:
+        return go.Figure()
+    fig.data = []
+    fig.layout = {}
+    return fig

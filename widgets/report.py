@@ -1,0 +1,185 @@
+"""A self-contained HTML report of a comparison: table, comparison bars, the DAG coloured by the
+best plan, a Gantt chart per plan and the pipelined split of the best max-load plan.
+
+plotly.js is inlined once, so the page opens offline (no CDN, no network at view time). The file
+is written atomically (temporary file + rename).
+
+Examples
+--------
+>>> import tempfile, pathlib, workbench as wb
+>>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+>>> plans = {m: wb.solve(g, c, method=m) for m in ("single", "round_robin")}
+>>> import pandas as pd
+>>> rows = []
+>>> for m, p in plans.items():
+...     x = wb.evaluate(p, c)
+...     rows.append({"method": m, "status": p.status, "makespan_ms": x.makespan_ms,
+...                  "max_load_ms": x.max_load_ms, "makespan_lb": x.makespan_lb,
+...                  "max_load_lb": x.max_load_lb, "solve_s": p.stats["solve_s"]})
+>>> out = pathlib.Path(tempfile.mkdtemp()) / "r.html"
+>>> write_report(out, graph=g, cluster=c, table=pd.DataFrame(rows), plans=plans, title="demo")
+PosixPath('...r.html')
+>>> html = out.read_text()
+>>> "<script src=" in html, html.count("Plotly.newPlot") >= 4
+(False, True)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import html as _html
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["write_report", "report_html"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px auto;
+max-width:1200px;color:#222;padding:0 16px}
+h1{font-size:1.6em;margin-bottom:.2em}h2{font-size:1.2em;margin-top:1.6em;border-bottom:1px solid
+#ddd;padding-bottom:.2em}.meta{color:#666;font-size:.9em}
+table.results{border-collapse:collapse;font-size:.85em;margin:8px 0}
+table.results th,table.results td{border:1px solid #ddd;padding:3px 8px;text-align:right}
+table.results th{background:#f5f5f5}table.results td:first-child{text-align:left;font-weight:600}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}.note{color:#666;font-size:.9em}
+"""
+
+
+def _fig_div(fig, div_id: str) -> str:
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                       config={"displaylogo": False, "responsive": True})
+
+
+def _table_html(table) -> str:
+    t = table.copy()
+    for col in t.columns:
+        if t[col].dtype.kind == "f":
+            t[col] = t[col].map(lambda x: "" if x != x else f"{x:.4g}")
+    return t.to_html(index=False, classes="results", border=0, na_rep="", escape=True)
+
+
+def _best(table, col: str):
+    if table is None or col not in table or "method" not in table:
+        return None
+    ok = table
+    if "status" in table:
+        ok = table[table["status"].astype(str) != "error"]
+    ok = ok[ok[col].notna()]
+    if not len(ok):
+        return None
+    return str(ok.loc[ok[col].astype(float).idxmin(), "method"])
+
+
+def report_html(*, graph, cluster, table=None, plans: dict | None = None,
+                title: str = "Placement report", max_gantts: int = 6,
+                max_dag_ops: int = 5000, notes: str | None = None) -> str:
+    """The report as an HTML string (see :func:`write_report`)."""
+    from plotly.offline import get_plotlyjs
+
+    from workbench import simulate
+
+    from .figures import compare_figure, dag_figure, gantt_figure, pipeline_figure
+
+    plans = dict(plans or {})
+    parts: list[str] = []
+    esc = _html.escape
+    parts.append(f"<h1>{esc(title)}</h1>")
+    stamp = _dt.datetime.now().strftime("%Y-%m-%d %H:%M")
+    parts.append(f"<p class='meta'>graph <b>{esc(graph.name)}</b>: {graph.n_ops} ops, "
+                 f"{graph.n_edges} edges &middot; cluster <b>{esc(cluster.name)}</b>: "
+                 f"{len(cluster.names)} devices ({esc(', '.join(cluster.names))}) &middot; "
+                 f"written {stamp}</p>")
+    if notes:
+        parts.append(f"<p class='note'>{esc(notes)}</p>")
+    if table is not None and len(table):
+        parts.append("<h2>Results</h2>")
+        parts.append("<p class='note'>Makespan and max load come from the workbench simulator; "
+                     "gaps are relative to the lower bounds.</p>")
+        parts.append(_table_html(table))
+        parts.append(_fig_div(compare_figure(table), "compare"))
+    best_mk = _best(table, "makespan_ms") if table is not None else None
+    if best_mk not in plans:
+        best_mk = next(iter(plans), None)
+    schedules = {}
+    errors = {}
+    for m, p in plans.items():
+        try:
+            schedules[m] = simulate(p, cluster)
+        except Exception as e:  # a plan that cannot be simulated is reported, not fatal
+            errors[m] = f"{type(e).__name__}: {e}"
+    parts.append("<h2>Operator graph</h2>")
+    if graph.n_ops <= max_dag_ops:
+        s = schedules.get(best_mk)
+        parts.append(_fig_div(dag_figure(graph, cluster=cluster, plan=plans.get(best_mk),
+                                         schedule=s,
+                                         title=(f"{graph.name}: placement of {best_mk}"
+                                                if best_mk else None)), "dag"))
+    else:
+        parts.append(f"<p class='note'>The graph has {graph.n_ops} ops (more than "
+                     f"{max_dag_ops}); its drawing is left out to keep the page light.</p>")
+    if schedules:
+        parts.append("<h2>Schedules</h2>")
+        order = list(schedules)
+        if best_mk in order:
+            order.remove(best_mk)
+            order.insert(0, best_mk)
+        shown = order[:max_gantts]
+        for m in shown:
+            parts.append(_fig_div(gantt_figure(schedules[m]), f"gantt-{len(parts)}"))
+        if len(order) > len(shown):
+            parts.append(f"<p class='note'>{len(order) - len(shown)} more plans not drawn: "
+                         f"{esc(', '.join(order[len(shown):]))}.</p>")
+    best_ml = _best(table, "max_load_ms") if table is not None else None
+    if best_ml in plans:
+        parts.append("<h2>Pipelined split of the best max-load plan</h2>")
+        parts.append(_fig_div(pipeline_figure(plans[best_ml], cluster), "pipeline"))
+    for m, msg in errors.items():
+        parts.append(f"<p class='note'>Plan {esc(m)} could not be simulated: {esc(msg)}</p>")
+    body = "\n".join(parts)
+    return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{esc(title)}</title><style>{_CSS}</style>"
+            f"<script type='text/javascript'>{get_plotlyjs()}</script></head>"
+            f"<body>\n{body}\n</body></html>\n")
+
+
+def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
+                 title: str = "Placement report", max_gantts: int = 6,
+                 max_dag_ops: int = 5000, notes: str | None = None,
+                 results_df=None) -> Path:
+    """Write a self-contained HTML report and return its path.
+
+    Parameters
+    ----------
+    path : str or Path
+        Output file (parent folders are created).
+    graph : OpGraph
+    cluster : Cluster
+    table : pandas.DataFrame, optional
+        The frame of :func:`workbench.compare` (one row per method). ``results_df`` is an alias.
+    plans : dict, optional
+        Method -> Plan; each is simulated for its Gantt chart.
+    title : str
+    max_gantts : int
+        At most this many Gantt charts (the best makespan first).
+    max_dag_ops : int
+        Larger graphs are not drawn (the page would get heavy).
+    notes : str, optional
+        A paragraph shown under the title.
+    """
+    if table is None:
+        table = results_df
+    html = report_html(graph=graph, cluster=cluster, table=table, plans=plans, title=title,
+                       max_gantts=max_gantts, max_dag_ops=max_dag_ops, notes=notes)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(html)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
