@@ -1,0 +1,663 @@
+"""Pesto (Hafeez et al., Middleware'21): joint placement and scheduling by an integer program,
+made tractable by acyclic coarsening.
+
+``pesto_ilp`` solves the Pesto ILP on the graph as given; ``pesto`` coarsens the graph first
+(:func:`workbench.transforms.coarsen.coarsen`), solves the ILP on the coarse graph and expands
+the plan back (members of a merged vertex run consecutively in topological order).
+
+The model (k devices, one binary per op-device pair)
+---------------------------------------------------
+* ``x[i,d]`` = op ``i`` runs on device ``d`` (only where it can run: device affinity);
+  ``sum_d x[i,d] = 1``; duration ``p_i = sum_d t[i,d] x[i,d]``; completion ``C_i = S_i + p_i``;
+  ``C_i <= Cmax``; objective ``min Cmax``.
+* Communication vertices (the paper's DAG augmentation): as in the simulator, one transfer per
+  produced tensor and destination device. For producer ``u``, tensor class ``c`` (its out-edges
+  grouped by bytes and fixed comm time) and device ``b``, a transfer of duration
+  ``sum_a T(a, b) x[u,a]`` (``T(b, b) = 0``, ``T`` from ``cluster.transfer_ms``) starts at
+  ``TS >= C_u``; a consumer ``v`` placed on ``b`` starts after it ends (big-M on ``x[v,b]``).
+  The edge also gets the tight form ``S_v >= C_u + q_e``, ``q_e >= T(a, b)(x[u,a] + x[v,b] - 1)``.
+* Non-overlap on each device: for every pair of ops not ordered by a path, an order binary
+  ``delta`` and a same-device indicator ``y >= x[i,d] + x[j,d] - 1`` with two big-M constraints.
+* Congestion (``congestion=True``): a binary ``z`` says a transfer really happens
+  (``z >= x[v,b] - x[u,b]``); two transfers to ``b`` from producers on one device never
+  overlap. Their order is the producers' order (a path, or their ``delta``), which is what the
+  simulator's FIFO links do. Host-staged clusters (``mode="host"``) share upload/download
+  channels across sources; that congestion is not modelled (``stats["congestion_modelled"]``).
+* Memory: ``sum_i mem_i x[i,d] <= capacity_d``. Colocation: ``x[i,d] = x[j,d]`` within a group.
+* Big-M and the horizon come from the best heuristic schedule (simulated), which is also the
+  warm start; with identical devices, op ``i`` may only use devices ``0..i`` (symmetry breaking).
+
+With an optimal solution in direct mode the predicted makespan equals the simulated one (every
+simulated schedule is a solution of the model and the simulator starts everything as early as
+the model's orders allow).
+
+Examples
+--------
+>>> from workbench import samples, Cluster, solve, simulate
+>>> g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
+>>> plan = solve(g, c, method="pesto_ilp", time_limit=20)
+>>> plan.status, round(plan.predicted["makespan_ms"], 3)
+('optimal', 9.0)
+>>> round(simulate(plan, c).makespan, 3)
+9.0
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pulp
+
+from ..errors import InfeasibleError, SolverError, WorkbenchError
+from ..plan import Plan
+from . import SOLVERS, register
+from .common import order_by_start
+from .milp import solve_milp
+
+__all__ = ["pesto", "pesto_ilp", "build_pesto_ilp", "PestoModel", "WARM_START_METHODS",
+           "default_target"]
+
+WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "round_robin", "single")
+"""Heuristics tried for the warm start, when registered; the best simulated one is used."""
+
+_DEFAULT_TIME_LIMIT = 120.0
+
+
+def default_target(cluster) -> int:
+    """Default coarse size for ``pesto``: ``min(60, max(16, 160 // k))`` for ``k`` devices.
+
+    >>> from workbench import Cluster
+    >>> default_target(Cluster.preset("2xV100-pcie")), default_target(Cluster.preset("4xV100-nvlink"))
+    (60, 40)
+    """
+    return int(min(60, max(16, 160 // max(1, len(cluster)))))
+
+
+# ---------------------------------------------------------------------------- helpers
+def _check_memory(graph, cluster) -> None:
+    """InfeasibleError with the shortfall when memory or a colocation group cannot fit."""
+    gc = graph.c
+    need = float(gc.memory.sum())
+    cap = cluster.total_memory()
+    if need > cap * (1 + 1e-12):
+        raise InfeasibleError(
+            f"graph {graph.name!r} needs {need / 2**30:.3f} GiB but the devices of cluster "
+            f"{cluster.name!r} hold {cap / 2**30:.3f} GiB in all (short by "
+            f"{(need - cap) / 2**30:.3f} GiB)")
+    biggest = max(d.memory for d in cluster.devices)
+    for grp, members in graph.colocation_groups.items():
+        m = float(sum(gc.memory[graph.index[v]] for v in members))
+        if m > biggest * (1 + 1e-12):
+            raise InfeasibleError(
+                f"colocation group {grp!r} ({len(members)} ops, e.g. {members[0]!r}) needs "
+                f"{m / 2**30:.3f} GiB but the largest device holds {biggest / 2**30:.3f} GiB "
+                f"(short by {(m - biggest) / 2**30:.3f} GiB)")
+    for i in range(gc.n):
+        if gc.memory[i] > biggest * (1 + 1e-12):
+            raise InfeasibleError(
+                f"op {gc.names[i]!r} needs {gc.memory[i] / 2**30:.3f} GiB but the largest device "
+                f"holds {biggest / 2**30:.3f} GiB (short by "
+                f"{(gc.memory[i] - biggest) / 2**30:.3f} GiB)")
+
+
+def _respects(plan: Plan, cluster) -> bool:
+    """Memory within capacity and colocation groups whole."""
+    g = plan.graph
+    used = {d.name: 0.0 for d in cluster.devices}
+    mem = g.c.memory.tolist()
+    for v, i in g.index.items():
+        used[plan.placement[v]] += mem[i]
+    if any(used[d.name] > d.memory * (1 + 1e-9) for d in cluster.devices):
+        return False
+    return all(len({plan.placement[v] for v in ms}) == 1
+               for ms in g.colocation_groups.values())
+
+
+def _symmetric(cluster) -> bool:
+    """All devices interchangeable: same kind, speed, memory and the same link everywhere."""
+    devs = cluster.devices
+    if len({(d.kind, d.speed, d.memory) for d in devs}) > 1:
+        return False
+    cc = cluster.c
+    n = cc.n
+    if n < 2:
+        return True
+    if cc.host_mode:
+        return len(set(cc.staged.tolist())) == 1
+    off = ~np.eye(n, dtype=bool)
+    return (np.ptp(cc.lat[off]) == 0) and (np.ptp(cc.inv_bw[off]) == 0)
+
+
+def _reach(graph) -> list[int]:
+    """Bitset of the ops reachable from each op (excluding itself)."""
+    gc = graph.c
+    reach = [0] * gc.n
+    for i in range(gc.n - 1, -1, -1):
+        r = 0
+        for j in gc.succ[i]:
+            r |= (1 << j) | reach[j]
+        reach[i] = r
+    return reach
+
+
+def _classes(graph) -> list[list[tuple]]:
+    """Per producer: tensor classes ``(bytes, comm or None, [(edge, consumer), ...])`` in the
+    order the simulator creates its transfers (first appearance among the out-edges)."""
+    gc = graph.c
+    bl, cl, dl = gc.bytes.tolist(), gc.comm.tolist(), gc.dst.tolist()
+    out = []
+    for u in range(gc.n):
+        cls: dict = {}
+        for e in gc.out_edges[u]:
+            c = cl[e]
+            key = (bl[e], None if c != c else c)
+            cls.setdefault(key, []).append((e, dl[e]))
+        out.append([(k[0], k[1], v) for k, v in cls.items()])
+    return out
+
+
+class PestoModel:
+    """The Pesto ILP of ``graph`` on ``cluster`` as a PuLP problem with handles to its variables.
+
+    Build with :func:`build_pesto_ilp`; ``warm_values(schedule)`` turns a simulated schedule into
+    a warm start; ``extract(result)`` reads device indices and start times.
+    """
+
+    def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
+                 symmetry: bool = True):
+        self.graph, self.cluster = graph, cluster
+        gc, cc = graph.c, cluster.c
+        n, k = gc.n, cc.n
+        self.n, self.k = n, k
+        self.horizon = H = float(horizon)
+        times = cluster.op_times(graph)
+        ok = np.isfinite(times)
+        self.ok = ok
+        names = cluster.names
+        self.congestion_modelled = bool(congestion and not cc.host_mode and k > 1)
+        self.symmetric = bool(symmetry and k > 1 and _symmetric(cluster))
+        classes = _classes(graph)
+        self.classes = classes
+        # transfer time T[u][ci][a][b]
+        T = []
+        maxT = 0.0
+        for u in range(n):
+            row = []
+            for nb, c, _cons in classes[u]:
+                mat = [[0.0 if a == b else cluster.transfer_ms(names[a], names[b], nb, c)
+                        for b in range(k)] for a in range(k)]
+                maxT = max(maxT, max(max(r) for r in mat))
+                row.append(mat)
+            T.append(row)
+        self.T = T
+        M = self.M = H + maxT + 1.0
+        prob = pulp.LpProblem("pesto", pulp.LpMinimize)
+        self.prob = prob
+        allowed = [[d for d in range(k) if ok[i, d]] for i in range(n)]
+        if self.symmetric:
+            allowed = [[d for d in a if d <= i] for i, a in enumerate(allowed)]
+        self.allowed = allowed
+        x = {(i, d): pulp.LpVariable(f"x_{i}_{d}", cat="Binary")
+             for i in range(n) for d in allowed[i]}
+        self.x = x
+        S = [pulp.LpVariable(f"S_{i}", 0, H) for i in range(n)]
+        self.S = S
+        cmax = pulp.LpVariable("Cmax", 0, H)
+        self.cmax = cmax
+        prob += cmax
+        dur = [pulp.lpSum(float(times[i, d]) * x[i, d] for d in allowed[i]) for i in range(n)]
+        self.dur = dur
+        for i in range(n):
+            if not allowed[i]:
+                raise InfeasibleError(f"op {gc.names[i]!r} can run on no device of cluster "
+                                      f"{cluster.name!r}")
+            prob += pulp.lpSum(x[i, d] for d in allowed[i]) == 1, f"assign_{i}"
+            if not gc.succ[i]:
+                prob += S[i] + dur[i] <= cmax, f"makespan_{i}"
+
+        def xv(i, d):
+            return x.get((i, d), 0)
+
+        # ---- colocation
+        for gi, grp in enumerate(gc.coloc_groups):
+            mem_idx = [i for i in range(n) if gc.coloc[i] == gi]
+            first = mem_idx[0]
+            for j in mem_idx[1:]:
+                for d in range(k):
+                    if (first, d) in x or (j, d) in x:
+                        prob += xv(j, d) == xv(first, d), f"coloc_{gi}_{j}_{d}"
+        # ---- memory
+        mem = gc.memory.tolist()
+        if sum(mem) > 0:
+            for d, dev in enumerate(cluster.devices):
+                if math.isfinite(dev.memory):
+                    terms = [mem[i] * x[i, d] for i in range(n) if (i, d) in x and mem[i] > 0]
+                    if terms and sum(mem[i] for i in range(n) if (i, d) in x) > dev.memory:
+                        prob += pulp.lpSum(terms) <= dev.memory, f"memory_{d}"
+        # ---- same-device indicators and order binaries
+        self.y: dict = {}
+        self.delta: dict = {}
+        reach = _reach(graph)
+        self.reach = reach
+
+        def yvar(i, j):
+            key = (i, j) if i < j else (j, i)
+            v = self.y.get(key)
+            if v is None:
+                v = pulp.LpVariable(f"y_{key[0]}_{key[1]}", 0, 1)
+                self.y[key] = v
+                for d in range(k):
+                    if (key[0], d) in x and (key[1], d) in x:
+                        prob.addConstraint(v >= x[key[0], d] + x[key[1], d] - 1,
+                                           f"same_{key[0]}_{key[1]}_{d}")
+            return v
+
+        def before(i, j):
+            """1 if i precedes j (i < j): a path or the order binary."""
+            if reach[i] >> j & 1:
+                return 1
+            key = (i, j)
+            v = self.delta.get(key)
+            if v is None:
+                v = pulp.LpVariable(f"d_{i}_{j}", cat="Binary")
+                self.delta[key] = v
+            return v
+
+        for i in range(n):
+            si = set(allowed[i])
+            for j in range(i + 1, n):
+                if reach[i] >> j & 1 or not si.intersection(allowed[j]):
+                    continue
+                y = yvar(i, j)
+                dl = before(i, j)
+                prob += S[j] >= S[i] + dur[i] - M * (1 - dl) - M * (1 - y), f"seq_{i}_{j}"
+                prob += S[i] >= S[j] + dur[j] - M * dl - M * (1 - y), f"seq_{j}_{i}"
+        # ---- communication
+        self.TS: dict = {}
+        self.z: dict = {}
+        self.q: dict = {}
+        src_dev_of = allowed
+        for u in range(n):
+            Cu = S[u] + dur[u]
+            for ci, (_nb, _c, cons) in enumerate(classes[u]):
+                Tm = T[u][ci]
+                for e, v in cons:
+                    prob += S[v] >= Cu, f"prec_{e}"
+                    if k == 1:
+                        continue
+                    pairs = [(a, b) for a in src_dev_of[u] for b in allowed[v]
+                             if a != b and Tm[a][b] > 0]
+                    if not pairs:
+                        continue
+                    q = pulp.LpVariable(f"q_{e}", 0)
+                    self.q[e] = q
+                    for a, b in pairs:
+                        prob += q >= Tm[a][b] * (x[u, a] + x[v, b] - 1), f"comm_{e}_{a}_{b}"
+                    prob += S[v] >= Cu + q, f"arrive_{e}"
+                if not self.congestion_modelled:
+                    continue
+                dests = sorted({b for _e, v in cons for b in allowed[v]})
+                for b in dests:
+                    if not any(a != b and Tm[a][b] > 0 for a in src_dev_of[u]):
+                        continue
+                    ts = pulp.LpVariable(f"TS_{u}_{ci}_{b}", 0, H)
+                    z = pulp.LpVariable(f"z_{u}_{ci}_{b}", cat="Binary")
+                    self.TS[u, ci, b] = ts
+                    self.z[u, ci, b] = z
+                    tdur = pulp.lpSum(Tm[a][b] * x[u, a] for a in src_dev_of[u] if a != b)
+                    prob += ts >= Cu, f"tstart_{u}_{ci}_{b}"
+                    for e, v in cons:
+                        if (v, b) in x:
+                            prob += z >= x[v, b] - xv(u, b), f"need_{e}_{b}"
+                            prob += (S[v] >= ts + tdur - M * (1 - x[v, b]),
+                                     f"recv_{e}_{b}")
+        # ---- congestion: transfers to b from producers on one device never overlap
+        if self.congestion_modelled:
+            by_b: dict = {}
+            for (u, ci, b) in self.TS:
+                by_b.setdefault(b, []).append((u, ci))
+            for b, items in by_b.items():
+                items.sort()
+                for p in range(len(items)):
+                    u, ci = items[p]
+                    tu = self.TS[u, ci, b]
+                    du = pulp.lpSum(T[u][ci][a][b] * x[u, a] for a in src_dev_of[u] if a != b)
+                    zu = self.z[u, ci, b]
+                    for q_ in range(p + 1, len(items)):
+                        w, cw = items[q_]
+                        tw = self.TS[w, cw, b]
+                        zw = self.z[w, cw, b]
+                        dw = pulp.lpSum(T[w][cw][a][b] * x[w, a]
+                                        for a in src_dev_of[w] if a != b)
+                        tag = f"{u}_{ci}_{w}_{cw}_{b}"
+                        if w == u:
+                            prob += tw >= tu + du - M * (2 - zu - zw), f"link_{tag}"
+                            continue
+                        common = set(src_dev_of[u]) & set(src_dev_of[w]) - {b}
+                        if not common:
+                            continue
+                        y = yvar(u, w)
+                        off = M * (3 - y - zu - zw)
+                        order = before(u, w)
+                        prob += tw >= tu + du - off - M * (1 - order), f"link_{tag}"
+                        if not isinstance(order, int):
+                            prob += tu >= tw + dw - off - M * order, f"link_r_{tag}"
+        self.n_binaries = len(x) + len(self.delta) + len(self.z)
+
+    # ------------------------------------------------------------------ warm start
+    def warm_values(self, device: np.ndarray, schedule) -> dict:
+        """Variable values of a simulated schedule (devices relabelled for symmetry)."""
+        n, k = self.n, self.k
+        dev = np.asarray(device).tolist()
+        if self.symmetric:
+            relabel: dict = {}
+            for d in dev:
+                if d not in relabel:
+                    relabel[d] = len(relabel)
+            dev = [relabel[d] for d in dev]
+        start = schedule.start.tolist()
+        end = schedule.end.tolist()
+        vals: dict = {self.cmax: float(schedule.makespan)}
+        for i in range(n):
+            vals[self.S[i]] = start[i]
+            for d in self.allowed[i]:
+                vals[self.x[i, d]] = 1.0 if dev[i] == d else 0.0
+        for (i, j), v in self.y.items():
+            vals[v] = 1.0 if dev[i] == dev[j] else 0.0
+        for (i, j), v in self.delta.items():
+            vals[v] = 1.0 if (start[i], i) < (start[j], j) else 0.0
+        gc = self.graph.c
+        src, dst = gc.src.tolist(), gc.dst.tolist()
+        for e, v in self.q.items():
+            u, w = src[e], dst[e]
+            ci = next(c for c, (_b, _c, cons) in enumerate(self.classes[u])
+                      if any(ee == e for ee, _ in cons))
+            vals[v] = self.T[u][ci][dev[u]][dev[w]]
+        if self.TS:
+            # simulated transfer start per (producer, destination device index, bytes)
+            inv: dict = {}
+            if self.symmetric:
+                inv = {new: old for old, new in relabel.items()}
+            sim = {}
+            for kk in range(schedule.n_transfers):
+                sim[(int(schedule.t_op[kk]), int(schedule.t_dst[kk]),
+                     float(schedule.t_bytes[kk]))] = float(schedule.t_start[kk])
+            for (u, ci, b), ts in self.TS.items():
+                nb = self.classes[u][ci][0]
+                real_b = inv.get(b, b) if self.symmetric else b
+                active = dev[u] != b and any(dev[v] == b for _e, v in self.classes[u][ci][2])
+                vals[self.z[u, ci, b]] = 1.0 if active else 0.0
+                vals[ts] = sim.get((u, real_b, nb), end[u]) if active else end[u]
+        return vals
+
+    def extract(self, res) -> tuple[np.ndarray, np.ndarray]:
+        """Device index and start time of every op from a solved model."""
+        dev = np.empty(self.n, dtype=np.int64)
+        for i in range(self.n):
+            dev[i] = max(self.allowed[i], key=lambda d: res.value(self.x[i, d]))
+        start = np.array([res.value(s) for s in self.S])
+        return dev, start
+
+
+def build_pesto_ilp(graph, cluster, *, congestion: bool = True, horizon: float,
+                    symmetry: bool = True) -> PestoModel:
+    """Build (do not solve) the Pesto ILP; ``horizon`` bounds the makespan and sets big-M.
+
+    >>> from workbench import samples, Cluster
+    >>> m = build_pesto_ilp(samples.diamond(), Cluster.preset("2xV100-pcie"), horizon=10)
+    >>> m.n_binaries, m.congestion_modelled
+    (11, True)
+    """
+    return PestoModel(graph, cluster, congestion=congestion, horizon=horizon, symmetry=symmetry)
+
+
+# ---------------------------------------------------------------------------- warm start
+def _candidates(warm_start) -> list[str]:
+    if warm_start is None or warm_start == "auto":
+        return [m for m in WARM_START_METHODS if m in SOLVERS]
+    if isinstance(warm_start, str):
+        if warm_start not in SOLVERS:
+            raise SolverError(f"warm_start method {warm_start!r} is not registered; valid: "
+                              f"'auto', {', '.join(SOLVERS)}")
+        return [warm_start]
+    return [str(m) for m in warm_start]
+
+
+def _best_heuristic(graph, cluster, warm_start, congestion: bool, seed) -> tuple:
+    """(plan with an order, schedule, method, table of tried methods, errors)."""
+    from ..simulate import simulate
+    from . import solve
+
+    tried: dict = {}
+    errors: dict = {}
+    best = None
+    for m in _candidates(warm_start):
+        try:
+            p = solve(graph, cluster, method=m, seed=seed) if "seed" in _params(m) else \
+                solve(graph, cluster, method=m)
+            if not _respects(p, cluster):
+                errors[m] = "violates memory or colocation"
+                continue
+            s = simulate(p, cluster, congestion=congestion)
+        except (WorkbenchError, ValueError, KeyError) as exc:  # a heuristic that cannot run here
+            errors[m] = str(exc)[:200]
+            continue
+        tried[m] = float(s.makespan)
+        if best is None or s.makespan < best[1].makespan - 1e-12:
+            best = (p, s, m)
+    if best is None:
+        return None, None, None, tried, errors
+    p, s, m = best
+    order = order_by_start(graph, cluster, s.device, s.start)
+    p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic")
+    return p, s, m, tried, errors
+
+
+def _params(method: str) -> tuple:
+    import inspect
+
+    return tuple(inspect.signature(SOLVERS[method].func).parameters)
+
+
+def _serial_horizon(graph, cluster) -> float:
+    """A makespan every schedule can beat: all ops and all transfers one after another."""
+    times = cluster.op_times(graph)
+    t = float(np.where(np.isfinite(times), times, 0).max(axis=1).sum())
+    names = cluster.names
+    for nb, c in zip(graph.c.bytes.tolist(), graph.c.comm.tolist()):
+        c = None if c != c else c
+        t += max((cluster.transfer_ms(a, b, nb, c) for a in names for b in names if a != b),
+                 default=0.0)
+    return t + 1.0
+
+
+# ---------------------------------------------------------------------------- solvers
+def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, symmetry,
+             threads):
+    """Heuristic warm start, then the ILP. Returns (ilp_plan or None, warm_plan, stats)."""
+    from ..simulate import simulate
+
+    _check_memory(graph, cluster)
+    t0 = time.perf_counter()
+    warm_plan, warm_s, warm_m, tried, errors = _best_heuristic(graph, cluster, warm_start,
+                                                               congestion, seed)
+    t_heur = time.perf_counter() - t0
+    horizon = warm_s.makespan if warm_s is not None else _serial_horizon(graph, cluster)
+    t1 = time.perf_counter()
+    model = PestoModel(graph, cluster, congestion=congestion, horizon=horizon,
+                       symmetry=symmetry)
+    t_build = time.perf_counter() - t1
+    warm_vals = None
+    if warm_s is not None:
+        warm_vals = model.warm_values(warm_s.device, warm_s)
+    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    limit = max(0.5, limit - (time.perf_counter() - t0))
+    res = solve_milp(model.prob, time_limit=limit, gap=gap, warm_start=warm_vals,
+                     threads=threads)
+    stats = {
+        "ilp_status": res.status, "mip_gap": res.gap, "objective_ms": res.objective,
+        "bound_ms": res.bound, "milp_seconds": res.seconds, "milp_solver": res.solver,
+        "milp_message": res.message, "build_seconds": t_build, "heuristic_seconds": t_heur,
+        "n_vars": len(model.prob.variables()), "n_constraints": len(model.prob.constraints),
+        "n_binaries": model.n_binaries, "horizon_ms": horizon,
+        "congestion_modelled": model.congestion_modelled, "symmetry_breaking": model.symmetric,
+        "warm_start_method": warm_m, "warm_start_candidates": tried,
+        "warm_start_predicted_ms": None if warm_s is None else float(warm_s.makespan),
+    }
+    if errors:
+        stats["warm_start_errors"] = errors
+    if res.status == "infeasible":
+        raise InfeasibleError(
+            f"the Pesto ILP of graph {graph.name!r} on cluster {cluster.name!r} is infeasible: "
+            f"no placement satisfies memory capacity, colocation and device affinity together")
+    if not res.has_solution:
+        return None, warm_plan, stats
+    dev, start = model.extract(res)
+    order = order_by_start(graph, cluster, dev, start)
+    names = cluster.names
+    placement = {graph.c.names[i]: names[int(d)] for i, d in enumerate(dev.tolist())}
+    plan = Plan(graph, placement, method="pesto_ilp", order=order,
+                status="optimal" if res.status == "optimal" else
+                ("time_limit" if res.status == "time_limit" else "feasible"),
+                predicted={"makespan_ms": float(res.objective)})
+    stats["ilp_simulated_ms"] = float(simulate(plan, cluster, congestion=congestion).makespan)
+    return plan, warm_plan, stats
+
+
+def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False):
+    """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
+    graph with the simulator under the model's congestion setting)."""
+    from ..simulate import simulate
+
+    cands = []
+    if ilp_plan is not None:
+        p = expand(ilp_plan) if expand else ilp_plan
+        cands.append(("ilp", p, float(simulate(p, cluster, congestion=congestion).makespan)))
+    if warm_plan is not None:
+        p = expand(warm_plan) if expand else warm_plan
+        cands.append(("warm_start", p, float(simulate(p, cluster, congestion=congestion)
+                                             .makespan)))
+    if not cands:
+        raise SolverError("the Pesto ILP found no solution within the time limit and no "
+                          "heuristic produced a warm start; raise time_limit")
+    for name, _p, ms in cands:
+        stats[f"{name}_final_simulated_ms"] = ms
+    chosen = min(cands, key=lambda t: (t[2], t[0] != "ilp"))
+    name, plan, ms = chosen
+    stats["chosen"] = name
+    ilp_status = stats["ilp_status"]
+    if name == "ilp":
+        status = plan.status
+        if coarse and status == "optimal":
+            status = "feasible"  # optimal for the coarse graph only
+    else:
+        status = "time_limit" if ilp_status == "time_limit" else "feasible"
+        stats["fallback"] = ("the ILP plan simulates worse than its warm start" if ilp_plan
+                             is not None else "the ILP found no solution in time")
+    plan.status = status
+    plan.stats.update(stats)
+    plan.predicted = {"makespan_ms": stats["objective_ms"]} if name == "ilp" else \
+        {"makespan_ms": stats.get("warm_start_predicted_ms")}
+    return plan
+
+
+@register("pesto_ilp", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+          memory=True, colocation=True, exact=True, orders=True,
+          contract_params={"time_limit": 5},
+          description="Pesto's joint placement + scheduling ILP on the graph as given")
+def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
+              gap: float | None = None, symmetry: bool = True, threads: int | None = None,
+              time_limit: float | None = None, seed: int | None = None) -> Plan:
+    """Solve the Pesto ILP on ``graph`` (no coarsening; practical up to ~40 ops).
+
+    Parameters
+    ----------
+    congestion : bool
+        Model FIFO links (transfers on one directed link never overlap). Off reproduces the
+        left half of the paper's Fig. 5.
+    warm_start : "auto", method name or list of names
+        Heuristics whose best simulated schedule is the warm start and sets big-M.
+    gap : float, optional
+        Relative MIP gap to stop at.
+    symmetry : bool
+        Break the symmetry of identical devices.
+    time_limit : float, optional
+        Seconds for the whole solve (default 120).
+
+    Returns
+    -------
+    Plan
+        Status ``optimal``/``time_limit``/``feasible``; ``stats["mip_gap"]``; if the ILP plan
+        simulates worse than the warm start, the warm start is returned
+        (``stats["chosen"] == "warm_start"``).
+    """
+    ilp_plan, warm_plan, stats = _run_ilp(graph, cluster, congestion=congestion,
+                                          time_limit=time_limit, gap=gap, warm_start=warm_start,
+                                          seed=seed, symmetry=symmetry, threads=threads)
+    return _finish(ilp_plan, warm_plan, stats, cluster, congestion)
+
+
+@register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+          memory=True, colocation=True, exact=False, orders=True,
+          contract_params={"time_limit": 5, "target": 12},
+          description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
+def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
+          warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
+          symmetry: bool = True, threads: int | None = None, time_limit: float | None = None,
+          seed: int | None = None) -> Plan:
+    """Pesto: coarsen to ``target`` vertices, solve the ILP there, expand the plan.
+
+    Parameters
+    ----------
+    target : int, optional
+        Coarse graph size (default :func:`default_target`: 60 for 2 devices, 40 for 4).
+    congestion, warm_start, gap, symmetry, time_limit
+        As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
+    balance : float or None
+        Passed to :func:`~workbench.transforms.coarsen.coarsen`.
+
+    Returns
+    -------
+    Plan
+        On the original graph; members of a merged vertex run consecutively. Status
+        ``optimal`` only when nothing was merged and the ILP proved optimality.
+        ``info["coarse_members"]`` maps coarse vertices to their ops.
+
+    Raises
+    ------
+    GraphError
+        ``target`` smaller than the number of groups of ops that can never merge.
+    InfeasibleError
+        Memory that cannot hold the model (with the shortfall).
+
+    Examples
+    --------
+    >>> from workbench import samples, Cluster, solve
+    >>> g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
+    >>> plan = solve(g, c, method="pesto", target=12, time_limit=10)
+    >>> plan.stats["coarse_vertices"] <= 12, plan.stats["chosen"] in ("ilp", "warm_start")
+    (True, True)
+    """
+    from ..transforms.coarsen import coarsen
+
+    t0 = time.perf_counter()
+    _check_memory(graph, cluster)
+    if target is None:
+        target = default_target(cluster)
+    cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
+                 cluster=cluster, balance=balance)
+    t_coarsen = time.perf_counter() - t0
+    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    ilp_plan, warm_plan, stats = _run_ilp(
+        cg.coarse, cluster, congestion=congestion,
+        time_limit=max(0.5, limit - t_coarsen), gap=gap, warm_start=warm_start, seed=seed,
+        symmetry=symmetry, threads=threads)
+    stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
+                  "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
+    merged = cg.coarse.n_ops < graph.n_ops
+    plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
+                   coarse=merged)
+    plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
+    return plan
