@@ -25,7 +25,7 @@ Examples
 >>> g = samples.two_branch().map_ops(lambda v, a: {**a, "splits": {"batch": 32}})
 >>> h = split_op(g, "conv3a", "batch", 2)
 >>> [v for v in h.ops if v.startswith("conv3a")]
-['conv3a/split0', 'conv3a/split1', 'conv3a/split_in:input', 'conv3a/concat:conv3b']
+['conv3a/split_in:input', 'conv3a/split0', 'conv3a/split1', 'conv3a/concat:conv3b']
 >>> h.op("conv3a/split0")["compute"]["gpu"], h.op("conv3a/split0")["splits"]
 (1.0, {'batch': 16})
 >>> h.meta["splits"]
