@@ -140,3 +140,49 @@ def test_schedule_exports(diamond, two_gpus):
     xs = [e for e in tr["traceEvents"] if e["ph"] == "X"]
     assert len(xs) == 4 + s.n_transfers
     assert max(e["ts"] + e["dur"] for e in xs) == pytest.approx(s.makespan * 1e3)
+
+
+# ---------------------------------------------------------------- invariants on random plans
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 100_000), n=st.integers(1, 30), host=st.booleans(),
+       order=st.sampled_from(["fifo", "rank"]))
+def test_schedule_invariants(seed, n, host, order):
+    import numpy as np
+
+    from workbench import samples
+
+    rng = np.random.default_rng(seed)
+    g = samples.random_dag(n, seed=seed, kinds=("gpu",))
+    devs = [Device(f"gpu{i}") for i in range(3)] + ([Device("cpu0", kind="gpu")] if host else [])
+    c = Cluster(devs, intra_host=Link(0.05, 1e7), host_link=Link(0.02, 5e6),
+                mode="host" if host else "direct")
+    p = Plan(g, {v: c.names[int(rng.integers(len(devs)))] for v in g.ops})
+    for congestion in (False, True):
+        s = simulate(p, c, congestion=congestion, order=order)
+        dev = s.device
+        # devices run one op at a time
+        for d in range(len(devs)):
+            idx = np.where(dev == d)[0]
+            iv = sorted(zip(s.start[idx], s.end[idx]))
+            assert all(a[1] <= b[0] + 1e-9 for a, b in zip(iv, iv[1:]))
+        # precedence with the uncontended transfer time as the minimum delay
+        for u, v in g.edges():
+            i, j = g.index[u], g.index[v]
+            e = g.edge(u, v)
+            need = s.end[i] + c.transfer_ms(c.names[dev[i]], c.names[dev[j]], e["bytes"], e["comm"])
+            assert s.start[j] >= need - 1e-9
+        if congestion:  # channels carry one transfer at a time
+            lanes = {}
+            for k in range(s.n_transfers):
+                lanes.setdefault(s.link_name(k), []).append((s.t_start[k], s.t_end[k]))
+            for iv in lanes.values():
+                iv.sort()
+                assert all(a[1] <= b[0] + 1e-9 for a, b in zip(iv, iv[1:]))
+        assert s.makespan == pytest.approx(max(s.end.max(), 0.0))
+        # the realised critical path ends at the makespan and is a contiguous chain
+        cp_ops = s.critical_ops()
+        assert cp_ops and s.end[g.index[cp_ops[-1]]] == pytest.approx(s.makespan)
