@@ -24,9 +24,24 @@ from __future__ import annotations
 
 import importlib
 
-__all__ = ["extract", "build_program", "Program", "profile", "calibrate_links", "fit_link",
-           "local_cluster", "run_plan", "measure_plans", "apply_if_faster", "Measurement",
-           "Decision", "LocalServers", "MODELS", "TINY", "DEFAULT_BATCH"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "MODELS",
+    "TINY",
+    "Decision",
+    "LocalServers",
+    "Measurement",
+    "Program",
+    "apply_if_faster",
+    "build_program",
+    "calibrate_links",
+    "extract",
+    "fit_link",
+    "local_cluster",
+    "measure_plans",
+    "profile",
+    "run_plan",
+]
 
 _WHERE = {
     "extract": "extract", "build_program": "extract", "Program": "extract",

@@ -32,7 +32,7 @@ from typing import Any
 
 from ..errors import PlanError, RuntimeBridgeError
 
-__all__ = ["tf", "tf_device", "session_config", "op_error_message"]
+__all__ = ["op_error_message", "session_config", "tf", "tf_device"]
 
 _LOCAL = re.compile(r"^(cpu|gpu)(\d+)$")
 _WORKER = re.compile(r"^w(\d+)/(cpu|gpu)(\d+)$")

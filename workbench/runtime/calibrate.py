@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from ..cluster import Cluster, Device, Link
 from ..errors import ClusterError, RuntimeBridgeError, WorkbenchError
 from ._tf import op_error_message, session_config, tf, tf_device
 
-__all__ = ["calibrate_links", "fit_link", "local_cluster", "DEFAULT_SIZES"]
+__all__ = ["DEFAULT_SIZES", "calibrate_links", "fit_link", "local_cluster"]
 
 DEFAULT_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 21, 1 << 22)
 """Transfer sizes in bytes (1 KiB to 4 MiB)."""
@@ -142,7 +142,7 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     try:
         sess = tf1.Session(target=target, graph=graph,
                            config=session_config(cpus=cpus, inter_op=2))
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
         raise RuntimeBridgeError(f"calibration session failed: {op_error_message(e)}") from None
 
     def timed(op) -> float:
@@ -172,7 +172,7 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                 links[(a, b)] = fit_link(xs, ys)
     except WorkbenchError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
         raise RuntimeBridgeError(f"calibration failed: {op_error_message(e)}") from None
     finally:
         sess.close()

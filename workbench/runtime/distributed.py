@@ -69,7 +69,7 @@ class LocalServers:
         self._start_timeout = start_timeout
 
     # -------------------------------------------------------------- lifecycle
-    def start(self) -> "LocalServers":
+    def start(self) -> LocalServers:
         if self.processes:
             for i in range(self.hosts):
                 cmd = [sys.executable, "-m", "workbench.runtime.distributed", ",".join(
@@ -122,7 +122,7 @@ class LocalServers:
                 p.stderr.close()
         self._procs = []
 
-    def __enter__(self) -> "LocalServers":
+    def __enter__(self) -> LocalServers:  # noqa: PYI034
         return self.start()
 
     def __exit__(self, *exc) -> None:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import platform
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import networkx as nx
 
@@ -37,8 +38,14 @@ from ..errors import GraphError, RuntimeBridgeError
 from ..graph import OpGraph
 from ._tf import tf
 
-__all__ = ["Program", "build_program", "extract", "program_for", "program_to_opgraph",
-           "cpu_name"]
+__all__ = [
+    "Program",
+    "build_program",
+    "cpu_name",
+    "extract",
+    "program_for",
+    "program_to_opgraph",
+]
 
 _NOMINAL_FLOPS_PER_MS = 5e6  # 5 GFLOP/s: one core, used only for pre-profiling estimates
 
@@ -160,7 +167,7 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
             init = tf1.global_variables_initializer()
     except RuntimeBridgeError:
         raise
-    except Exception as e:  # TypeError/ValueError from a user builder, TF errors
+    except Exception as e:  # noqa: BLE001 - user builder or TF error
         raise RuntimeBridgeError(f"building model {model or fn!r} failed: "
                                  f"{type(e).__name__}: {e}") from None
     out_bytes: dict = {}

@@ -25,12 +25,20 @@ plans on it.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 from ._tf import tf
 
-__all__ = ["MODELS", "TINY", "DEFAULT_BATCH", "mlp", "resnet_small", "inception_small",
-           "transformer_small", "lstm_seq2seq"]
+__all__ = [
+    "DEFAULT_BATCH",
+    "MODELS",
+    "TINY",
+    "inception_small",
+    "lstm_seq2seq",
+    "mlp",
+    "resnet_small",
+    "transformer_small",
+]
 
 
 # ---------------------------------------------------------------------- layer helpers

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import RuntimeBridgeError, WorkbenchError
 from ..graph import OpGraph
 from ._tf import op_error_message, session_config, tf, tf_device
-from .extract import Program, _PROGRAMS, build_program, program_for, program_to_opgraph
+from .extract import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
 from .runner import parse_step_stats, placed_graph_def
 
 __all__ = ["profile", "profile_program"]
@@ -70,7 +70,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
             wall.append((time.perf_counter() - t0) * 1e3)
     except WorkbenchError:
         raise
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
         raise RuntimeBridgeError(f"profiling failed: {op_error_message(e)}") from None
     finally:
         sess.close()

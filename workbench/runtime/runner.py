@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from itertools import pairwise
 
 import networkx as nx
 
@@ -36,8 +37,15 @@ from ..plan import Plan
 from ._tf import op_error_message, session_config, tf, tf_device
 from .extract import Program, _input_name, program_for
 
-__all__ = ["Measurement", "Decision", "run_plan", "measure_plans", "apply_if_faster",
-           "placed_graph_def", "parse_step_stats"]
+__all__ = [
+    "Decision",
+    "Measurement",
+    "apply_if_faster",
+    "measure_plans",
+    "parse_step_stats",
+    "placed_graph_def",
+    "run_plan",
+]
 
 
 @dataclass
@@ -118,7 +126,7 @@ def placed_graph_def(program: Program, placement: Mapping[str, str], *,
     prev: dict = {}
     if order:
         for ops in order.values():
-            for a, b in zip(ops, ops[1:]):
+            for a, b in pairwise(ops):
                 prev.setdefault(b, []).append(a)
     for n in gd.node:
         n.device = dev[n.name]
@@ -190,7 +198,7 @@ def _check_order_acyclic(plan: Plan, program: Program) -> None:
             if u in step:
                 G.add_edge(u, v)
     for ops in plan.order.values():
-        G.add_edges_from(zip(ops, ops[1:]))
+        G.add_edges_from(pairwise(ops))
     if not nx.is_directed_acyclic_graph(G):
         cyc = nx.find_cycle(G)
         path = " -> ".join(u for u, _ in cyc[:6])
@@ -311,7 +319,7 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
             tr = {v: (d, (s - t0) / 1e3, (e - t0) / 1e3) for v, (d, s, e, _) in raw.items()}
     except WorkbenchError:
         raise
-    except Exception as e:  # tf.errors.OpError (OOM, kernel failure), placement errors
+    except Exception as e:  # noqa: BLE001 - any TF error (OOM, kernel, placement)
         raise RuntimeBridgeError(f"plan {plan.method!r} failed while running: "
                                  f"{op_error_message(e)}") from None
     finally:
