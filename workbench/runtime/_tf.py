@@ -93,5 +93,8 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
 def op_error_message(e: BaseException) -> str:
     """One line describing a TensorFlow error (its class and the first line of its message)."""
     msg = getattr(e, "message", None) or str(e)
-    first = next((ln.strip() for ln in str(msg).splitlines() if ln.strip()), "")
-    return f"{type(e).__name__}: {first[:400]}"
+    lines = [ln.strip() for ln in str(msg).splitlines()
+             if ln.strip() and not ln.strip().startswith(("Graph execution error", "Detected at",
+                                                           "File ", "Traceback"))]
+    text = " ".join(lines[:2])
+    return f"{type(e).__name__}: {text[:400]}"

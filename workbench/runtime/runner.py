@@ -100,7 +100,8 @@ def placed_graph_def(program: Program, placement: Mapping[str, str], *,
     ``placement`` maps step nodes to full TF device strings; nodes outside the step (variable
     initialisers) follow the variable they initialise (``_class`` colocation or a resource
     input), else ``default``. ``order`` (TF device -> nodes) adds a control edge from each node
-    to the next one on its device. ``_class`` attributes are dropped (the plan decides).
+    to the next one on its device, skipping the nodes the initialiser also needs (variable
+    handles: they do no work). ``_class`` attributes are dropped (the plan decides).
     """
     t = tf()
     gd = t.compat.v1.GraphDef()
@@ -125,8 +126,18 @@ def placed_graph_def(program: Program, placement: Mapping[str, str], *,
         dev[n.name] = target or default
     prev: dict = {}
     if order:
+        # nodes the initialiser needs (variable handles) are left out of the chains, or
+        # initialising would wait for ops that read uninitialised variables
+        nodes = {n.name: n for n in gd.node}
+        needed: set = set()
+        stack = [program.init_op]
+        while stack:
+            v = stack.pop()
+            if v not in needed and v in nodes:
+                needed.add(v)
+                stack.extend(_input_name(s)[0] for s in nodes[v].input)
         for ops in order.values():
-            for a, b in pairwise(ops):
+            for a, b in pairwise([v for v in ops if v not in needed]):
                 prev.setdefault(b, []).append(a)
     for n in gd.node:
         n.device = dev[n.name]
