@@ -36,6 +36,11 @@ from .list_scheduling import dpos
 __all__ = ["os_dpos", "model_fits_one_device"]
 
 
+def _has_batch(graph) -> bool:
+    nodes = graph.nx.nodes
+    return any("batch" in (nodes[v].get("splits") or {}) for v in graph.ops)
+
+
 def model_fits_one_device(graph, cluster) -> bool:
     """True when some device can hold the whole model (FastT then starts data parallel)."""
     return graph.total_memory() <= max(d.memory for d in cluster.devices)
@@ -52,8 +57,11 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     Parameters
     ----------
     data_parallel : bool or None
-        Start from the data-parallel graph (one replica per device). ``None``: as FastT, when
-        the model fits on one device and the cluster has more than one.
+        ``True``: start from the data-parallel graph (one replica per device); ``False``: from
+        the model itself. ``None`` (default): as FastT, data parallel when the model fits on one
+        device (and its ops say which dimension is the batch), but, as FastT's strategy
+        calculator only activates a faster strategy, the model-parallel start is kept when DPOS
+        finds it faster.
     max_split_ops : int or None
         Examine at most this many critical-path ops (None: all, as in the paper).
     time_limit : float or None
@@ -66,17 +74,22 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     """
     t0 = time.perf_counter()
     nd = len(cluster)
-    if data_parallel is None:
-        data_parallel = nd > 1 and model_fits_one_device(graph, cluster)
-    g = data_parallel_graph(graph, nd) if data_parallel else graph
-    try:
-        best = dpos(g, cluster)
-    except InfeasibleError:
-        if not data_parallel:
-            raise
-        data_parallel = False
-        g = graph
-        best = dpos(g, cluster)
+    best, g = None, graph
+    if data_parallel is not False and nd > 1 and model_fits_one_device(graph, cluster) \
+            and (data_parallel or _has_batch(graph)):
+        gdp = data_parallel_graph(graph, nd)
+        try:
+            best, g = dpos(gdp, cluster), gdp
+        except InfeasibleError:
+            if data_parallel:
+                raise
+    if not data_parallel:
+        # FastT activates a strategy only when it is faster than the one it replaces: with
+        # the automatic choice, keep the model-parallel start when DPOS does better on it
+        p_model = dpos(graph, cluster)
+        if best is None or p_model.predicted["makespan_ms"] < best.predicted["makespan_ms"]:
+            best, g = p_model, graph
+    is_dp = g is not graph
     ft_old = best.predicted["makespan_ms"]
     sched = simulate(best, cluster, congestion=False, order="plan")
     times = cluster.op_times(g)
@@ -119,7 +132,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             break
         if status == "time_limit":
             break
-    best.info.update(splits=splits, data_parallel=nd if data_parallel else 1,
+    best.info.update(splits=splits, data_parallel=nd if is_dp else 1,
                      split_candidates=tried)
     best.status = status
     best.method = "os_dpos"
