@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("tensorflow")
 
-from workbench.errors import RuntimeBridgeError  # noqa: E402
+from workbench.errors import RuntimeBridgeError
 
 pytestmark = pytest.mark.tf
 

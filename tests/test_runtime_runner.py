@@ -2,14 +2,15 @@
 two-host plan on tf.distribute.Server processes."""
 
 import math
+from itertools import pairwise
 
 import networkx as nx
 import pytest
 
 pytest.importorskip("tensorflow")
 
-from workbench import Plan  # noqa: E402
-from workbench.errors import PlanError, RuntimeBridgeError  # noqa: E402
+from workbench import Plan
+from workbench.errors import PlanError, RuntimeBridgeError
 
 pytestmark = pytest.mark.tf
 
@@ -72,7 +73,7 @@ def test_order_enforced_on_one_device(rt, inception, prefer):
     seen = [v for v in order if v in m.trace and g.op(v)["op_type"] != "VarHandleOp"]
     assert len(seen) > 0.8 * len(order)
     # each op starts only after its predecessor in the order has finished
-    for a, b in zip(seen, seen[1:]):
+    for a, b in pairwise(seen):
         assert m.trace[b][1] >= m.trace[a][2] - 1e-3, (a, b)
     by_start = sorted(seen, key=lambda v: (m.trace[v][1], seen.index(v)))
     assert by_start == seen
@@ -86,7 +87,7 @@ def test_order_enforced_on_two_devices(rt, mlp):
     m = rt.run_plan(plan, steps=1, warmup=0, trace=True)
     for d, ops in order.items():
         seen = [v for v in ops if v in m.trace and mlp.op(v)["op_type"] != "VarHandleOp"]
-        for a, b in zip(seen, seen[1:]):
+        for a, b in pairwise(seen):
             assert m.trace[b][1] >= m.trace[a][2] - 1e-3, (d, a, b)
 
 

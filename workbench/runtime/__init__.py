@@ -15,9 +15,10 @@ names below load their module on first access.
 :data:`MODELS`              the five sample models built in code
 ==========================  ==================================================================
 
->>> import sys, workbench.runtime
->>> "tensorflow" in sys.modules or "imports lazily"
-'imports lazily'
+>>> import subprocess, sys
+>>> code = "import sys, workbench.runtime; print('tensorflow' in sys.modules)"
+>>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
+'False\n'
 """
 
 from __future__ import annotations
@@ -44,8 +45,8 @@ __all__ = [
 ]
 
 _WHERE = {
-    "extract": "extract", "build_program": "extract", "Program": "extract",
-    "profile": "profile",
+    "extract": "extraction", "build_program": "extraction", "Program": "extraction",
+    "profile": "profiling",
     "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
     "run_plan": "runner", "measure_plans": "runner", "apply_if_faster": "runner",
     "Measurement": "runner", "Decision": "runner",

@@ -1,7 +1,7 @@
 """Five small sample models, built in code as TensorFlow graphs (no downloads).
 
 Each builder runs inside a ``tf.compat.v1`` graph and returns the scalar training loss of one
-step; :func:`workbench.runtime.extract.build_program` adds the backward pass (``tf.gradients``
+step; :func:`workbench.runtime.extraction.build_program` adds the backward pass (``tf.gradients``
 under the ``gradients/`` scope) and plain SGD updates (under ``train/``). The input batch lives
 in non-trainable variables (``data/x``, ``data/y``) so that a step needs no feed and every node
 of the step, inputs included, can be given a device.

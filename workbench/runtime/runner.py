@@ -35,7 +35,7 @@ import networkx as nx
 from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 from ..plan import Plan
 from ._tf import op_error_message, session_config, tf, tf_device
-from .extract import Program, _input_name, program_for
+from .extraction import Program, _input_name, program_for
 
 __all__ = [
     "Decision",

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from ..errors import RuntimeBridgeError, WorkbenchError
 from ..graph import OpGraph
 from ._tf import op_error_message, session_config, tf, tf_device
-from .extract import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
+from .extraction import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
 from .runner import parse_step_stats, placed_graph_def
 
 __all__ = ["profile", "profile_program"]
