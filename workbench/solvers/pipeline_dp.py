@@ -519,6 +519,30 @@ def enumerate_ideals(pred: list, succ: list, *, limit: int = 100_000) -> list[in
     return out
 
 
+def _subideal_sets(ideals: list[int], succ: list) -> list[int]:
+    """For ideals in order of size: bitset over ideal ids of all sub-ideals (itself included),
+    the transitive closure of "remove one maximal element"."""
+    idx = {x: i for i, x in enumerate(ideals)}
+    smask = [sum(1 << w for w in ss) for ss in succ]
+    sub = [0] * len(ideals)
+    for i, x in enumerate(ideals):
+        m = 1 << i
+        y = x
+        while y:
+            low = y & -y
+            y ^= low
+            if not (smask[low.bit_length() - 1] & x):
+                m |= sub[idx[x ^ low]]
+        sub[i] = m
+    return sub
+
+
+def _bits(x: int, n: int) -> np.ndarray:
+    nb = max(1, (n + 7) // 8)
+    return np.unpackbits(np.frombuffer(x.to_bytes(nb, "little"), dtype=np.uint8),
+                         bitorder="little")[:n]
+
+
 def count_ideals(graph, cluster, *, limit: int = 10_000_000) -> int:
     """Number of ideals of the contracted forward graph the DP would enumerate.
 
@@ -646,16 +670,18 @@ class DPResult:
 
 
 def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | None = None,
-             upper_bound: float = math.inf, max_ideals: int = 100_000, block: int = 256,
+             upper_bound: float = math.inf, max_ideals: int = 100_000, block: int = 64,
              interleave: bool = False, replicate: bool = False,
              allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
-             progress=None) -> DPResult:
+             progress=None, ideals: list[int] | None = None) -> DPResult:
     """Run the DP over the ideals of ``p`` (or the prefixes of ``order`` for the linearised
     variant). ``upper_bound`` prunes transitions that cannot be part of a split at most that
     good (it must be at least the optimum, e.g. the DPL value)."""
     t0 = time.perf_counter()
     ns = p.n
-    if order is not None:
+    if ideals is not None:
+        pass
+    elif order is not None:
         ideals = [0]
         m = 0
         for v in order:
@@ -677,26 +703,75 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
     size = X.sum(axis=1).astype(np.int64)
     gamma, P, R = _features(p, X, np.float64)
     t_feat = time.perf_counter() - t0 - t_enum
-    # processing order: by accelerator compute, then size
-    perm = np.lexsort((size, Pacc))
-    inv_perm = np.empty(N, dtype=np.int64)
-    inv_perm[perm] = np.arange(N)
-    Pacc_s, Pcpu_s = Pacc[perm], Pcpu[perm]
+    # sub-ideal sets (exact candidates) and a processing order that keeps them overlapping
+    linear = order is not None
+    sub_sets = _subideal_sets(ideals, p.succ) if not linear else None
+    perm = np.array(sorted(range(N), key=ideals.__getitem__), dtype=np.int64) \
+        if not linear else np.arange(N)
     full_idx = int(np.flatnonzero(size == ns)[0])
     empty_idx = int(np.flatnonzero(size == 0)[0])
     B = upper_bound
-    tolB = B + 1e-9 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
+    tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
     K, L = k, l
     dpv = np.full((K + 1, L + 1, N), np.inf)
     dpv[:, :, empty_idx] = 0.0
-    bl_j = np.full((K + 1, L + 1, N), -1, dtype=np.int32)
-    bl_t = np.zeros((K + 1, L + 1, N), dtype=np.int8)  # 0 none, 1 skip acc, 2 skip cpu, 3 acc, 4 cpu
-    bl_r = np.ones((K + 1, L + 1, N), dtype=np.int16)
     layers = [(a, b) for a in range(K + 1) for b in range(L + 1) if (a, b) != (0, 0)]
-    Xs32 = X.astype(np.float32)
-    notX = (1 - X).astype(np.float32)
-    pairs = 0
-    cpu_sorted = np.sort(Pcpu)
+    reps_max = K if replicate else 1
+    pairs = cand_entries = valid_entries = 0
+
+    def costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray):
+        """Sparse (row-sorted) accelerator and CPU transitions of ``rows`` to ``cand``."""
+        ri, ci = np.nonzero(sub)
+        I, J = rows[ri], cand[ci]
+        G = P[rows] @ R[cand].T
+        comm = np.maximum(gamma[I] - G[ri, ci], 0.0)
+        comp = Pacc[I] - Pacc[J]
+        okacc = ((Uacc[I] - Uacc[J]) < 0.5) & ((Pmem[I] - Pmem[J]) <= cap * (1 + 1e-12) + 1e-9)
+        if K == 0:
+            okacc[:] = False
+        out = []
+        for r in range(1, reps_max + 1):
+            if r == 1 and not replicate:
+                cost = np.maximum(comp, comm) if interleave else comp + comm
+            else:  # Appendix C.2: r replicas and the all-reduce of the stage's weights
+                base = np.maximum(comp, comm) if interleave else comp + comm
+                syn = ((r - 1) * (Pmem[I] - Pmem[J]) / (r * allreduce_bandwidth)
+                       if math.isfinite(allreduce_bandwidth) else 0.0 * comp)
+                cost = np.maximum(base / r, syn) if interleave else base / r + syn
+            m = okacc & (cost <= tolB) if math.isfinite(tolB) else okacc.copy()
+            out.append((ri[m], J[m], cost[m]))
+        cpu = Pcpu[I] - Pcpu[J]
+        m = ((Ucpu[I] - Ucpu[J]) < 0.5) & (cpu <= tolB if math.isfinite(tolB) else True)
+        if L == 0:
+            m[:] = False
+        return out, (ri[m], J[m], cpu[m])
+
+    def seg_min(nrows: int, ri: np.ndarray, vals: np.ndarray) -> np.ndarray:
+        out = np.full(nrows, np.inf)
+        if len(ri):
+            starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
+            out[ri[starts]] = np.minimum.reduceat(vals, starts)
+        return out
+
+    def candidates(rows: np.ndarray):
+        if sub_sets is not None:
+            u = 0
+            for r in rows.tolist():
+                u |= sub_sets[r]
+            cand = np.flatnonzero(_bits(u, N))
+        else:
+            cand = np.arange(int(rows.max()) + 1)
+        if math.isfinite(tolB):
+            keep = Pacc[cand] >= Pacc[rows].min() - tolB - 1e-9 * (1 + abs(tolB))
+            if L > 0:
+                keep |= Pcpu[cand] >= Pcpu[rows].min() - tolB - 1e-9 * (1 + abs(tolB))
+            cand = cand[keep]
+        if sub_sets is not None:
+            sub = np.stack([_bits(sub_sets[r], N)[cand] for r in rows.tolist()]).astype(bool)
+        else:
+            sub = cand[None, :] <= rows[:, None]
+        return cand, sub
+
     for bstart in range(0, N, block):
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
@@ -705,118 +780,68 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
         rows = rows[size[rows] > 0]
         if len(rows) == 0:
             continue
-        # candidate sub-ideals: acc window (in sorted order) and cpu window
-        lo_acc = Pacc[rows].min() - tolB if math.isfinite(tolB) else -np.inf
-        hi_acc = Pacc[rows].max()
-        a0 = int(np.searchsorted(Pacc_s, lo_acc - 1e-9 * (1 + abs(lo_acc)), "left"))
-        a1 = int(np.searchsorted(Pacc_s, hi_acc + 1e-9 * (1 + abs(hi_acc)), "right"))
-        cand = perm[a0:a1]
-        if L > 0:
-            lo_c = Pcpu[rows].min() - tolB if math.isfinite(tolB) else -np.inf
-            hi_c = Pcpu[rows].max() + 1e-9 * (1 + abs(Pcpu[rows].max()))
-            c0 = int(np.searchsorted(cpu_sorted, lo_c - 1e-9 * (1 + abs(lo_c)), "left"))
-            if c0 < N and (N - c0) > 0:
-                cm = (Pcpu >= cpu_sorted[c0]) & (Pcpu <= hi_c)
-                cm[cand] = False
-                extra = np.flatnonzero(cm)
-                if len(extra):
-                    cand = np.concatenate([cand, extra])
-        cand = cand[size[cand] <= size[rows].max()]
-        if len(cand) == 0:
-            continue
-        notsub = notX[rows] @ Xs32[cand].T  # |J \ I|
-        sub = notsub < 0.5
+        cand, sub = candidates(rows)
+        cand_entries += sub.size
         pairs += int(sub.sum())
-        comm = gamma[rows, None] - P[rows] @ R[cand].T
-        comm = np.maximum(comm, 0.0)
-        comp = Pacc[rows, None] - Pacc[None, cand]
-        if interleave:
-            acc_cost = np.maximum(comp, comm)
-        else:
-            acc_cost = comp + comm
-        okacc = sub & ((Uacc[rows, None] - Uacc[None, cand]) < 0.5) & \
-            ((Pmem[rows, None] - Pmem[None, cand]) <= cap * (1 + 1e-12) + 1e-9)
-        if K == 0:
-            okacc[:] = False
-        acc_cost = np.where(okacc, acc_cost, np.inf)
-        cpu_cost = np.where(sub & ((Ucpu[rows, None] - Ucpu[None, cand]) < 0.5),
-                            Pcpu[rows, None] - Pcpu[None, cand], np.inf)
-        if math.isfinite(tolB):
-            acc_cost[acc_cost > tolB] = np.inf
-            if not replicate:
-                pass
-            cpu_cost[cpu_cost > tolB] = np.inf
-        sync = None
-        if replicate:
-            wmem = Pmem[rows, None] - Pmem[None, cand]
-            sync = wmem / allreduce_bandwidth if math.isfinite(allreduce_bandwidth) else 0.0 * wmem
-            base_acc = np.where(okacc, comp + (0 if interleave else comm), np.inf)
-            base_comm = np.where(okacc, comm, np.inf)
+        acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
+        valid_entries += sum(len(t[0]) for t in acc_tr) + len(rc)
+        nr = len(rows)
         for (a, b) in layers:
-            cur = np.full(len(rows), np.inf)
-            typ = np.zeros(len(rows), dtype=np.int8)
-            jj = np.full(len(rows), -1, dtype=np.int32)
-            rr = np.ones(len(rows), dtype=np.int16)
+            cur = np.full(nr, np.inf)
             if a > 0:
-                v = dpv[a - 1, b, rows]
-                m = v < cur
-                cur[m], typ[m], jj[m] = v[m], 1, rows[m]
+                cur = np.minimum(cur, dpv[a - 1, b, rows])
+                for r, (ra, ja, va) in enumerate(acc_tr, start=1):
+                    if r <= a and len(ra):
+                        cur = np.minimum(cur, seg_min(nr, ra, np.maximum(dpv[a - r, b, ja], va)))
             if b > 0:
-                v = dpv[a, b - 1, rows]
-                m = v < cur
-                cur[m], typ[m], jj[m] = v[m], 2, rows[m]
-            if a > 0:
-                reps = range(1, a + 1) if replicate else (1,)
-                for r in reps:
-                    if r == 1 and not replicate:
-                        cost = acc_cost
-                    else:
-                        # App. C.2: time per sample over r replicas plus the all-reduce term
-                        work = base_acc / r
-                        syn = (r - 1) * sync / r
-                        cost = np.maximum(work, syn) if interleave else work + syn
-                        if interleave:
-                            cost = np.maximum(cost, base_comm / r)
-                        if math.isfinite(tolB):
-                            cost = np.where(cost > tolB, np.inf, cost)
-                    vals = np.maximum(dpv[a - r, b, cand][None, :], cost)
-                    j = np.argmin(vals, axis=1)
-                    best = vals[np.arange(len(rows)), j]
-                    m = best < cur
-                    cur[m], typ[m], jj[m], rr[m] = best[m], 3, cand[j[m]], r
-            if b > 0:
-                vals = np.maximum(dpv[a, b - 1, cand][None, :], cpu_cost)
-                j = np.argmin(vals, axis=1)
-                best = vals[np.arange(len(rows)), j]
-                m = best < cur
-                cur[m], typ[m], jj[m] = best[m], 4, cand[j[m]]
+                cur = np.minimum(cur, dpv[a, b - 1, rows])
+                if len(rc):
+                    cur = np.minimum(cur, seg_min(nr, rc, np.maximum(dpv[a, b - 1, jc], vc)))
             dpv[a, b, rows] = cur
-            bl_t[a, b, rows] = typ
-            bl_j[a, b, rows] = jj
-            bl_r[a, b, rows] = rr
         if progress is not None:
             progress({"ideals_done": bstart + len(rows), "ideals": N})
     value = float(dpv[K, L, full_idx])
-    stats = {"ideals": N, "ideal_pairs": pairs, "supernodes": ns, "features": int(P.shape[1]),
+    stats = {"ideals": N, "ideal_pairs": pairs, "candidate_pairs": cand_entries,
+             "valid_pairs": valid_entries, "supernodes": ns, "features": int(P.shape[1]),
              "upper_bound": B, "enumerate_s": t_enum, "features_s": t_feat,
              "dp_s": time.perf_counter() - t0}
     if not math.isfinite(value):
         return DPResult(value, [], stats)
+    # backtrack: recompute the transitions of one ideal at a time and follow the best one
     stages = []
     a, b, cur = K, L, full_idx
     while cur != empty_idx:
-        t = int(bl_t[a, b, cur])
-        j = int(bl_j[a, b, cur])
+        target = dpv[a, b, cur]
+        rows = np.array([cur])
+        cand, sub = candidates(rows)
+        acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
+        best = (np.inf, 0, 0, 0)  # value, type, J, replicas
+        if a > 0 and dpv[a - 1, b, cur] <= target:
+            best = (dpv[a - 1, b, cur], 1, cur, 1)
+        if b > 0 and dpv[a, b - 1, cur] < best[0] and dpv[a, b - 1, cur] <= target:
+            best = (dpv[a, b - 1, cur], 2, cur, 1)
+        if best[1] == 0:
+            for r, (ra, ja, va) in enumerate(acc_tr, start=1):
+                if r <= a and len(ra):
+                    vals = np.maximum(dpv[a - r, b, ja], va)
+                    i = int(np.argmin(vals))
+                    if vals[i] < best[0]:
+                        best = (float(vals[i]), 3, int(ja[i]), r)
+            if b > 0 and len(rc):
+                vals = np.maximum(dpv[a, b - 1, jc], vc)
+                i = int(np.argmin(vals))
+                if vals[i] < best[0]:
+                    best = (float(vals[i]), 4, int(jc[i]), 1)
+        _v, t, j, r = best
         if t == 1:
             a -= 1
             continue
         if t == 2:
             b -= 1
             continue
-        if t not in (3, 4):  # pragma: no cover
+        if t == 0:  # pragma: no cover
             raise SolverError("DP backtracking failed")
         S = [v for v in range(ns) if X[cur, v] and not X[j, v]]
-        r = int(bl_r[a, b, cur])
         stages.append((S, "acc" if t == 3 else "cpu", r))
         if t == 3:
             a -= r
@@ -889,6 +914,18 @@ def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_dev
                 predicted={"max_load_ms": value}, stats=stats, info=info)
 
 
+def _one_blas_thread():
+    """Context limiting BLAS to one thread: the DP issues many small products, for which
+    OpenBLAS threads only contend (10x slower on a loaded machine)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float,
          time_limit, progress, prune: bool = True) -> Plan:
@@ -898,16 +935,18 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     k, l_ = len(acc_devs), len(cpu_devs)
     kw = dict(interleave=interleave, replicate=replicate, allreduce_bandwidth=allreduce_bandwidth,
               time_limit=time_limit, progress=progress)
-    lin = _linear_order(p)
-    res_lin = solve_dp(p, k, l_, cap, order=lin, **kw)
-    if linear:
-        res = res_lin
-    else:
-        ub = res_lin.value if (prune and math.isfinite(res_lin.value)) else math.inf
-        res = solve_dp(p, k, l_, cap, upper_bound=ub, max_ideals=max_ideals, **kw)
-        if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
-            res = solve_dp(p, k, l_, cap, max_ideals=max_ideals, **kw)
-        res.stats["dpl_bound_ms"] = res_lin.value
+    with _one_blas_thread():
+        if linear:
+            res = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw)
+        else:
+            ideals = enumerate_ideals(p.pred, p.succ, limit=max_ideals)
+            ub = math.inf
+            if prune and len(ideals) > 4 * (p.n + 1):  # the DPL bound pays off on big lattices
+                ub = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw).value
+            res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
+            if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
+                res = solve_dp(p, k, l_, cap, ideals=ideals, **kw)
+            res.stats["dpl_bound_ms"] = ub
     if not math.isfinite(res.value):
         total = float(p.mem.sum())
         big = int(np.argmax(p.mem))
