@@ -176,12 +176,12 @@ class Coarsening:
         >>> g = samples.pesto_fig2()
         >>> cg = coarsen(g, 4)
         >>> [list(m) for m in cg.members]
-        [['A', 'B'], ['F'], ['C', 'D'], ['G', 'E']]
+        [['A', 'F'], ['B', 'C', 'D'], ['G'], ['E']]
         >>> coarse_plan = Plan(cg.coarse, {v: "gpu0" for v in cg.coarse.ops},
         ...                    order={"gpu0": cg.coarse.ops})
         >>> p = cg.expand(coarse_plan)
         >>> p.order["gpu0"], p.graph is g
-        (['A', 'B', 'F', 'C', 'D', 'G', 'E'], True)
+        (['A', 'F', 'B', 'C', 'D', 'G', 'E'], True)
         >>> simulate(p, Cluster.preset("2xV100-pcie")).makespan
         11.0
         """
@@ -229,7 +229,8 @@ class _UnionFind:
 
 
 def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None = 2.0,
-            max_rounds: int = 200, strict: bool = False) -> Coarsening:
+            cp_slack: float | None = 0.1, max_rounds: int = 200,
+            strict: bool = False) -> Coarsening:
     """Coarsen ``graph`` to at most ``target`` vertices by Pesto's acyclic batch merging.
 
     Parameters
@@ -244,6 +245,11 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     balance : float or None
         Cap on a merged vertex's compute, as a multiple of ``total_work / target``; doubled each
         time no edge fits under it. ``None`` = no cap (the paper's plain rule).
+    cp_slack : float or None
+        Parallelism guard: a pair merges only if the longest compute path through the merged
+        vertex stays within ``(1 + cp_slack)`` times the original graph's critical path
+        (compute only, fastest device). Relaxed (doubled) together with ``balance`` when no
+        edge is left. ``None`` = no guard (the paper's plain rule).
     max_rounds : int
         Safety bound on matching rounds.
     strict : bool
@@ -271,6 +277,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     t0 = time.perf_counter()
     if isinstance(target, bool) or not isinstance(target, int) or target < 1:
         raise GraphError(f"coarsening target must be an integer >= 1, got {target!r}")
+    if cp_slack is not None and not cp_slack >= 0:
+        raise GraphError(f"cp_slack must be a number >= 0 or None, got {cp_slack!r}")
     if balance is not None and not balance > 0:
         raise GraphError(f"balance must be a positive number or None, got {balance!r}")
     gc = graph.c
@@ -321,6 +329,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
 
     total_work = float(sum(work))
     cap = math.inf if balance is None or total_work <= 0 else balance * total_work / target
+    cp0 = _critical_path(succ, pred, work) if n0 else 0.0
+    slack = cp_slack
     rounds = 0
     history = [n0]
     stopped = "target"
@@ -330,13 +340,17 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             stopped = "no_feasible_edge"
             break
         rounds += 1
-        h, _ = heights([list(s) for s in succ], [len(p) for p in pred])
+        h, topo = heights([list(s) for s in succ], [len(p) for p in pred])
+        if slack is not None:
+            tl, bl = _levels(succ, pred, work, topo)
+            cp_limit = cp0 * (1.0 + slack) * (1 + 1e-12)
         edges = [(w, u, v) for u in range(n) for v, w in succ[u].items()]
         edges.sort(key=lambda t: (-t[0], t[1], t[2]))
         mate = [-1] * n
         a_only_v = set()   # v of accepted pairs that satisfy condition (a) alone
         need = n - target
         merged = 0
+        acc: list = []
         for _w, u, v in edges:
             if merged >= need:
                 break
@@ -348,6 +362,20 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                 continue
             if mem[u] + mem[v] > memcap:
                 continue
+            if slack is not None:
+                top = tl[u]
+                for p_ in pred[v]:
+                    if p_ != u and tl[p_] + work[p_] > top:
+                        top = tl[p_] + work[p_]
+                bot = 0.0
+                for s_ in succ[u]:
+                    if s_ != v and bl[s_] > bot:
+                        bot = bl[s_]
+                for s_ in succ[v]:
+                    if bl[s_] > bot:
+                        bot = bl[s_]
+                if top + work[u] + work[v] + bot > cp_limit:
+                    continue
             gu = uf.find(grp[u]) if grp[u] >= 0 else -1
             gv = uf.find(grp[v]) if grp[v] >= 0 else -1
             if gu >= 0 and gv >= 0 and gu != gv:
@@ -372,6 +400,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                         continue
                     a_only = True
             mate[u], mate[v] = v, u
+            acc.append((u, v))
             if a_only:
                 a_only_v.add(v)
             if gu >= 0 and gv >= 0:
@@ -382,13 +411,31 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                 uf.mem[gv] += mem[u]
             merged += 1
         if merged == 0:
-            if cap < math.inf:
+            if cap < math.inf or slack is not None:
                 cap *= 2.0
                 if cap > 2 * total_work:
                     cap = math.inf
+                if slack is not None:
+                    slack = 2 * slack + 0.1
+                    if slack > 4 * max(1, len(history)) + 64:
+                        slack = None
                 continue
             stopped = "no_feasible_edge"
             break
+        # --- parallelism guard on the whole batch: keep the longest prefix of the accepted
+        # pairs (highest communication first) whose contraction keeps the critical path
+        # within the limit (a single pair always does: its local check is exact)
+        if slack is not None and len(acc) > 1 and n <= _CP_CHECK_MAX:
+            if _quotient_cp(succ, work, acc) > cp_limit:
+                lo, hi = 1, len(acc) - 1
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                for u, v in acc[lo:]:
+                    mate[u] = mate[v] = -1
         # --- contract matched pairs
         rep = [0] * n
         new_of_old: list = []
@@ -451,6 +498,72 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     return Coarsening(graph=graph, coarse=coarse, members=members_t, vertex_of=vertex_of,
                       rounds=rounds, seconds=time.perf_counter() - t0, stopped=stopped,
                       history=tuple(history))
+
+
+def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]:
+    """Top level (longest compute path before a vertex) and bottom level (including it)."""
+    n = len(work)
+    tl = [0.0] * n
+    for i in topo:
+        best = 0.0
+        for p in pred[i]:
+            x = tl[p] + work[p]
+            if x > best:
+                best = x
+        tl[i] = best
+    bl = [0.0] * n
+    for i in reversed(topo):
+        best = 0.0
+        for s in succ[i]:
+            if bl[s] > best:
+                best = bl[s]
+        bl[i] = best + work[i]
+    return tl, bl
+
+
+_CP_CHECK_MAX = 20000
+"""Rounds on graphs larger than this skip the batch critical-path check (cost)."""
+
+
+def _quotient_cp(succ: list, work: list, pairs: list) -> float:
+    """Critical path (compute only) of the graph with ``pairs`` contracted."""
+    n = len(work)
+    rep = list(range(n))
+    for u, v in pairs:
+        rep[v] = u
+    w = list(work)
+    for u, v in pairs:
+        w[u] += work[v]
+    adj: list = [[] for _ in range(n)]
+    indeg = [0] * n
+    for a in range(n):
+        ra = rep[a]
+        for b in succ[a]:
+            rb = rep[b]
+            if ra != rb:
+                adj[ra].append(rb)
+                indeg[rb] += 1
+    tl = [0.0] * n
+    stack = [i for i in range(n) if rep[i] == i and indeg[i] == 0]
+    best = 0.0
+    while stack:
+        i = stack.pop()
+        f = tl[i] + w[i]
+        if f > best:
+            best = f
+        for j in adj[i]:
+            if tl[j] < f:
+                tl[j] = f
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                stack.append(j)
+    return best
+
+
+def _critical_path(succ: list, pred: list, work: list) -> float:
+    _, topo = heights([list(s) for s in succ], [len(p) for p in pred])
+    tl, bl = _levels(succ, pred, work, topo)
+    return max((t + b for t, b in zip(tl, bl)), default=0.0)
 
 
 def _build_coarse(graph: OpGraph, members: list, grp: list, uf: _UnionFind):
