@@ -17,8 +17,8 @@ names below load their module on first access.
 
 >>> import subprocess, sys
 >>> code = "import sys, workbench.runtime; print('tensorflow' in sys.modules)"
->>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout
-'False\n'
+>>> subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.split()
+['False']
 """
 
 from __future__ import annotations
