@@ -1,0 +1,91 @@
+"""Simulated vs measured step time of real TensorFlow programs (the fidelity of the judge).
+
+For every sample model (``sample_graphs/``) and several plans from registered solvers, the plan
+is simulated on a cluster of logical CPU devices whose links were calibrated on this machine,
+then applied to the real program and measured; the relative error |simulated - measured| /
+measured is printed per plan, with the median and the worst over all plans.
+
+By default each graph is re-profiled first (costs must come from the machine that measures).
+Logical CPU devices share the machine's cores: use at most as many devices as idle cores
+(``--devices``, default 2). See ``docs/runtime.md``.
+
+Usage::
+
+    .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+MODELS = ["mlp", "resnet_small", "inception_small", "transformer_small", "lstm_seq2seq"]
+METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    import workbench as wb
+    from workbench import runtime as rt
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--devices", type=int, default=2, help="logical CPU devices")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps per plan")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--models", nargs="*", default=MODELS)
+    ap.add_argument("--methods", nargs="*", default=METHODS)
+    ap.add_argument("--no-reprofile", action="store_true",
+                    help="use the checked-in costs instead of profiling on this machine")
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    cluster = rt.calibrate_links(args.devices, repeats=5)
+    lk = next(iter(cluster.links.values()))
+    print(f"calibrated {cluster.name}: e.g. cpu0->cpu1 latency {lk.latency * 1e3:.1f} us, "
+          f"bandwidth {'inf' if lk.bandwidth == float('inf') else f'{lk.bandwidth / 1e6:.1f} GB/s'}"
+          f", R^2 {lk.r2:.2f} ({time.perf_counter() - t0:.1f} s)")
+    methods = [m for m in args.methods if m in wb.SOLVERS]
+    skipped = [m for m in args.methods if m not in wb.SOLVERS]
+    if skipped:
+        print(f"(methods not registered, skipped: {', '.join(skipped)})")
+    errors = []
+    print(f"{'model':18s} {'method':12s} {'devs':>4s} {'simulated':>10s} {'measured':>10s} "
+          f"{'std':>7s} {'error':>7s}")
+    for name in args.models:
+        g = wb.samples.load_sample(name)
+        if not args.no_reprofile:
+            g = rt.profile(g, steps=10, warmup=3)
+        plans = {}
+        for m in methods:
+            try:
+                plans[m] = wb.solve(g, cluster, method=m, seed=0)
+            except Exception as e:  # noqa: BLE001 - a bench reports any solver failure
+                print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
+        res = rt.measure_plans(g, plans, steps=args.steps, warmup=args.warmup)
+        for m, plan in plans.items():
+            meas = res[m]
+            sim = wb.simulate(plan, cluster).makespan
+            if not meas.ok:
+                print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
+                continue
+            err = abs(sim - meas.median_ms) / meas.median_ms
+            errors.append((err, name, m))
+            print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {sim:10.2f} "
+                  f"{meas.median_ms:10.2f} {meas.std_ms:7.2f} {100 * err:6.1f}%")
+    if not errors:
+        print("no measurement succeeded")
+        return 1
+    med = statistics.median(e for e, _, _ in errors)
+    worst = max(errors)
+    print(f"\nplans measured: {len(errors)}  median relative error: {100 * med:.1f}%  "
+          f"worst: {100 * worst[0]:.1f}% ({worst[1]}, {worst[2]})  "
+          f"[{time.perf_counter() - t0:.0f} s]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
