@@ -56,7 +56,8 @@ def replace_figure(fw: go.FigureWidget, new: go.Figure) -> None:
                 js.pop("uid", None)
                 # properties the new trace does not set must not survive from the old one
                 for k in ("text", "customdata", "base", "hovertemplate", "hoverinfo"):
-                    js.setdefault(k, None)
+                    if k in old._valid_props:
+                        js.setdefault(k, None)
                 old.update(js, overwrite=True)
             fw.layout = new.layout
     else:

@@ -64,7 +64,12 @@ def static_critical_path(graph, cluster=None) -> list[str]:
 def _device_names(graph, plan=None, schedule=None) -> list | None:
     if schedule is not None:
         names = schedule.cluster.names
-        return [names[i] for i in schedule.device.tolist()]
+        devs = [names[i] for i in schedule.device.tolist()]
+        if schedule.graph is graph:
+            return devs
+        # a schedule of a transformed graph (split, coarsened): match ops by name
+        by_name = dict(zip(schedule.graph.ops, devs))
+        return [by_name.get(v) for v in graph.ops]
     if plan is not None:
         return [plan.placement.get(v) for v in graph.ops]
     return None

@@ -1,0 +1,319 @@
+"""Figure functions without a browser: traces, colours, critical-path membership, lanes."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+import workbench as wb
+from widgets.figures import (coarse_figure, coarse_graph, compare_figure, dag_figure,
+                             gantt_figure, gantt_lanes, idle_gaps, layered_layout,
+                             pipeline_figure, stage_table)
+from widgets.figures._common import device_colors
+from widgets.figures.dag import WEBGL_THRESHOLD, static_critical_path
+from widgets.report import write_report
+
+
+def _trace(fig, name):
+    found = [t for t in fig.data if t.name == name]
+    assert found, f"no trace {name!r} in {[t.name for t in fig.data]}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    g = wb.samples.inception(120, seed=3)
+    c = wb.Cluster.preset("4xV100-nvlink")
+    plan = wb.solve(g, c, method="m_topo")
+    return g, c, plan, wb.simulate(plan, c)
+
+
+@pytest.fixture(scope="module")
+def training():
+    g = wb.samples.to_training(wb.samples.transformer(40, seed=0))
+    c = wb.Cluster.preset("2xV100-pcie")
+    plan = wb.solve(g, c, method="round_robin")
+    return g, c, plan, wb.simulate(plan, c)
+
+
+# ---------------------------------------------------------------- layout
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_layout_layers_follow_edges_and_positions_are_distinct(seed):
+    g = wb.samples.random_dag(80, seed=seed)
+    x, y, layer = layered_layout(g.n_ops, g.c.src, g.c.dst)
+    assert np.all(layer[g.c.dst] > layer[g.c.src])
+    assert np.all(x == layer)
+    pairs = set(zip(layer.tolist(), y.tolist()))
+    assert len(pairs) == g.n_ops  # no two ops drawn on top of each other
+    for lv in np.unique(layer):  # each layer centred on y = 0
+        assert abs(y[layer == lv].mean()) < 1e-9
+
+
+def test_layout_is_longest_path_layering():
+    # a -> b -> c and a -> c: c must sit two layers after a
+    _, _, layer = layered_layout(3, np.array([0, 1, 0]), np.array([1, 2, 2]))
+    assert layer.tolist() == [0, 1, 2]
+
+
+def test_layout_of_unsorted_indices_and_cycles_does_not_fail():
+    x, y, layer = layered_layout(3, np.array([2, 1]), np.array([1, 0]))
+    assert layer.tolist() == [2, 1, 0]
+    x, y, layer = layered_layout(2, np.array([0, 1]), np.array([1, 0]))  # a cycle
+    assert len(x) == 2
+
+
+# ---------------------------------------------------------------- DAG
+def test_dag_colours_ops_by_their_device(problem):
+    g, c, plan, _ = problem
+    fig = dag_figure(g, cluster=c, plan=plan)
+    ops = _trace(fig, "ops")
+    cmap = device_colors(c.names)
+    assert list(ops.customdata) == g.ops
+    assert list(ops.marker.color) == [cmap[plan.placement[v]] for v in g.ops]
+    legend = [t.name for t in fig.data if t.legendgroup == "colors"]
+    assert legend == [d for d in c.names if d in plan.devices_used()]
+    assert "device: " + plan.placement[g.ops[5]] in ops.text[5]
+    assert g.ops[5] in ops.text[5]
+
+
+def test_dag_critical_path_is_the_realised_one_with_a_schedule(problem):
+    g, c, plan, s = problem
+    fig = dag_figure(g, cluster=c, schedule=s)
+    crit = _trace(fig, "critical path")
+    assert list(crit.customdata) == s.critical_ops()
+    # the critical edges join consecutive path members
+    edges = _trace(fig, "critical path edges")
+    assert np.count_nonzero(~np.isnan(np.asarray(edges.x, dtype=float))) == \
+        2 * (len(s.critical_ops()) - 1)
+
+
+def test_dag_static_critical_path_matches_analysis(problem):
+    g, c, _, _ = problem
+    fig = dag_figure(g, cluster=c, color_by="kind")
+    assert list(_trace(fig, "critical path").customdata) == \
+        wb.analysis.critical_path(g, c)
+    assert static_critical_path(wb.samples.diamond()) == ["a", "b", "d"]
+    assert len(_trace(dag_figure(g, critical_path=False), "critical path").customdata) == 0
+
+
+def test_dag_colour_by_cluster_and_kind(training):
+    g, c, _, _ = training
+    fig = dag_figure(g, color_by="kind")
+    cols = list(_trace(fig, "ops").marker.color)
+    kinds = [g.op(v)["kind"] for v in g.ops]
+    assert {k for k in kinds} == {"fwd", "bwd"}
+    assert len({col for col, k in zip(cols, kinds) if k == "fwd"}) == 1
+    assert {col for col, k in zip(cols, kinds) if k == "fwd"} != \
+        {col for col, k in zip(cols, kinds) if k == "bwd"}
+    mapping = {v: i // 10 for i, v in enumerate(g.ops)}
+    fig = dag_figure(g, color_by="cluster", clusters=mapping)
+    cols = list(_trace(fig, "ops").marker.color)
+    assert cols[0] == cols[9] != cols[10]
+    with pytest.raises(ValueError, match="clusters="):
+        dag_figure(g, color_by="cluster")
+    with pytest.raises(ValueError, match="color_by must be one of"):
+        dag_figure(g, color_by="nope")
+
+
+def test_dag_selected_trace(problem):
+    g, c, plan, _ = problem
+    fig = dag_figure(g, plan=plan, selected=[g.ops[3], "not-an-op"])
+    assert list(_trace(fig, "selected").customdata) == [g.ops[3]]
+
+
+def test_dag_of_a_transformed_graph_schedule_matches_by_name(problem):
+    g, c, plan, _ = problem
+    sub = wb.Plan(g, plan.placement)
+    s = wb.simulate(sub, c)
+    fig = dag_figure(g, schedule=s, cluster=c)
+    assert list(_trace(fig, "ops").marker.color) == \
+        [device_colors(c.names)[plan.placement[v]] for v in g.ops]
+
+
+def test_large_dag_uses_webgl_and_is_fast():
+    g = wb.samples.transformer(20000, seed=0)
+    c = wb.Cluster.preset("8xA100-nvlink")
+    plan = wb.Plan(g, {v: c.names[i % 8] for i, v in enumerate(g.ops)})
+    t0 = time.perf_counter()
+    fig = dag_figure(g, cluster=c, plan=plan)
+    elapsed = time.perf_counter() - t0
+    assert g.n_ops > WEBGL_THRESHOLD
+    assert {t.type for t in fig.data} == {"scattergl"}
+    assert len(_trace(fig, "ops").x) == 20000
+    # target 3 s; the bound is loose because CI machines are shared
+    assert elapsed < 9.0, f"20,000-op DAG took {elapsed:.2f} s"
+    small = dag_figure(wb.samples.diamond())
+    assert {t.type for t in small.data} == {"scatter"}
+
+
+# ---------------------------------------------------------------- Gantt
+def test_gantt_lanes_are_devices_then_used_links(problem):
+    g, c, _, s = problem
+    fig = gantt_figure(s)
+    lanes = gantt_lanes(s)
+    used_links = sorted({s.link_name(k) for k in range(s.n_transfers)})
+    assert lanes == c.names + used_links
+    assert list(fig.layout.yaxis.categoryarray) == list(reversed(lanes))
+    bars = _trace(fig, "fwd ops")
+    assert len(bars.y) == g.n_ops
+    assert sorted(bars.customdata) == sorted(g.ops)
+    assert len(_trace(fig, "transfers").y) == s.n_transfers
+    assert set(_trace(fig, "transfers").y) == set(used_links)
+
+
+def test_gantt_idle_gaps_complement_busy_time(problem):
+    _, c, _, s = problem
+    gaps = idle_gaps(s)
+    for d_i, d in enumerate(c.names):
+        busy = float((s.end - s.start)[s.device == d_i].sum())
+        idle = sum(b - a for dd, a, b in gaps if dd == d)
+        assert busy + idle == pytest.approx(s.makespan, rel=1e-9, abs=1e-9)
+    fig = gantt_figure(s)
+    assert len(_trace(fig, "idle").x) == len(gaps)
+
+
+def test_gantt_outlines_the_realised_critical_path(problem):
+    _, _, _, s = problem
+    crit = _trace(gantt_figure(s), "critical path")
+    assert len(crit.y) == len(s.critical_path)
+    ops_on_path = [x for x in crit.customdata if not str(x).endswith("(transfer)")]
+    assert ops_on_path == s.critical_ops()
+    ends = np.asarray(crit.base, dtype=float) + np.asarray(crit.x, dtype=float)
+    assert ends.max() == pytest.approx(s.makespan)
+
+
+def test_gantt_training_shading_and_host_mode(training):
+    g, c, plan, s = training
+    fig = gantt_figure(s)
+    assert _trace(fig, "fwd ops").marker.pattern.shape in ("", None)
+    assert _trace(fig, "bwd ops").marker.pattern.shape == "/"
+    assert len(_trace(fig, "bwd ops").y) == sum(g.op(v)["kind"] == "bwd" for v in g.ops)
+    host = wb.Cluster.from_dict({**c.to_dict(), "mode": "host"})
+    sh = wb.simulate(plan, host)
+    lanes = gantt_lanes(sh)
+    assert any(ln.endswith("->host") for ln in lanes)
+    assert any(ln.startswith("host->") for ln in lanes)
+
+
+def test_gantt_selected_and_empty_device_lane():
+    g, c = wb.samples.diamond(), wb.Cluster.preset("4xV100-nvlink")
+    s = wb.simulate(wb.Plan(g, {v: "gpu0" for v in g.ops}), c)
+    fig = gantt_figure(s, selected=["b"])
+    assert list(_trace(fig, "selected").customdata) == ["b"]
+    assert gantt_lanes(s) == c.names  # no transfers, idle devices still have a lane
+    assert gantt_lanes(s, all_devices=False) == ["gpu0"]
+
+
+# ---------------------------------------------------------------- coarsening
+def test_coarse_graph_contracts_without_self_loops(problem):
+    g, c, plan, _ = problem
+    mapping = {v: i // 7 for i, v in enumerate(g.ops)}
+    cg = coarse_graph(g, mapping)
+    assert cg["sizes"].sum() == g.n_ops
+    assert len(cg["ids"]) == len(set(mapping.values()))
+    assert np.all(cg["src"] != cg["dst"])
+    assert cg["bytes"].sum() <= g.c.bytes.sum() + 1e-6
+    assert cg["compute"].sum() == pytest.approx(g.c.min_compute().sum())
+
+
+def test_coarse_figure_with_a_real_coarsening(problem):
+    coarsen = pytest.importorskip("workbench.transforms.coarsen").coarsen
+    g, c, plan, _ = problem
+    res = coarsen(g, 15, cluster=c)
+    fig = coarse_figure(g, res, plan=plan, cluster=c)
+    clusters = _trace(fig, "clusters")
+    assert len(clusters.x) == res.coarse.n_ops
+    heaviest = int(np.argmax(coarse_graph(g, res, cluster=c)["compute"]))
+    members = list(_trace(fig, "members").customdata)
+    assert sorted(members) == sorted(res.members[heaviest])
+    # each cluster's colour is the device of most of its members
+    cmap = device_colors(c.names)
+    first = res.members[0]
+    devs = [plan.placement[v] for v in first]
+    assert clusters.marker.color[0] == cmap[max(set(devs), key=devs.count)]
+
+
+def test_coarse_figure_selection_and_bad_mapping(problem):
+    g, _, _, _ = problem
+    mapping = {v: "A" if i < 10 else "B" for i, v in enumerate(g.ops)}
+    fig = coarse_figure(g, mapping, selected="A")
+    assert list(_trace(fig, "members").customdata) == g.ops[:10]
+    assert fig.layout.meta["selected"] == "A"
+    with pytest.raises(TypeError, match="mapping"):
+        coarse_figure(g, [1, 2, 3])
+
+
+# ---------------------------------------------------------------- pipeline
+def test_pipeline_marks_the_bottleneck(training):
+    g, c, plan, _ = training
+    fig = pipeline_figure(plan, c)
+    loads = wb.device_loads(plan, c)
+    bott = c.names[int(np.argmax(loads))]
+    assert fig.layout.meta["bottleneck"] == bott
+    assert fig.layout.meta["max_load_ms"] == pytest.approx(loads.max())
+    assert bott in _trace(fig, "bottleneck").x[0]
+    df = stage_table(plan, c)
+    stacked = df[["fwd_ms", "bwd_ms", "update_ms", "other_ms", "comm_ms"]].sum(axis=1)
+    assert np.allclose(stacked, df["load_ms"])
+    assert np.allclose(sorted(df["load_ms"]), sorted(loads[loads > 0]))
+    lb = wb.bounds.max_load_lower_bound(g, c)
+    assert list(_trace(fig, "lower bound").y) == [lb] * len(df)
+
+
+def test_pipeline_stages_are_in_graph_order():
+    g = wb.samples.transformer(60, seed=0)
+    c = wb.Cluster.preset("4xV100-nvlink")
+    # a contiguous split in reverse device order: stage 0 must still be the first slice
+    plan = wb.Plan(g, {v: c.names[3 - min(3, 4 * i // g.n_ops)] for i, v in enumerate(g.ops)})
+    assert stage_table(plan, c)["device"].tolist() == ["gpu3", "gpu2", "gpu1", "gpu0"]
+
+
+# ---------------------------------------------------------------- compare
+def test_compare_figure_bars_bounds_and_log_axis():
+    g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
+    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
+                       "error": "boom"}
+    fig = compare_figure(df)
+    mk = _trace(fig, "makespan")
+    assert list(mk.y) == ["single", "round_robin", "m_topo"]
+    assert np.allclose(mk.x, df["makespan_ms"][:3])
+    assert list(_trace(fig, "makespan lower bound").x) == [df["makespan_lb"].iloc[0]] * 2
+    assert list(_trace(fig, "max-load lower bound").x) == [df["max_load_lb"].iloc[0]] * 2
+    assert fig.layout.xaxis3.type == "log"
+    assert fig.layout.meta["failed"] == ["broken"]
+    assert "broken" in fig.layout.title.text
+    with pytest.raises(ValueError, match="method"):
+        compare_figure(pd.DataFrame({"x": [1]}))
+
+
+def test_figures_draw_into_a_given_figure(problem):
+    g, c, plan, s = problem
+    fig = go.Figure()
+    out = gantt_figure(s, fig=dag_figure(g, plan=plan, fig=fig))
+    assert out is fig and fig.layout.meta["figure"] == "gantt"
+    assert all(t.type == "bar" for t in fig.data)
+
+
+# ---------------------------------------------------------------- report
+def test_report_is_self_contained_and_atomic(tmp_path, problem):
+    g, c, _, _ = problem
+    methods = ["single", "round_robin", "m_topo"]
+    df, plans = wb.compare(g, c, methods=methods, progress=False, return_plans=True)
+    out = write_report(tmp_path / "sub" / "r.html", graph=g, cluster=c, table=df, plans=plans,
+                       title="A <b>title</b>")
+    html = out.read_text()
+    import plotly
+
+    assert "<script src" not in html.lower()  # nothing fetched at view time
+    assert "http://" not in html.split("<body>")[1]
+    assert plotly.offline.get_plotlyjs()[:200] in html
+    assert "A &lt;b&gt;title&lt;/b&gt;" in html
+    assert html.count('id="gantt-') == len(methods)
+    for m in methods:
+        assert m in html
+    assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]

@@ -1,0 +1,162 @@
+"""ipywidgets compositions without a browser: in-place updates, linked selection, the board."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+
+import workbench as wb
+from widgets import (CoarsenView, CompareBoard, DagView, GanttView, PipelineView,
+                     link_selection)
+from widgets.figures._common import device_colors
+from widgets.views import replace_figure
+
+
+def _trace(fig, name):
+    return next(t for t in fig.data if t.name == name)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    g = wb.samples.transformer(80, seed=0)
+    c = wb.Cluster.preset("4xV100-nvlink")
+    plan = wb.solve(g, c, method="m_topo")
+    return g, c, plan, wb.simulate(plan, c)
+
+
+def test_dag_view_recolours_in_place(problem):
+    g, c, plan, _ = problem
+    view = DagView(g, cluster=c, plan=plan)
+    fw = view.figure
+    ops = _trace(fw, "ops")
+    assert list(ops.marker.color) == [device_colors(c.names)[plan.placement[v]] for v in g.ops]
+    view.color_picker.value = "op_type"
+    assert view.figure is fw and _trace(fw, "ops") is ops  # same widget, same trace object
+    types_ = [g.op(v)["op_type"] for v in g.ops]
+    cols = list(ops.marker.color)
+    assert len(set(cols)) == len(set(types_))
+    assert fw.layout.meta["color_by"] == "op_type"
+    assert {t.name for t in fw.data if t.legendgroup == "colors"} == set(types_)
+
+
+def test_linked_selection_both_ways(problem):
+    g, c, plan, s = problem
+    dag, gantt = DagView(g, cluster=c, plan=plan), GanttView(s)
+    link = link_selection(dag, gantt)
+    op = s.critical_ops()[2]
+    dag.selected = op
+    assert gantt.selected == op
+    sel = _trace(gantt.figure, "selected")
+    assert list(sel.customdata) == [op]
+    assert float(sel.base[0]) == pytest.approx(s.start[g.index[op]])
+    # a click on a Gantt bar selects in both views
+    bars = _trace(gantt.figure, "fwd ops")
+    gantt._on_click(bars, types.SimpleNamespace(point_inds=[4]), None)
+    assert dag.selected == bars.customdata[4]
+    assert list(_trace(dag.figure, "selected").customdata) == [bars.customdata[4]]
+    assert dag.op_box.value == bars.customdata[4]
+    # a click on a DAG node
+    dag._on_click(None, types.SimpleNamespace(point_inds=[7]), None)
+    assert gantt.selected == g.ops[7]
+    link.unlink()
+    dag.selected = g.ops[1]
+    assert gantt.selected == g.ops[7]
+    gantt.idle_box.value = False
+    assert _trace(gantt.figure, "idle").visible is False
+
+
+def test_gantt_view_show_redraws_in_place(problem):
+    g, c, plan, s = problem
+    view = GanttView(s)
+    fw = view.figure
+    other = wb.simulate(wb.solve(g, c, method="round_robin"), c)
+    view.show(other)
+    assert view.figure is fw
+    assert fw.layout.meta["makespan"] == pytest.approx(other.makespan)
+
+
+def test_coarsen_view_slider_redraws_in_place(problem):
+    g, c, plan, _ = problem
+    calls = []
+
+    def chunks(graph, target):
+        calls.append(target)
+        size = -(-graph.n_ops // target)
+        return {v: i // size for i, v in enumerate(graph.ops)}
+
+    view = CoarsenView(g, cluster=c, plan=plan, coarsen=chunks, target=10)
+    fw = view.figure
+    first = [id(t) for t in fw.data]
+    assert len(_trace(fw, "clusters").x) == 10
+    view.slider.value = 20
+    assert calls == [10, 20]
+    assert view.figure is fw and [id(t) for t in fw.data] == first  # traces updated, not new
+    assert len(_trace(fw, "clusters").x) == 20
+    assert "20</b> clusters" in view.info.value
+    view._on_click(_trace(fw, "clusters"), types.SimpleNamespace(point_inds=[3]), None)
+    assert view.selected_cluster == "3"
+    assert fw.layout.meta["selected"] == "3"
+
+
+def test_coarsen_view_with_the_pesto_coarsening(problem):
+    pytest.importorskip("workbench.transforms.coarsen")
+    g, c, plan, _ = problem
+    view = CoarsenView(g, cluster=c, target=12)
+    assert len(_trace(view.figure, "clusters").x) <= 12
+    assert view.result.coarse.n_ops == len(_trace(view.figure, "clusters").x)
+
+
+def test_pipeline_view_switches_plans(problem):
+    g, c, plan, _ = problem
+    plans = {"m_topo": plan, "round_robin": wb.solve(g, c, method="round_robin")}
+    view = PipelineView(plans, c)
+    fw = view.figure
+    assert fw.layout.meta["method"] == "m_topo"
+    view.picker.value = "round_robin"
+    assert view.figure is fw and fw.layout.meta["method"] == "round_robin"
+    assert "gpu3" in view.table.value
+    with pytest.raises(ValueError):
+        PipelineView({}, c)
+
+
+def test_replace_figure_swaps_when_trace_types_differ(problem):
+    import plotly.graph_objects as go
+
+    fw = go.FigureWidget(go.Figure(go.Scatter(x=[1], y=[2], name="a")))
+    replace_figure(fw, go.Figure([go.Bar(x=[1], y=[2], name="b"), go.Bar(x=[1], y=[3])]))
+    assert [t.type for t in fw.data] == ["bar", "bar"]
+
+
+def test_compare_board_runs_and_switches_gantts():
+    graphs = {"transformer": lambda: wb.samples.transformer(60, seed=0),
+              "diamond": wb.samples.diamond()}
+    board = CompareBoard(graphs, presets=["2xV100-pcie", "4xV100-nvlink"],
+                         methods=["single", "round_robin", "m_topo"], time_limit=5,
+                         preset="4xV100-nvlink")
+    seen = []
+    df = board.run(progress=lambda done, total, m: seen.append((done, total, m)))
+    assert seen == [(1, 3, "single"), (2, 3, "round_robin"), (3, 3, "m_topo")]
+    assert board.progress.value == board.progress.max == 3
+    assert df["method"].tolist() == ["single", "round_robin", "m_topo"]
+    assert "3 of 3 methods ran" in board.status.value
+    assert "<table" in board.table_view.value
+    assert board.bars.layout.meta["figure"] == "compare"
+    assert list(_trace(board.bars, "makespan").y) == ["single", "round_robin", "m_topo"]
+    best = df.sort_values("makespan_ms").iloc[0]["method"]
+    assert board.gantt_a.figure.layout.meta["method"] == best
+    board.gantt_b_picker.value = "single"
+    assert board.gantt_b.figure.layout.meta["method"] == "single"
+    assert board.gantt_b.figure.layout.meta["makespan"] == pytest.approx(
+        df.set_index("method").loc["single", "makespan_ms"])
+    # another graph and cluster
+    board.graph_picker.value = "diamond"
+    board.preset_picker.value = "2xV100-pcie"
+    board.method_picker.value = ("single",)
+    df2 = board.run()
+    assert board.graph.name == "diamond" and len(df2) == 1
+    assert board.gantt_b.figure.layout.meta["method"] == "single"
+    board.method_picker.value = ()
+    assert board.run() is None and "no method" in board.status.value
+    with pytest.raises(ValueError, match="unknown methods"):
+        CompareBoard(methods=["nope"])
