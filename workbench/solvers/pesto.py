@@ -534,26 +534,44 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     return plan, warm_plan, stats
 
 
-def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False):
-    """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
-    graph with the simulator under the model's congestion setting)."""
+def _best_order(plan: Plan, cluster, congestion: bool, reorder: bool) -> tuple:
+    """(plan, simulated makespan, order source). With ``reorder``, the plan's placement is also
+    simulated with the FIFO and rank orders and the fastest order is frozen into the plan."""
     from ..simulate import simulate
 
+    best = (plan, float(simulate(plan, cluster, congestion=congestion).makespan), "model")
+    if not reorder:
+        return best
+    for how in ("fifo", "rank"):
+        s = simulate(plan, cluster, congestion=congestion, order=how)
+        if s.makespan < best[1] - 1e-9:
+            order = order_by_start(plan.graph, cluster, s.device, s.start)
+            p = Plan(plan.graph, dict(plan.placement), method=plan.method, order=order,
+                     status=plan.status, predicted=dict(plan.predicted), stats=dict(plan.stats),
+                     info=dict(plan.info))
+            best = (p, float(s.makespan), how)
+    return best
+
+
+def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
+            reorder=False):
+    """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
+    graph with the simulator under the model's congestion setting)."""
     cands = []
     if ilp_plan is not None:
         p = expand(ilp_plan) if expand else ilp_plan
-        cands.append(("ilp", p, float(simulate(p, cluster, congestion=congestion).makespan)))
+        cands.append(("ilp", *_best_order(p, cluster, congestion, reorder)))
     if warm_plan is not None:
         p = expand(warm_plan) if expand else warm_plan
-        cands.append(("warm_start", p, float(simulate(p, cluster, congestion=congestion)
-                                             .makespan)))
+        cands.append(("warm_start", *_best_order(p, cluster, congestion, reorder)))
     if not cands:
         raise SolverError("the Pesto ILP found no solution within the time limit and no "
                           "heuristic produced a warm start; raise time_limit")
-    for name, _p, ms in cands:
+    for name, _p, ms, how in cands:
         stats[f"{name}_final_simulated_ms"] = ms
+        stats[f"{name}_order"] = how
     chosen = min(cands, key=lambda t: (t[2], t[0] != "ilp"))
-    name, plan, ms = chosen
+    name, plan, ms, _how = chosen
     stats["chosen"] = name
     ilp_status = stats["ilp_status"]
     if name == "ilp":
@@ -613,7 +631,7 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
           description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
 def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
-          symmetry: bool = True, threads: int | None = None, time_limit: float | None = None,
+          cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True, threads: int | None = None, time_limit: float | None = None,
           seed: int | None = None) -> Plan:
     """Pesto: coarsen to ``target`` vertices, solve the ILP there, expand the plan.
 
@@ -623,8 +641,13 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         Coarse graph size (default :func:`default_target`: 60 for 2 devices, 40 for 4).
     congestion, warm_start, gap, symmetry, time_limit
         As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
-    balance : float or None
+    balance, cp_slack : float or None
         Passed to :func:`~workbench.transforms.coarsen.coarsen`.
+    reorder : bool
+        Also simulate the expanded placement with the FIFO and rank orders and keep the fastest
+        (the paper falls back to TensorFlow's own scheduling when merged vertices are large).
+        With ``False`` the plan keeps the model's order, members of a merged vertex running
+        consecutively.
 
     Returns
     -------
@@ -655,7 +678,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     if target is None:
         target = default_target(cluster)
     cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
-                 cluster=cluster, balance=balance)
+                 cluster=cluster, balance=balance, cp_slack=cp_slack)
     t_coarsen = time.perf_counter() - t0
     limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     ilp_plan, warm_plan, stats = _run_ilp(
@@ -666,6 +689,6 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
     merged = cg.coarse.n_ops < graph.n_ops
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
-                   coarse=merged)
+                   coarse=merged, reorder=reorder)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
     return plan
