@@ -815,23 +815,24 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
         rows = np.array([cur])
         cand, sub = candidates(rows)
         acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
-        best = (np.inf, 0, 0, 0)  # value, type, J, replicas
-        if a > 0 and dpv[a - 1, b, cur] <= target:
-            best = (dpv[a - 1, b, cur], 1, cur, 1)
-        if b > 0 and dpv[a, b - 1, cur] < best[0] and dpv[a, b - 1, cur] <= target:
-            best = (dpv[a, b - 1, cur], 2, cur, 1)
-        if best[1] == 0:
+        # tie-break as the authors' code: leave a CPU unused, then a CPU stage, then leave an
+        # accelerator unused, then an accelerator stage (first option within tolerance wins)
+        tol = target + 1e-9 * (1.0 + abs(target))
+        opts = []
+        if b > 0:
+            opts.append((dpv[a, b - 1, cur], 2, cur, 1))
+            if len(rc):
+                vals = np.maximum(dpv[a, b - 1, jc], vc)
+                i = int(np.argmin(vals))
+                opts.append((float(vals[i]), 4, int(jc[i]), 1))
+        if a > 0:
+            opts.append((dpv[a - 1, b, cur], 1, cur, 1))
             for r, (ra, ja, va) in enumerate(acc_tr, start=1):
                 if r <= a and len(ra):
                     vals = np.maximum(dpv[a - r, b, ja], va)
                     i = int(np.argmin(vals))
-                    if vals[i] < best[0]:
-                        best = (float(vals[i]), 3, int(ja[i]), r)
-            if b > 0 and len(rc):
-                vals = np.maximum(dpv[a, b - 1, jc], vc)
-                i = int(np.argmin(vals))
-                if vals[i] < best[0]:
-                    best = (float(vals[i]), 4, int(jc[i]), 1)
+                    opts.append((float(vals[i]), 3, int(ja[i]), r))
+        best = next((o for o in opts if o[0] <= tol), min(opts, default=(np.inf, 0, 0, 0)))
         _v, t, j, r = best
         if t == 1:
             a -= 1

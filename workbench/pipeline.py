@@ -1,0 +1,171 @@
+"""Evaluators of the pipelining paper (Tarnawski et al., NeurIPS 2020): single-sample latency
+under the subgraph-invocation model (Section 4) and expert splits.
+
+Latency model
+-------------
+An accelerator holding a contiguous set ``S`` is *invoked* once all inputs of ``S`` (outputs of
+ops outside ``S`` with an edge into ``S``) are in host DRAM; it then reads them
+(``Σ c_u`` over those ops), processes all of ``S`` (``Σ p_acc``), and writes back every output
+that leaves ``S``; all ops of ``S`` finish at that moment. CPU ops run as soon as their inputs are
+ready (the paper assumes at least as many cores as the graph is wide). A non-contiguous device
+set is cut into the fewest contiguous pieces that can run one after another (Fig. 4 with ``q``
+pieces), each piece an invocation, and the device runs its pieces in order.
+
+Examples
+--------
+>>> from workbench import samples, Cluster, Plan
+>>> from workbench.cluster import Device, Link
+>>> c = Cluster([Device("gpu0", "gpu", 1e9), Device("cpu0", "cpu")], mode="host",
+...             host_link=Link(0.0, 1e6))
+>>> g = samples.diamond()
+>>> latency(Plan(g, {v: "gpu0" for v in g.ops}), c)
+6.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import PlanError
+from .plan import Plan
+
+__all__ = ["latency", "latency_pieces", "expert_plan", "out_costs"]
+
+
+def out_costs(graph, cluster) -> np.ndarray:
+    """Per op: time to move its output between an accelerator and host DRAM (the paper's
+    ``c_u``; the largest over its out-edges when they differ)."""
+    from .solvers.pipeline_dp import _device_kinds, _out_costs
+
+    _k, acc, _c, _cap = _device_kinds(cluster)
+    return _out_costs(graph, cluster, acc)
+
+
+def latency_pieces(graph, dev: np.ndarray, staged: np.ndarray) -> np.ndarray:
+    """Piece index of every op on a staged device: the fewest contiguous pieces, in order
+    (``-1`` for ops on unstaged devices such as CPUs)."""
+    gc = graph.c
+    n = gc.n
+    stg = np.flatnonzero(staged)
+    col = {int(d): j for j, d in enumerate(stg)}
+    # cross[x, j]: highest piece of device stg[j] that x depends on through some path (-1 none)
+    cross = np.full((n, len(stg)), -1, dtype=np.int64)
+    piece = np.full(n, -1, dtype=np.int64)
+    dev_l = dev.tolist()
+    for v in range(n):
+        d = dev_l[v]
+        row = cross[v]
+        for u in gc.pred[v]:
+            np.maximum(row, cross[u], out=row)
+        if d in col:
+            j = col[d]
+            p = 0
+            for u in gc.pred[v]:
+                if dev_l[u] == d:
+                    p = max(p, int(piece[u]))
+                elif cross[u, j] >= 0:
+                    p = max(p, int(cross[u, j]) + 1)
+            piece[v] = p
+            row[j] = max(row[j], p)
+    return piece
+
+
+def latency(plan: Plan, cluster, *, detail: bool = False):
+    """Single-sample latency (ms) of ``plan`` under the subgraph-invocation model.
+
+    With ``detail=True`` returns ``(latency, finish_per_op, pieces)``.
+    """
+    g = plan.graph
+    gc = g.c
+    dev = plan.device_array(cluster)
+    staged = np.array([d.kind != "cpu" for d in cluster.devices])
+    c = out_costs(g, cluster)
+    times = cluster.op_times(g)[np.arange(gc.n), dev]
+    if not np.isfinite(times).all():  # pragma: no cover - validate() catches it
+        raise PlanError("plan puts an op where it cannot run")
+    piece = latency_pieces(g, dev, staged)
+    # units: (device, piece) for staged ops, single ops otherwise
+    unit = {}
+    units: list = []
+    uid = np.empty(gc.n, dtype=np.int64)
+    for v in range(gc.n):
+        key = (int(dev[v]), int(piece[v])) if staged[dev[v]] else ("op", v)
+        if key not in unit:
+            unit[key] = len(units)
+            units.append([])
+        uid[v] = unit[key]
+        units[unit[key]].append(v)
+    nu = len(units)
+    # unit DAG (edges + device sequencing of pieces)
+    succ: list = [set() for _ in range(nu)]
+    for u, v in zip(gc.src.tolist(), gc.dst.tolist()):
+        if uid[u] != uid[v]:
+            succ[uid[u]].add(int(uid[v]))
+    for key, i in unit.items():
+        if key[0] != "op" and key[1] > 0 and (key[0], key[1] - 1) in unit:
+            succ[unit[(key[0], key[1] - 1)]].add(i)
+    indeg = np.zeros(nu, dtype=np.int64)
+    for s in succ:
+        for t in s:
+            indeg[t] += 1
+    ready = [i for i in range(nu) if indeg[i] == 0]
+    finish = np.zeros(gc.n)
+    ufin = np.zeros(nu)
+    dev_free = {}
+    done = 0
+    while ready:
+        i = ready.pop()
+        done += 1
+        ops = units[i]
+        v0 = ops[0]
+        if not staged[dev[v0]]:
+            start = max((finish[u] for u in gc.pred[v0]), default=0.0)
+            f = start + times[v0]
+        else:
+            inside = set(ops)
+            start = 0.0
+            cin = 0.0
+            feeders = set()
+            for v in ops:
+                for u in gc.pred[v]:
+                    if u not in inside and u not in feeders:
+                        feeders.add(u)
+                        cin += c[u]
+                        start = max(start, finish[u])
+            cout = sum(c[v] for v in ops if any(w not in inside for w in gc.succ[v]))
+            key = (int(dev[v0]), int(piece[v0]))
+            start = max(start, dev_free.get(key[0], 0.0))
+            f = start + cin + float(times[ops].sum()) + cout
+            dev_free[key[0]] = f
+        ufin[i] = f
+        for v in ops:
+            finish[v] = f
+        for t in succ[i]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                ready.append(t)
+    if done != nu:  # pragma: no cover
+        raise PlanError("the plan's subgraph invocations form a cycle")
+    total = float(finish.max()) if gc.n else 0.0
+    if detail:
+        return total, finish, piece
+    return total
+
+
+def expert_plan(path, graph, cluster) -> Plan:
+    """An MSR expert split as a Plan; backward ops the file does not list follow their colour
+    class (as the authors do for training graphs).
+
+    >>> from pathlib import Path
+    >>> from workbench.io.msr import read_msr
+    >>> root = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "msr"
+    >>> g, c = read_msr(root / "throughput" / "layer_bert24_inference.json")
+    >>> from workbench import max_load
+    >>> round(max_load(expert_plan(root / "experts" / "bert24_inference_expert.json", g, c), c), 2)
+    20.08
+    """
+    from .io.msr import read_expert
+
+    plan = read_expert(path, graph, cluster)
+    plan.method = "expert"
+    return plan
