@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 
@@ -57,8 +57,17 @@ from ..plan import Plan
 from . import register
 from .common import MemoryBook
 
-__all__ = ["ListCore", "heft", "etf", "m_etf", "m_sct", "dpos", "static_list_schedule",
-           "event_list_schedule", "favourite_children"]
+__all__ = [
+    "ListCore",
+    "dpos",
+    "etf",
+    "event_list_schedule",
+    "favourite_children",
+    "heft",
+    "m_etf",
+    "m_sct",
+    "static_list_schedule",
+]
 
 _INF = math.inf
 
@@ -128,7 +137,7 @@ class ListCore:
         a, f = self.dev[u], self.finish[u]
         nd = self.nd
         nb, cm = self.e_bytes[e], self.e_comm[e]
-        fixed = cm == cm
+        fixed = not math.isnan(cm)
         if not self.host:
             if fixed:
                 t = f + cm
@@ -187,13 +196,12 @@ class ListCore:
             p = bisect_left(starts, hi) if hi > ready else bisect_right(starts, ready)
             while p < k:
                 s = ends[p - 1] if p else 0.0
-                if s < ready:
-                    s = ready
+                s = max(s, ready)
                 if s + dur <= starts[p]:
                     return s, p
                 p += 1
         s = ends[-1] if k else 0.0
-        return (s if s > ready else ready), k
+        return (max(ready, s)), k
 
     def commit(self, i: int, d: int, start: float, pos: int) -> None:
         """Place op ``i`` on device ``d`` at ``start``, at position ``pos`` of its sequence."""
@@ -299,7 +307,7 @@ def event_list_schedule(core: ListCore, level: list, favourite: list | None = No
 
     def sched_ts(i: int, cands: list) -> dict:
         r = ready_on[i]
-        return {d: (r[d] if r[d] > avail[d] else avail[d]) for d in cands}
+        return {d: (max(avail[d], r[d])) for d in cands}
 
     while placed < n:
         stats["steps"] += 1
@@ -316,8 +324,7 @@ def event_list_schedule(core: ListCore, level: list, favourite: list | None = No
                     keep.append((f, u))
             pending = keep
         for d in range(nd):
-            if avail[d] < t:
-                avail[d] = t
+            avail[d] = max(avail[d], t)
         while True:
             # candidate devices and start times of every ready op
             info = {}

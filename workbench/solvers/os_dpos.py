@@ -33,7 +33,7 @@ from ..transforms.split import data_parallel_graph, split_op
 from . import register
 from .list_scheduling import dpos
 
-__all__ = ["os_dpos", "model_fits_one_device"]
+__all__ = ["model_fits_one_device", "os_dpos"]
 
 
 def _has_batch(graph) -> bool:

@@ -39,7 +39,7 @@ import networkx as nx
 from ..errors import GraphError
 from ..graph import OpGraph
 
-__all__ = ["split_op", "split_sizes", "data_parallel_graph", "BATCH_DIMS"]
+__all__ = ["BATCH_DIMS", "data_parallel_graph", "split_op", "split_sizes"]
 
 BATCH_DIMS = ("batch",)
 """Dimensions along which a split is data parallel (weights replicated, inputs partitioned)."""
