@@ -1,0 +1,122 @@
+"""Order-Place and Adjusting Placement (Celeritas Algorithm 2)."""
+
+import numpy as np
+import pytest
+
+import workbench as wb
+from workbench import Cluster, Device, Link, SolverError, samples, simulate
+from workbench.graph import OpGraph
+from workbench.solvers.celeritas import default_M, default_R
+
+
+def fork(branch_comm: float, join_comm: float):
+    """a -> (b, c) -> d with fixed transfer times: b and c take 10 ms each."""
+    ops = [("a", {"compute": {"gpu": 1.0}}), ("b", {"compute": {"gpu": 10.0}}),
+           ("c", {"compute": {"gpu": 10.0}}), ("d", {"compute": {"gpu": 1.0}})]
+    edges = [("a", "b", {"comm": branch_comm}), ("a", "c", {"comm": branch_comm}),
+             ("b", "d", {"comm": join_comm}), ("c", "d", {"comm": join_comm})]
+    return OpGraph.from_ops(ops, edges, name="fork")
+
+
+TWO = Cluster([Device("gpu0"), Device("gpu1")], intra_host=Link(0.0, 1e6), name="two")
+
+
+def test_adjusting_moves_a_waiting_node_when_it_pays():
+    # c would wait until b ends (t=11) on b's device; elsewhere it starts at 1 + 1 = 2
+    p = wb.solve(fork(1.0, 1.0), TWO, method="celeritas", R=1)
+    assert p.placement["b"] != p.placement["c"]
+    s = simulate(p, TWO, congestion=False)
+    assert s.makespan == pytest.approx(1 + 1 + 10 + 1)  # a, transfer, c, d (b overlaps)
+    assert p.predicted["makespan_ms"] == pytest.approx(s.makespan)
+
+
+def test_back_cost_rule_eq9():
+    # gap EST(d_k) - EST(d_1) = 11 - (1 + 5) = 5; back_cost = max comm to successors
+    stay = wb.solve(fork(5.0, 5.0), TWO, method="celeritas", R=1)     # 5 > 5 is false
+    assert len(set(stay.placement.values())) == 1
+    move = wb.solve(fork(5.0, 4.9), TWO, method="celeritas", R=1)     # 5 > 4.9
+    assert move.placement["b"] != move.placement["c"]
+    # a far-away device (expensive transfers) is never worth it
+    far = wb.solve(fork(20.0, 1.0), TWO, method="celeritas", R=1)
+    assert len(set(far.placement.values())) == 1
+
+
+def test_full_device_moves_on_and_best_effort_when_all_full():
+    g = samples.transformer(200, seed=0)
+    cap = g.total_memory() * 0.4
+    c = Cluster.preset("4xV100-nvlink").with_memory(cap)
+    for method in ("celeritas", "order_place"):
+        p = wb.solve(g, c, method=method, R=10)
+        m = wb.evaluate(p, c)
+        assert p.status == "heuristic" and m.feasible, (method, m.violations)
+        assert len(p.devices_used()) >= 3
+    # memory for only half the model on the two devices: best effort, least-used device
+    tiny = Cluster.preset("2xV100-pcie").with_memory(g.total_memory() * 0.25)
+    p = wb.solve(g, tiny, method="celeritas", R=10)
+    assert p.status == "infeasible" and p.stats["best_effort_nodes"] > 0
+    used = wb.evaluate(p, tiny).peak_memory
+    assert max(used.values()) < g.total_memory() * 0.75  # spread, not piled on one device
+
+
+def test_order_place_fills_devices_in_sequence():
+    g = samples.cnn(300, seed=1)
+    c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.45)
+    p = wb.solve(g, c, method="order_place", R=10)
+    fusion = p.info["fusion"]
+    assert fusion["nodes_after"] < g.n_ops
+    used = wb.evaluate(p, c).peak_memory
+    # the first device is filled before the next one gets anything big
+    assert used["gpu0"] >= 0.8 * c.devices[0].memory
+    assert p.devices_used() == ["gpu0", "gpu1", "gpu2"]
+
+
+def test_colocation_groups_follow_their_first_member():
+    g = samples.to_training(samples.inception(120, seed=0))
+    c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.4)
+    for method in ("celeritas", "order_place"):
+        p = wb.solve(g, c, method=method, R=9)
+        for grp, members in g.colocation_groups.items():
+            assert len({p.placement[v] for v in members}) == 1, grp
+        m = wb.evaluate(p, c)
+        assert m.feasible, m.violations
+
+
+@pytest.mark.parametrize("method", ["celeritas", "order_place"])
+def test_plans_carry_a_deadlock_free_order(method):
+    g = samples.random_dag(150, seed=4, edge_prob=0.04, colocate_fraction=0.2)
+    c = Cluster.preset("4xV100-nvlink")
+    p = wb.solve(g, c, method=method, R=6)
+    assert p.order is not None and sum(len(v) for v in p.order.values()) == g.n_ops
+    s = simulate(p, c, order="plan", congestion=False)
+    # the simulator runs each op no later than the EST schedule planned
+    assert s.makespan <= p.predicted["makespan_ms"] * (1 + 1e-9) + 1e-9
+
+
+def test_celeritas_beats_order_place_on_a_branchy_graph():
+    g = samples.random_dag(400, seed=0, edge_prob=0.01)
+    c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.4)
+    cel = wb.evaluate(wb.solve(g, c, method="celeritas"), c)
+    op = wb.evaluate(wb.solve(g, c, method="order_place"), c)
+    assert cel.feasible and op.feasible
+    assert cel.makespan_ms < op.makespan_ms
+
+
+def test_defaults_and_bad_parameters():
+    g = samples.transformer(3000)
+    c = Cluster.preset("4xV100-nvlink")
+    assert default_R(g, c) == 93 and default_R(samples.transformer(40000), c) == 200
+    assert default_M(g, c) == pytest.approx(0.25 * 16 * 2**30)
+    assert default_M(g, c.with_memory(float("inf"))) is None
+    small = samples.cnn(40)
+    with pytest.raises(SolverError, match="R must be >= 1"):
+        wb.solve(small, c, method="celeritas", R=0)
+    with pytest.raises(SolverError, match="below the memory of op"):
+        wb.solve(small, c, method="order_place", M=1.0)
+
+
+def test_host_mode_cluster_and_heterogeneous_kinds():
+    g = samples.random_dag(60, seed=2, cpu_only_fraction=0.2)
+    c = Cluster([Device("gpu0"), Device("gpu1"), Device("cpu0", "cpu")], mode="host")
+    p = wb.solve(g, c, method="celeritas", R=4)
+    p.validate(c)
+    assert np.isfinite(simulate(p, c).makespan)
