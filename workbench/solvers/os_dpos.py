@@ -47,7 +47,7 @@ def model_fits_one_device(graph, cluster) -> bool:
 
 
 @register("os_dpos", family="list", paper="FastT (Middleware'20), Algorithm 2", memory=True,
-          orders=True, contract_params={"data_parallel": False, "max_split_ops": 0},
+          orders=True, contract_params={"max_split_ops": 1},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, time_limit: float | None = None,
