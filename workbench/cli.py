@@ -239,6 +239,12 @@ def _cmd_compare(args) -> int:
 def _cmd_demo(args) -> int:
     graph, own = load_graph_arg(args.graph)
     cluster = load_cluster_arg(args.cluster, own)
+    if args.memory_fraction:
+        if not (args.memory_fraction > 0):
+            raise WorkbenchError(f"--memory-fraction must be positive, got {args.memory_fraction}")
+        cluster = cluster.with_memory(graph.total_memory() * args.memory_fraction)
+        print(f"device memory capped at {args.memory_fraction:g} x the model's "
+              f"{graph.total_memory() / 2**30:.2f} GiB, so no single device can hold it")
     print(f"graph {graph.name}: {graph.n_ops} ops, {graph.n_edges} edges, "
           f"CCR {graph.ccr(cluster):.2f}; cluster {cluster.name}: {', '.join(cluster.names)}")
     df, plans = _run_compare(graph, cluster, args, None)
@@ -314,6 +320,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default=None)
     p.add_argument("--time-limit", type=float, default=20.0)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--memory-fraction", type=float, default=0.4,
+                   help="cap each device's memory at this fraction of the model (0: no cap)")
     p.add_argument("--report", default="reports/demo.html")
     p.add_argument("--csv", default=None)
     p.add_argument("--json", action="store_true")
