@@ -1,10 +1,10 @@
 """Link calibration: time tensor transfers between device pairs and fit the linear model.
 
-For every ordered pair ``(a, b)`` of devices and every size ``s``, a float32 variable of ``s``
-bytes lives on ``a`` and an ``Identity`` on ``b`` reads it, which makes TensorFlow send the
-tensor from ``a`` to ``b``; the same ``Identity`` on ``a`` is the baseline. The transfer time of
-one sample is the median ``Session.run`` time of the pair's target minus the median of the
-baseline's. A least-squares line ``latency + bytes / bandwidth`` is fitted per pair (FastT and
+For every ordered pair ``(a, b)`` of devices and every size ``s``, float32 variables of ``s``
+bytes live on ``a`` and ``Identity`` ops on ``b`` read them, which makes TensorFlow send the
+tensors from ``a`` to ``b``. A step that moves ``k`` tensors and one that moves a single tensor
+are timed (median ``Session.run`` time); their difference divided by ``k - 1`` is the cost of
+one more transfer, free of the fixed cost of running a step on two devices. A least-squares line ``latency + bytes / bandwidth`` is fitted per pair (FastT and
 Pesto do the same from their traces), with its coefficient of determination stored in
 ``Link.r2``; a non-positive slope gives an infinite bandwidth and the mean as latency.
 
@@ -81,7 +81,8 @@ def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
 
 
 def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
-                    sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, target: str = "",
+                    sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, transfers: int = 8,
+                    target: str = "",
                     kind: str = "cpu", memory: float = math.inf, return_samples: bool = False):
     """Measure transfers between every ordered device pair and return the fitted Cluster.
 
@@ -94,6 +95,8 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
         Transfer sizes in bytes.
     repeats : int
         Runs per (pair, size); the median is used.
+    transfers : int
+        Tensors moved by the many-transfer step (at least 2).
     target : str
         Session target for devices of a ``tf.distribute.Server`` cluster.
     kind, memory : device kind and memory of devices created from names.
@@ -122,26 +125,32 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     tfd = {d: tf_device(d) for d in names}
     graph = t.Graph()
     targets: dict = {}
+    k = max(2, int(transfers))
     with graph.as_default():
-        reads = {}
+        reads: dict = {}
         for a in names:
             for s in sizes:
-                with t.device(tfd[a]):
-                    v = tf1.get_variable(f"x_{len(reads)}", shape=[max(1, int(s) // 4)],
-                                         initializer=tf1.zeros_initializer(), use_resource=True)
-                    reads[(a, s)] = v.read_value()
+                for i in range(k):
+                    with t.device(tfd[a]):
+                        v = tf1.get_variable(f"x_{len(reads)}", shape=[max(1, int(s) // 4)],
+                                             initializer=tf1.zeros_initializer(),
+                                             use_resource=True)
+                        reads[(a, s, i)] = v.read_value()
         for a in names:
             for b in names:
+                if a == b:
+                    continue
                 for s in sizes:
                     with t.device(tfd[b]):
-                        y = t.identity(reads[(a, s)])
-                    targets[(a, b, s)] = t.group(y)
+                        ys = [t.identity(reads[(a, s, i)]) for i in range(k)]
+                    targets[(a, b, s, 1)] = t.group(ys[0])
+                    targets[(a, b, s, k)] = t.group(*ys)
         init = tf1.global_variables_initializer()
     cpus = 1 + max((int(tfd[d].rsplit(":", 1)[1]) for d in names if "localhost" in tfd[d]
                     and "CPU" in tfd[d]), default=0)
     try:
         sess = tf1.Session(target=target, graph=graph,
-                           config=session_config(cpus=cpus, inter_op=2))
+                           config=session_config(cpus=cpus, inter_op=1))
     except Exception as e:  # noqa: BLE001 - any TF error is reported per call
         raise RuntimeBridgeError(f"calibration session failed: {op_error_message(e)}") from None
 
@@ -164,8 +173,8 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                     continue
                 xs, ys = [], []
                 for s in sizes:
-                    base = timed(targets[(a, a, s)])
-                    ms = max(0.0, timed(targets[(a, b, s)]) - base)
+                    one = timed(targets[(a, b, s, 1)])
+                    ms = max(0.0, (timed(targets[(a, b, s, k)]) - one) / (k - 1))
                     xs.append(float(s))
                     ys.append(ms)
                     samples.append({"src": a, "dst": b, "bytes": float(s), "ms": ms})
