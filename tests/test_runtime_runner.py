@@ -50,9 +50,6 @@ def test_forward_and_backward_on_different_devices(rt, mlp):
         assert executed[v].endswith("device:CPU:1"), v
     for v in fwd:
         assert executed[v].endswith("device:CPU:0"), v
-    # the cut between the passes is crossed by real send/recv pairs
-    assert any(v.startswith("_Recv") or "_recv" in v.lower() for v in executed) or any(
-        d.endswith("CPU:1") for d in executed.values())
 
 
 def _order(g, prefer):
