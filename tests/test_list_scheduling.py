@@ -270,3 +270,20 @@ def test_os_dpos_time_limit_status():
     p = solve(g, c, method="os_dpos", data_parallel=False, time_limit=1e-6)
     assert p.status == "time_limit"
     assert math.isfinite(p.predicted["makespan_ms"])
+
+
+@pytest.mark.parametrize("method", ["etf", "m_etf", "m_sct", "heft", "dpos"])
+def test_zero_time_ops_do_not_stall(method):
+    """Real TF graphs hold many zero-time ops (NoOp, Identity); regression for a stall."""
+    import workbench as wb
+
+    ops = [(f"z{i}", {"compute": {"cpu": 0.0}}) for i in range(6)] + [
+        ("a", {"compute": {"cpu": 1.0}}), ("b", {"compute": {"cpu": 2.0}})]
+    edges = [("z0", "z1"), ("z1", "z2"), ("z2", "a"), ("z0", "z3"), ("z3", "b"), ("a", "z4"),
+             ("b", "z4"), ("z4", "z5")]
+    g = wb.OpGraph.from_ops(ops, edges)
+    c = wb.Cluster.preset("2xcpu")
+    plan = wb.solve(g, c, method=method)
+    s = wb.simulate(plan, c, congestion=False, order="plan")
+    assert s.makespan == pytest.approx(plan.predicted["makespan_ms"], rel=1e-9)
+    assert s.makespan <= 3.0 + 1e-9

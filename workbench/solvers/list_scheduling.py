@@ -358,6 +358,8 @@ def event_list_schedule(core: ListCore, level: list, favourite: list | None = No
             pending.append((core.finish[i], i))
         if placed >= n:
             break
+        if any(f <= t for f, _ in pending):
+            continue  # zero-time ops finished at t: release their successors at this instant
         # next instant: a device frees up, or a proposal becomes possible
         nxt = _INF
         for f, _ in pending:
