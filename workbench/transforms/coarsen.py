@@ -424,11 +424,16 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             break
         # --- parallelism guard on the whole batch: keep the longest prefix of the accepted
         # pairs (highest communication first) whose contraction keeps the critical path
-        # within the limit (a single pair always does: its local check is exact)
+        # within the limit (a single pair always does: its check is exact)
         if slack is not None and len(acc) > 1 and n <= _CP_CHECK_MAX:
             if _quotient_cp(succ, work, acc) > cp_limit:
                 lo, hi = 1, len(acc) - 1
-                while lo < hi:
+                if n > _CP_BISECT_MAX:  # large graph: halve until it fits (fewer checks)
+                    hi = len(acc) // 2
+                    while hi > 1 and _quotient_cp(succ, work, acc[:hi]) > cp_limit:
+                        hi //= 2
+                    lo = hi
+                while lo < hi:  # longest prefix that fits
                     mid = (lo + hi + 1) // 2
                     if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
                         lo = mid
@@ -436,6 +441,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                         hi = mid - 1
                 for u, v in acc[lo:]:
                     mate[u] = mate[v] = -1
+                if n > _CP_BISECT_MAX and lo < 0.1 * n:
+                    slack = 2 * slack + 0.1  # large graph, slow progress: relax the guard
         # --- contract matched pairs
         rep = [0] * n
         new_of_old: list = []
@@ -523,6 +530,8 @@ def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]
 
 _CP_CHECK_MAX = 20000
 """Rounds on graphs larger than this skip the batch critical-path check (cost)."""
+_CP_BISECT_MAX = 5000
+"""Rounds on graphs larger than this halve the batch instead of bisecting it (cost)."""
 
 
 def _quotient_cp(succ: list, work: list, pairs: list) -> float:
