@@ -256,12 +256,54 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    """Solve a real TensorFlow model with several methods and measure each plan."""
+    from . import samples, simulate, solve
+    from .io.json_format import jsonable
+
     try:
-        from .runtime import run_cli
-    except ImportError as e:
-        raise WorkbenchError(f"'workbench run' needs the TensorFlow bridge "
-                             f"(pip install 'placement-workbench[tf]'): {e}") from None
-    return run_cli(args)
+        from . import runtime
+
+        models = runtime.MODELS
+    except ImportError as e:  # pragma: no cover - TF missing
+        raise WorkbenchError(f"'workbench run' needs TensorFlow (pip install "
+                             f"'placement-workbench[tf]'): {e}") from None
+    if Path(args.model).exists():
+        graph, _ = load_graph_arg(args.model)
+    elif args.model in models:
+        try:
+            graph = samples.load_sample(args.model)  # profiled on this machine's CPU
+        except WorkbenchError:
+            graph = runtime.profile(runtime.extract(args.model, runtime.DEFAULT_BATCH))
+    else:
+        raise WorkbenchError(f"unknown model {args.model!r}; built-in models: "
+                             f"{', '.join(models)} (or a graph file extracted from one)")
+    cluster = (runtime.calibrate_links(args.devices) if args.calibrate
+               else runtime.local_cluster(args.devices))
+    plans = {m: solve(graph, cluster, method=m, time_limit=args.time_limit)
+             for m in args.methods.split(",")}
+    res = runtime.measure_plans(graph, plans, steps=args.steps, warmup=args.warmup)
+    rows = []
+    for m, plan in plans.items():
+        r = res[m]
+        sim = simulate(plan, cluster).makespan
+        meas = r.mean_ms if not r.error else math.nan
+        rows.append({"method": m, "simulated_ms": sim, "measured_ms": meas,
+                     "measured_std_ms": r.std_ms if not r.error else math.nan,
+                     "sim_error": abs(sim - meas) / meas if meas and meas == meas else math.nan,
+                     "devices_used": len(plan.devices_used()), "error": r.error or ""})
+    if args.json:
+        print(json.dumps(jsonable(rows)))
+        return 0
+    print(f"{graph.name}: {graph.n_ops} ops on {cluster.name} ({args.steps} steps after "
+          f"{args.warmup} warm-up)")
+    for r in rows:
+        if r["error"]:
+            print(f"  {r['method']:<12} failed: {r['error']}")
+        else:
+            print(f"  {r['method']:<12} simulated {r['simulated_ms']:8.3f} ms   measured "
+                  f"{r['measured_ms']:8.3f} +- {r['measured_std_ms']:.3f} ms   error "
+                  f"{100 * r['sim_error']:5.1f} %   {r['devices_used']} devices")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -331,6 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="sample model name (see workbench.runtime)")
     p.add_argument("--methods", default="single,m_topo", help="comma-separated methods")
     p.add_argument("--devices", type=int, default=2, help="local (logical) devices to use")
+    p.add_argument("--calibrate", action="store_true", help="fit the links by timing transfers")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--time-limit", type=float, default=30.0)
