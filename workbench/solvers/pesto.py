@@ -66,13 +66,14 @@ _DEFAULT_TIME_LIMIT = 120.0
 
 
 def default_target(cluster) -> int:
-    """Default coarse size for ``pesto``: ``min(60, max(16, 160 // k))`` for ``k`` devices.
+    """Default coarse size for ``pesto``: ``min(60, max(16, 240 // k))`` for ``k`` devices (the ILP
+    grows with the square of the vertices times the devices).
 
     >>> from workbench import Cluster
-    >>> default_target(Cluster.preset("2xV100-pcie")), default_target(Cluster.preset("4xV100-nvlink"))
-    (60, 40)
+    >>> [default_target(Cluster.preset(p)) for p in ("2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink")]
+    [60, 60, 30]
     """
-    return int(min(60, max(16, 160 // max(1, len(cluster)))))
+    return int(min(60, max(16, 240 // max(1, len(cluster)))))
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -638,7 +639,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     Parameters
     ----------
     target : int, optional
-        Coarse graph size (default :func:`default_target`: 60 for 2 devices, 40 for 4).
+        Coarse graph size (default :func:`default_target`: 60 for 2 or 4 devices, 30 for 8).
     congestion, warm_start, gap, symmetry, time_limit
         As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
     balance, cp_slack : float or None

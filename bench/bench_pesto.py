@@ -1,0 +1,154 @@
+"""Benchmark of Pesto: coarsening speed, the ILP on every sample graph with 2 and 4 devices
+(improvement over m_etf, m_sct, heft and dpos, with the MIP gap), and congestion on vs off on an
+LSTM grid (the paper's Fig. 5). Prints markdown tables (pasted into docs/results-pesto.md).
+
+Usage: python bench/bench_pesto.py [--time-limit 120] [--ops 200] [--quick]
+Every makespan is simulated with link congestion on (the judge's default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import time
+
+from workbench import Cluster, samples, simulate, solve
+from workbench.solvers import SOLVERS
+from workbench.transforms.coarsen import coarsen
+
+BASELINES = ("m_etf", "m_sct", "heft", "dpos")
+
+
+def _fmt(x, nd=2):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, float) and math.isinf(x):
+        return "inf"
+    return f"{x:.{nd}f}"
+
+
+def bench_coarsen(n_ops: int = 36000, target: int = 200) -> None:
+    print(f"## Coarsening a {n_ops}-op graph to {target} vertices\n")
+    print("| graph | ops | edges | target | vertices | rounds | sizes per round | largest vertex "
+          "| critical path before -> after (ms) | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    from workbench.analysis import levels
+
+    c = Cluster.preset("4xV100-nvlink")
+    for name, make in (("transformer", samples.transformer), ("lstm", samples.lstm_grid),
+                       ("cnn", samples.cnn)):
+        g = make(n_ops)
+        t0 = time.perf_counter()
+        cg = coarsen(g, target, cluster=c)
+        dt = time.perf_counter() - t0
+        cp0 = levels(g, c, comm="zero").cp_length
+        cp1 = levels(cg.coarse, c, comm="zero").cp_length
+        s = cg.summary()
+        hist = " > ".join(str(h) for h in cg.history)
+        print(f"| {g.name} | {g.n_ops} | {g.n_edges} | {target} | {cg.coarse.n_ops} | "
+              f"{s['rounds']} | {hist} | {s['largest_vertex']} | {cp0:.1f} -> {cp1:.1f} | "
+              f"{dt:.2f} |", flush=True)
+    print()
+
+
+def _sim(plan, c) -> float:
+    return float(simulate(plan, c, congestion=True).makespan)
+
+
+def bench_ilp(time_limit: float, n_ops: int, graphs: list) -> None:
+    print(f"## Pesto vs list schedulers ({time_limit:g} s ILP limit per run, generated graphs "
+          f"with {n_ops} ops)\n")
+    print("Makespans in ms, simulated with congestion. `coarse`: vertices given to the ILP "
+          "(at most 60). `gap`: HiGHS MIP gap of the coarse ILP. `vs best`: "
+          "improvement of pesto over the best of the four baselines (positive = pesto faster). "
+          "`chosen`: `ilp` = the ILP's plan, `warm_start` = the ILP plan simulated worse than its "
+          "warm start, which is returned instead.\n")
+    cols = ["graph", "devices", "ops", "coarse"] + list(BASELINES) + [
+        "pesto", "status", "gap", "vs best", "chosen", "warm start", "solve s"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    imps = []
+    for cname in ("2xV100-pcie", "4xV100-nvlink"):
+        c = Cluster.preset(cname)
+        for gname in graphs:
+            g = samples.load_sample(gname) if gname in ("diamond", "pesto_fig2", "two_branch") \
+                else (samples.to_training(samples.cnn(n_ops // 2)) if gname == "cnn-train"
+                      else samples.load_sample(gname, n_ops=n_ops))
+            base = {}
+            for m in BASELINES:
+                if m in SOLVERS:
+                    try:
+                        base[m] = _sim(solve(g, c, method=m), c)
+                    except Exception as exc:  # report, keep going
+                        base[m] = math.nan
+                        print(f"<!-- {m} failed on {g.name}: {exc} -->")
+            t0 = time.perf_counter()
+            p = solve(g, c, method="pesto", time_limit=time_limit)
+            dt = time.perf_counter() - t0
+            ms = _sim(p, c)
+            st = p.stats
+            best = min((v for v in base.values() if not math.isnan(v)), default=math.nan)
+            imp = (best - ms) / best * 100 if best == best and best > 0 else math.nan
+            imps.append(imp)
+            row = [g.name, str(len(c)), str(g.n_ops), str(st.get("coarse_vertices"))]
+            row += [_fmt(base.get(m)) for m in BASELINES]
+            row += [_fmt(ms), p.status, _fmt(st.get("mip_gap"), 3), f"{imp:+.1f} %",
+                    st.get("chosen", "-"), str(st.get("warm_start_method")), f"{dt:.1f}"]
+            print("| " + " | ".join(row) + " |", flush=True)
+    ok = [x for x in imps if x == x]
+    if ok:
+        print(f"\nMean improvement over the best baseline: {sum(ok) / len(ok):+.1f} % "
+              f"(min {min(ok):+.1f} %, max {max(ok):+.1f} %) over {len(ok)} runs.\n")
+
+
+def bench_congestion(time_limit: float, n_ops: int) -> None:
+    print(f"## Congestion constraints on vs off (LSTM grids, {time_limit:g} s limit)\n")
+    print("Both plans simulated with FIFO links (congestion on), like the paper's Fig. 5. "
+          "`predicted`: the ILP's own makespan for its model. The small grid is solved without "
+          "coarsening (`pesto_ilp`), the large one through coarsening (`pesto`); three 6-op random "
+          "DAGs where the congestion-blind optimum overlaps transfers are added for contrast.\n")
+    print("| graph | cluster | method | ILP model | predicted | simulated (congested) | "
+          "transfers | comm ms | status | gap |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    cases = (("2xV100-pcie", samples.lstm_grid(26, layers=2, ccr=2.0), "pesto_ilp"),
+             ("4xV100-nvlink", samples.lstm_grid(26, layers=2, ccr=4.0), "pesto_ilp"),
+             ("2xV100-pcie", samples.lstm_grid(n_ops, layers=2, ccr=2.0), "pesto"),
+             ("4xV100-nvlink", samples.lstm_grid(n_ops, layers=4, ccr=4.0), "pesto"),
+             *(("2xV100-pcie", samples.random_dag(6, seed=s_, edge_prob=0.4, ccr=1.0),
+                "pesto_ilp") for s_ in (1, 3, 10)))
+    for cname, g, method in cases:
+        c = Cluster.preset(cname)
+        for cong in (False, True):
+            p = solve(g, c, method=method, congestion=cong, time_limit=time_limit)
+            s = simulate(p, c, congestion=True)
+            comm = float((s.t_end - s.t_start).sum())
+            print(f"| {g.name} (ccr {g.meta.get('ccr', '-')}) | {cname} | {method} | "
+                  f"congestion {'on' if cong else 'off'} | "
+                  f"{_fmt(p.predicted.get('makespan_ms'))} | {_fmt(s.makespan)} | "
+                  f"{s.n_transfers} | {comm:.1f} | {p.status} | "
+                  f"{_fmt(p.stats.get('mip_gap'), 3)} |", flush=True)
+    print()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--time-limit", type=float, default=120.0)
+    ap.add_argument("--ops", type=int, default=200)
+    ap.add_argument("--quick", action="store_true", help="5 s limits, fewer graphs")
+    a = ap.parse_args()
+    tl = 5.0 if a.quick else a.time_limit
+    print(f"<!-- bench_pesto: python {platform.python_version()}, {os.cpu_count()} cpus, "
+          f"time limit {tl:g} s -->\n")
+    bench_coarsen(36000 if not a.quick else 6000, 200)
+    graphs = ["diamond", "pesto_fig2", "two_branch", "cnn", "inception", "transformer", "lstm",
+              "cnn-train"]
+    if a.quick:
+        graphs = ["pesto_fig2", "lstm"]
+    bench_ilp(tl, a.ops, graphs)
+    bench_congestion(tl, a.ops)
+
+
+if __name__ == "__main__":
+    main()
