@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from ..errors import SolverError
 from ..plan import Plan
 from . import register
 from .common import MemoryBook
@@ -127,7 +128,7 @@ class _Problem:
         self.pair = pair.tolist()
         self.in_edges = cgc.in_edges
         self.src = cgc.src.tolist()
-        cl = cmean.tolist()
+        cl = self.cmean = cmean.tolist()
         self.back_cost = [max((cl[e] for e in cgc.out_edges[k]), default=0.0)
                           for k in range(self.K)]                           # Eq. 8
         self.book = MemoryBook(graph, cluster)
@@ -240,7 +241,8 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
 @register("celeritas", family="celeritas", paper="Celeritas (Xu et al. 2023), Algorithm 2",
           memory=True, colocation=True, orders=True, contract_params={"R": 8},
           description="Celeritas: optimal operation fusion + Adjusting Placement (EST, back cost)")
-def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None) -> Plan:
+def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
+              anchor: str = "previous") -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
 
     Parameters
@@ -252,6 +254,14 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None) -
     M : float, optional
         Memory cap of a cluster in bytes. Default ``0.25 x`` the device memory (see
         :func:`default_M`). Must hold the largest op.
+    anchor : {"previous", "pred"}
+        The device ``d_k`` a node stays on unless Eq. 9 says otherwise: ``"previous"`` is the
+        device of the previous node in the CPD-TOPO sequence (Algorithm 2, line 11, as
+        written); ``"pred"`` the device of the node's predecessor with the largest transfer
+        to it (the previous node's device for a node without predecessors). They coincide
+        when the previous node feeds the current one, the usual case in CPD-TOPO order; they
+        differ after a source (e.g. a variable) was moved to another device, which with
+        ``"previous"`` drags the next node of the chain after it.
 
     Returns
     -------
@@ -268,14 +278,20 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None) -
     >>> p.status, p.info["fusion"]["nodes_after"]
     ('heuristic', 300)
     """
+    if anchor not in ("previous", "pred"):
+        raise SolverError(f"anchor must be 'previous' or 'pred', got {anchor!r}")
     pb = _Problem(graph, cluster, R, M)
     nd = pb.nd
     prev = -1
     for k in pb.proc:
+        if anchor == "pred" and pb.in_edges[k]:
+            e = max(pb.in_edges[k], key=lambda e: (pb.cmean[e], -e))
+            prev = pb.dev[pb.src[e]]
         need = pb.need(k)
         est = [pb.est(k, d) if pb.book.free(d) >= need * (1 - 1e-12) else math.inf
                for d in range(nd)]
-        d1 = min(range(nd), key=lambda d: (est[d], d))
+        # earliest EST; ties (idle devices) go to the one with the most free memory
+        d1 = min(range(nd), key=lambda d: (est[d], -pb.book.free(d), d))
         if prev < 0:
             choice = d1 if math.isfinite(est[d1]) else -1
         elif est[prev] - est[d1] > pb.back_cost[k]:             # Eq. 9 (inf - x > c too)
