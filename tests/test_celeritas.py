@@ -120,3 +120,22 @@ def test_host_mode_cluster_and_heterogeneous_kinds():
     p = wb.solve(g, c, method="celeritas", R=4)
     p.validate(c)
     assert np.isfinite(simulate(p, c).makespan)
+
+
+def test_anchor_previous_vs_heaviest_predecessor():
+    # c0 -> c1 -> c2 with a variable v -> c1; CPD-TOPO gives c0, v, c1, c2. v is moved off c0's
+    # busy device (gap 10 > back cost 0.1); with anchor="previous" c1 then sticks to v's device
+    # (gap 5 < back cost 6), with anchor="pred" it stays with its heavy predecessor c0.
+    ops = [("c0", {"compute": {"gpu": 10.0}}), ("v", {"compute": {"gpu": 0.1}}),
+           ("c1", {"compute": {"gpu": 10.0}}), ("c2", {"compute": {"gpu": 1.0}})]
+    edges = [("c0", "c1", {"comm": 5.0}), ("v", "c1", {"comm": 0.1}),
+             ("c1", "c2", {"comm": 6.0})]
+    g = OpGraph.from_ops(ops, edges)
+    prev = wb.solve(g, TWO, method="celeritas", R=1)
+    pred = wb.solve(g, TWO, method="celeritas", R=1, anchor="pred")
+    assert prev.placement["v"] != prev.placement["c0"]
+    assert prev.placement["c1"] == prev.placement["v"]
+    assert pred.placement["c1"] == pred.placement["c0"]
+    assert simulate(pred, TWO).makespan < simulate(prev, TWO).makespan
+    with pytest.raises(SolverError, match="anchor must be"):
+        wb.solve(g, TWO, method="celeritas", anchor="next")
