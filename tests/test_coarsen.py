@@ -43,7 +43,7 @@ def _check_coarsening(g: OpGraph, cg, cluster=None) -> None:
         if cu != cw:
             assert coarse.nx.has_edge(cu, cw)
     # colocation: the members of one original group share one coarse colocation label
-    for grp, ms in g.colocation_groups.items():
+    for ms in g.colocation_groups.values():
         labels = {coarse.op(cg.vertex_of[m])["colocate"] for m in ms}
         assert len(labels) == 1 and None not in labels
 

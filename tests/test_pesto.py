@@ -10,7 +10,6 @@ import pytest
 
 from workbench import Cluster, Device, Link, Plan, samples, simulate, solve
 from workbench.errors import GraphError, InfeasibleError, SolverError
-from workbench.graph import OpGraph
 from workbench.solvers import SOLVERS
 
 
@@ -163,9 +162,9 @@ def test_pesto_bad_input():
 
 
 def test_no_milp_solver_installed(monkeypatch):
-    import workbench.solvers.milp as milp
+    from workbench.solvers import milp
 
-    monkeypatch.setattr(milp, "available_solvers", lambda: [])
+    monkeypatch.setattr(milp, "available_solvers", list)
     with pytest.raises(SolverError, match="highspy"):
         solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="pesto_ilp")
 

@@ -56,8 +56,14 @@ from . import SOLVERS, register
 from .common import order_by_start
 from .milp import solve_milp
 
-__all__ = ["pesto", "pesto_ilp", "build_pesto_ilp", "PestoModel", "WARM_START_METHODS",
-           "default_target"]
+__all__ = [
+    "WARM_START_METHODS",
+    "PestoModel",
+    "build_pesto_ilp",
+    "default_target",
+    "pesto",
+    "pesto_ilp",
+]
 
 WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "round_robin", "single")
 """Heuristics tried for the warm start, when registered; the best simulated one is used."""
@@ -161,7 +167,7 @@ def _classes(graph) -> list[list[tuple]]:
         cls: dict = {}
         for e in gc.out_edges[u]:
             c = cl[e]
-            key = (bl[e], None if c != c else c)
+            key = (bl[e], None if math.isnan(c) else c)
             cls.setdefault(key, []).append((e, dl[e]))
         out.append([(k[0], k[1], v) for k, v in cls.items()])
     return out
@@ -358,7 +364,7 @@ class PestoModel:
     # ------------------------------------------------------------------ warm start
     def warm_values(self, device: np.ndarray, schedule) -> dict:
         """Variable values of a simulated schedule (devices relabelled for symmetry)."""
-        n, k = self.n, self.k
+        n = self.n
         dev = np.asarray(device).tolist()
         if self.symmetric:
             relabel: dict = {}
@@ -476,7 +482,7 @@ def _serial_horizon(graph, cluster) -> float:
     t = float(np.where(np.isfinite(times), times, 0).max(axis=1).sum())
     names = cluster.names
     for nb, c in zip(graph.c.bytes.tolist(), graph.c.comm.tolist()):
-        c = None if c != c else c
+        c = None if math.isnan(c) else c
         t += max((cluster.transfer_ms(a, b, nb, c) for a in names for b in names if a != b),
                  default=0.0)
     return t + 1.0

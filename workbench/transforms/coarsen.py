@@ -62,7 +62,7 @@ from ..errors import GraphError, InfeasibleError, PlanError
 from ..graph import OpGraph
 from ..plan import Plan
 
-__all__ = ["coarsen", "Coarsening", "heights", "min_coarse_size"]
+__all__ = ["Coarsening", "coarsen", "heights", "min_coarse_size"]
 
 
 def heights(succ: list, pred_count: list) -> tuple[list[int], list[int]]:
@@ -83,8 +83,7 @@ def heights(succ: list, pred_count: list) -> tuple[list[int], list[int]]:
         k += 1
         hi = h[i] + 1
         for j in succ[i]:
-            if h[j] < hi:
-                h[j] = hi
+            h[j] = max(h[j], hi)
             indeg[j] -= 1
             if indeg[j] == 0:
                 order.append(j)
@@ -302,7 +301,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
 
         lat, bw = 0.0, REF_BANDWIDTH
     inv = 0.0 if math.isinf(bw) else 1.0 / bw
-    ecost = [c if c == c else lat + b * inv
+    ecost = [lat + b * inv if math.isnan(c) else c
              for b, c in zip(gc.bytes.tolist(), gc.comm.tolist())]
     memcap = max(d.memory for d in cluster.devices) if cluster is not None else math.inf
 
@@ -321,8 +320,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             gm[coloc[i]] += mem[i]
     uf = _UnionFind(gk, gm)
     grp = list(coloc)  # original group id of a vertex (any member's), -1 = none
-    succ: list = [dict() for _ in range(n0)]
-    pred: list = [dict() for _ in range(n0)]
+    succ: list = [{} for _ in range(n0)]
+    pred: list = [{} for _ in range(n0)]
     for e, (s, d) in enumerate(zip(gc.src.tolist(), gc.dst.tolist())):
         succ[s][d] = succ[s].get(d, 0.0) + ecost[e]
         pred[d][s] = pred[d].get(s, 0.0) + ecost[e]
@@ -372,8 +371,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                     if s_ != v and bl[s_] > bot:
                         bot = bl[s_]
                 for s_ in succ[v]:
-                    if bl[s_] > bot:
-                        bot = bl[s_]
+                    bot = max(bot, bl[s_])
                 if top + work[u] + work[v] + bot > cp_limit:
                     continue
             gu = uf.find(grp[u]) if grp[u] >= 0 else -1
@@ -381,9 +379,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             if gu >= 0 and gv >= 0 and gu != gv:
                 if not (uf.kinds[gu] & uf.kinds[gv]) or uf.mem[gu] + uf.mem[gv] > memcap:
                     continue
-            elif gu >= 0 and gv < 0 and uf.mem[gu] + mem[v] > memcap:
-                continue
-            elif gv >= 0 and gu < 0 and uf.mem[gv] + mem[u] > memcap:
+            elif gu >= 0 and gv < 0 and uf.mem[gu] + mem[v] > memcap or gv >= 0 and gu < 0 and uf.mem[gv] + mem[u] > memcap:
                 continue
             su = succ[u]
             c_ok = len(su) == 1
@@ -425,27 +421,26 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         # --- parallelism guard on the whole batch: keep the longest prefix of the accepted
         # pairs (highest communication first) whose contraction keeps the critical path
         # within the limit (a single pair always does: its check is exact)
-        if slack is not None and len(acc) > 1 and n <= _CP_CHECK_MAX:
-            if _quotient_cp(succ, work, acc) > cp_limit:
-                lo, hi = 1, len(acc) - 1
-                if n > _CP_BISECT_MAX:  # large graph: halve until it fits (fewer checks)
-                    hi = len(acc) // 2
-                    while hi > 1 and _quotient_cp(succ, work, acc[:hi]) > cp_limit:
-                        hi //= 2
-                    lo = hi
-                while lo < hi:  # longest prefix that fits
-                    mid = (lo + hi + 1) // 2
-                    if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
-                        lo = mid
-                    else:
-                        hi = mid - 1
-                for u, v in acc[lo:]:
-                    mate[u] = mate[v] = -1
-                if n > _CP_BISECT_MAX and lo < 0.1 * n:
-                    slack = 2 * slack + 0.1  # large graph, slow progress: relax the guard
+        if (slack is not None and len(acc) > 1 and n <= _CP_CHECK_MAX
+                and _quotient_cp(succ, work, acc) > cp_limit):
+            lo, hi = 1, len(acc) - 1
+            if n > _CP_BISECT_MAX:  # large graph: halve until it fits (fewer checks)
+                hi = len(acc) // 2
+                while hi > 1 and _quotient_cp(succ, work, acc[:hi]) > cp_limit:
+                    hi //= 2
+                lo = hi
+            while lo < hi:  # longest prefix that fits
+                mid = (lo + hi + 1) // 2
+                if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            for u, v in acc[lo:]:
+                mate[u] = mate[v] = -1
+            if n > _CP_BISECT_MAX and lo < 0.1 * n:
+                slack = 2 * slack + 0.1  # large graph, slow progress: relax the guard
         # --- contract matched pairs
         rep = [0] * n
-        new_of_old: list = []
         nn = 0
         for i in range(n):
             m = mate[i]
@@ -470,8 +465,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                 n_members[r] = n_members[r] + members[i]
             if grp[i] >= 0:
                 n_grp[r] = grp[i]
-        n_succ: list = [dict() for _ in range(nn)]
-        n_pred: list = [dict() for _ in range(nn)]
+        n_succ: list = [{} for _ in range(nn)]
+        n_pred: list = [{} for _ in range(nn)]
         for u in range(n):
             ru = rep[u]
             for v, w in succ[u].items():
@@ -491,7 +486,6 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         grp = [n_grp[i] for i in order]
         succ = [{pos[v]: w for v, w in n_succ[i].items()} for i in order]
         pred = [{pos[v]: w for v, w in n_pred[i].items()} for i in order]
-        del new_of_old
         n = nn
         history.append(n)
     if n > target:
@@ -515,15 +509,13 @@ def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]
         best = 0.0
         for p in pred[i]:
             x = tl[p] + work[p]
-            if x > best:
-                best = x
+            best = max(best, x)
         tl[i] = best
     bl = [0.0] * n
     for i in reversed(topo):
         best = 0.0
         for s in succ[i]:
-            if bl[s] > best:
-                best = bl[s]
+            best = max(best, bl[s])
         bl[i] = best + work[i]
     return tl, bl
 
@@ -558,11 +550,9 @@ def _quotient_cp(succ: list, work: list, pairs: list) -> float:
     while stack:
         i = stack.pop()
         f = tl[i] + w[i]
-        if f > best:
-            best = f
+        best = max(best, f)
         for j in adj[i]:
-            if tl[j] < f:
-                tl[j] = f
+            tl[j] = max(tl[j], f)
             indeg[j] -= 1
             if indeg[j] == 0:
                 stack.append(j)
@@ -621,7 +611,7 @@ def _build_coarse(graph: OpGraph, members: list, grp: list, uf: _UnionFind):
         key = (ks, kd)
         per = agg.setdefault(key, {})
         old = per.get(s)
-        cc = c if c == c else None
+        cc = None if math.isnan(c) else c
         if old is None:
             per[s] = (b, cc)
         else:
