@@ -1,0 +1,185 @@
+"""DP over ideals: exactness against brute force, training contraction, options, bad input."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from workbench import Plan, max_load, samples, solve
+from workbench.cluster import Cluster, Device, Link
+from workbench.errors import GraphError, InfeasibleError, SolverError
+from workbench.graph import OpGraph
+from workbench.solvers.pipeline_dp import contract_for_dp, count_ideals, enumerate_ideals
+
+
+def host(k: int, l_: int = 1, mem: float = 1e12, bw: float = 1e6) -> Cluster:
+    return Cluster([Device(f"gpu{i}", "gpu", mem) for i in range(k)]
+                   + [Device(f"cpu{i}", "cpu") for i in range(l_)],
+                   mode="host", host_link=Link(0.0, bw))
+
+
+def uniform(g: OpGraph) -> OpGraph:
+    """Same graph with one transfer time per producer (the paper's per-node ``c_u``; the DP is
+    exact for that accounting)."""
+    ops = [(v, dict(g.op(v))) for v in g.ops]
+    edges = [(u, v, {"comm": 0.2 + 0.37 * (g.index[u] % 5)}) for u, v in g.edges()]
+    return OpGraph.from_ops(ops, edges, name=g.name)
+
+
+def contiguous(g: OpGraph, ops: set) -> bool:
+    import networkx as nx
+
+    G = g.nx
+    for u in ops:
+        for v in nx.descendants(G, u):
+            if v not in ops and any(w in ops for w in nx.descendants(G, v)):
+                return False
+    return True
+
+
+def brute_force(g: OpGraph, c: Cluster) -> float:
+    """Best max_load over all assignments whose device sets are contiguous."""
+    best = math.inf
+    names = c.names
+    for combo in itertools.product(range(len(names)), repeat=g.n_ops):
+        sets = [set() for _ in names]
+        for v, d in zip(g.ops, combo):
+            sets[d].add(v)
+        if not all(contiguous(g, s) for s in sets if s):
+            continue
+        plan = Plan(g, {v: names[d] for v, d in zip(g.ops, combo)})
+        mem = [sum(g.op(v)["memory"] for v in s) for s in sets]
+        if any(m > c.devices[i].memory for i, m in enumerate(mem)):
+            continue
+        best = min(best, max_load(plan, c))
+    return best
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_dp_equals_brute_force_on_small_random_graphs(seed):
+    g = uniform(samples.random_dag(6, edge_prob=0.35, seed=seed))
+    c = host(2, 1)
+    p = solve(g, c, method="dp")
+    assert p.predicted["max_load_ms"] == pytest.approx(brute_force(g, c), rel=1e-9)
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
+
+
+def test_dp_respects_memory_and_matches_brute_force():
+    g = uniform(samples.random_dag(6, edge_prob=0.3, seed=3, memory=1e6))
+    c = host(3, 0, mem=2.5e6)
+    p = solve(g, c, method="dp")
+    assert p.predicted["max_load_ms"] == pytest.approx(brute_force(g, c), rel=1e-9)
+    used = {}
+    for v, d in p.placement.items():
+        used[d] = used.get(d, 0) + g.op(v)["memory"]
+    assert max(used.values()) <= 2.5e6
+
+
+def test_ideals_of_a_diamond():
+    g = samples.diamond()
+    assert count_ideals(g, host(2)) == 6
+    assert enumerate_ideals([[], [0], [0], [1, 2]], [[1, 2], [3], [3], []]) == [0, 1, 3, 5, 7, 15]
+
+
+def test_training_graph_colocates_and_is_exact():
+    g = uniform(samples.to_training(samples.transformer(24, seed=1)))
+    c = host(3, 1)
+    p = solve(g, c, method="dp")
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
+    for grp, members in g.colocation_groups.items():
+        assert len({p.placement[v] for v in members}) == 1, grp
+    assert solve(g, c, method="dpl").predicted["max_load_ms"] >= p.predicted["max_load_ms"] - 1e-9
+
+
+def test_orphaned_backward_ops_get_artificial_images():
+    ops = [("a", {"compute": {"gpu": 1.0, "cpu": 4.0}, "colocate": "A"}),
+           ("b", {"compute": {"gpu": 2.0, "cpu": 8.0}, "colocate": "B"}),
+           ("gb", {"compute": {"gpu": 2.0, "cpu": 8.0}, "kind": "bwd", "colocate": "B"}),
+           ("loss_grad", {"compute": {"gpu": 1.0, "cpu": 1.0}, "kind": "bwd"}),
+           ("ga", {"compute": {"gpu": 1.0, "cpu": 4.0}, "kind": "bwd", "colocate": "A"})]
+    edges = [("a", "b", {"comm": 0.5}), ("b", "loss_grad", {"comm": 0.5}),
+             ("loss_grad", "gb", {"comm": 0.5}), ("gb", "ga", {"comm": 0.5})]
+    g = OpGraph.from_ops(ops, edges)
+    c = host(2, 0)
+    pr = contract_for_dp(g, c)
+    assert pr.info["orphaned_backward_classes"] == 1 and pr.info["mirrored_edges"] == 1
+    p = solve(g, c, method="dp")
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
+    assert set(p.placement) == set(g.ops)
+
+
+def test_backward_edge_into_forward_part_is_rejected():
+    ops = [("a", {"compute": {"gpu": 1.0}}), ("g", {"compute": {"gpu": 1.0}, "kind": "bwd"}),
+           ("b", {"compute": {"gpu": 1.0}})]
+    g = OpGraph.from_ops(ops, [("a", "g", {}), ("g", "b", {})])
+    with pytest.raises(GraphError, match="'g' -> 'b'"):
+        solve(g, host(2, 0), method="dp")
+
+
+def test_colour_class_spanning_device_kinds_is_rejected():
+    ops = [("a", {"compute": {"gpu": 1.0}, "colocate": "X"}),
+           ("b", {"compute": {"cpu": 1.0}, "colocate": "X"})]
+    g = OpGraph.from_ops(ops, [("a", "b", {})])
+    with pytest.raises(InfeasibleError, match="spans device kinds|no device"):
+        solve(g, host(1, 1), method="dp")
+
+
+def test_memory_caps_no_contiguous_split_meets():
+    g = samples.random_dag(8, seed=1, memory=1e6)
+    with pytest.raises(InfeasibleError, match="respects the memory caps"):
+        solve(g, host(2, 0, mem=2e6), method="dp")
+
+
+def test_too_many_ideals_says_how_many_and_suggests_dpl():
+    ops = [(f"v{i}", {"compute": {"gpu": 1.0, "cpu": 2.0}}) for i in range(20)]
+    g = OpGraph.from_ops(ops, [])
+    with pytest.raises(SolverError, match=r"more than 1,000 ideals.*dpl"):
+        solve(g, host(2), method="dp", max_ideals=1000)
+    assert solve(g, host(2), method="dpl").status == "heuristic"
+
+
+def test_interleave_and_replication_options():
+    g = samples.transformer(30, seed=2)
+    c = host(4, 0)
+    base = solve(g, c, method="dp").predicted["max_load_ms"]
+    inter = solve(g, c, method="dp", interleave=True).predicted["max_load_ms"]
+    assert inter <= base + 1e-9
+    rep = solve(g, c, method="dp", replicate=True)
+    assert rep.predicted["max_load_ms"] <= base + 1e-9
+    slow = solve(g, c, method="dp", replicate=True, allreduce_bandwidth=1e-3)
+    assert slow.predicted["max_load_ms"] >= rep.predicted["max_load_ms"] - 1e-9
+
+
+def test_replication_pays_when_one_op_dominates():
+    ops = [("a", {"compute": {"gpu": 1.0, "cpu": 9.0}}),
+           ("b", {"compute": {"gpu": 40.0, "cpu": 400.0}, "memory": 1.0}),
+           ("c", {"compute": {"gpu": 1.0, "cpu": 9.0}})]
+    g = OpGraph.from_ops(ops, [("a", "b", {"comm": 0.1}), ("b", "c", {"comm": 0.1})])
+    c = host(4, 0)
+    assert solve(g, c, method="dp").predicted["max_load_ms"] == pytest.approx(40.2)
+    rep = solve(g, c, method="dp", replicate=True)
+    assert rep.predicted["max_load_ms"] < 40.2 / 2 + 1e-6
+    assert "replicas" in rep.info
+
+
+def test_pipedream_is_a_feasible_contiguous_baseline():
+    g = uniform(samples.inception(80, seed=0))
+    c = host(3, 1)
+    pd = solve(g, c, method="pipedream")
+    assert max_load(pd, c) == pytest.approx(pd.predicted["max_load_ms"], rel=1e-9)
+    assert pd.predicted["max_load_ms"] >= solve(g, c, method="dp").predicted["max_load_ms"] - 1e-9
+
+
+def test_large_lattice_is_solved_quickly():
+    g = uniform(samples.inception(200, seed=0))
+    c = host(4, 1)
+    n = count_ideals(g, c)
+    assert n > 1000
+    p = solve(g, c, method="dp")
+    assert p.stats["ideals"] == n
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
+    assert p.predicted["max_load_ms"] <= solve(g, c, method="dpl").predicted["max_load_ms"] + 1e-9
+    assert np.isfinite(p.predicted["max_load_ms"])
