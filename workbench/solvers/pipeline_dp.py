@@ -22,6 +22,11 @@ How it works
   ``[h split] = 1 - [h ∩ I ⊆ J] - [h ⊆ I][h ∩ J = ∅]``, and for a fixed pattern ``Z = h ∩ I``
   both terms factor into a function of ``I`` times a function of ``J``. So the cut of every pair
   in a block is ``γ(I) - P[I] · R[J]``, one matrix product (BLAS), exactly.
+* **Accounting**: an op's output costs ``c_u`` (the paper's per-node cost, the largest of its
+  out-edges' transfer times when they differ). For the MSR workloads every op has one cost and
+  the DP's value equals :func:`workbench.simulate.max_load` of its split; with different
+  per-edge costs the DP's value is an upper bound of ``max_load`` (Appendix B's subdivision is
+  not applied).
 * **Pruning**: the DPL solution gives an upper bound ``B`` on the optimum; ideals are sorted by
   accelerator compute and each block of them only meets the window of sub-ideals whose compute
   difference can stay below ``B`` (and the CPU window likewise).
@@ -29,10 +34,8 @@ How it works
 Examples
 --------
 >>> from workbench import samples, Cluster, solve, max_load
->>> g = samples.transformer(60)
->>> c = Cluster.preset("4xV100-nvlink").with_devices(
-...     [d for d in Cluster.preset("4xV100-nvlink").devices])
 >>> from workbench.cluster import Device, Link
+>>> g = samples.transformer(60)
 >>> c = Cluster([Device(f"gpu{i}", "gpu", 16e9) for i in range(3)] + [Device("cpu0", "cpu")],
 ...             mode="host", host_link=Link(0.0, 1e7))
 >>> plan = solve(g, c, method="dp")
@@ -176,7 +179,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     >>> g = samples.to_training(samples.diamond())
     >>> p = contract_for_dp(g, Cluster.preset("2xV100-pcie"))
     >>> p.n, sorted(len(m) for m in p.members)
-    (4, [3, 3, 3, 3])
+    (4, [2, 2, 2, 2])
     """
     gc = graph.c
     n = gc.n
