@@ -412,8 +412,9 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
                 if cap > 2 * total_work:
                     cap = math.inf
                 if slack is not None:
-                    slack = 2 * slack + 0.1
-                    if slack > 4 * max(1, len(history)) + 64:
+                    # small steps on small graphs (quality), doubling on large ones (speed)
+                    slack = slack + 0.1 if n <= _CP_BISECT_MAX else 2 * slack + 0.1
+                    if slack > 64:
                         slack = None
                 continue
             stopped = "no_feasible_edge"
@@ -520,7 +521,7 @@ def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]
     return tl, bl
 
 
-_CP_CHECK_MAX = 20000
+_CP_CHECK_MAX = 10000
 """Rounds on graphs larger than this skip the batch critical-path check (cost)."""
 _CP_BISECT_MAX = 5000
 """Rounds on graphs larger than this halve the batch instead of bisecting it (cost)."""
