@@ -61,7 +61,8 @@ def test_contract_random(method, seed, n, ndev, coloc, cpu_only):
         return  # allowed: a clear refusal (e.g. 'single' when ops need two kinds)
     check_plan(plan, g, c, info)
     again = wb.solve(g, c, method=method, seed=7, **kw)
-    assert again.placement == plan.placement, "not deterministic for a fixed seed"
+    if "time_limit" not in (plan.status, again.status):  # a wall-clock stop is not repeatable
+        assert again.placement == plan.placement, "not deterministic for a fixed seed"
 
 
 @pytest.mark.parametrize("method", RUNNABLE)
