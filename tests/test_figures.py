@@ -283,6 +283,7 @@ def test_compare_figure_bars_bounds_and_log_axis():
     assert list(mk.y) == ["single", "round_robin", "m_topo"]
     assert np.allclose(mk.x, df["makespan_ms"][:3])
     assert list(_trace(fig, "makespan lower bound").x) == [df["makespan_lb"].iloc[0]] * 2
+    assert set(_trace(fig, "makespan lower bound").y) <= set(mk.y)  # no extra categories
     assert list(_trace(fig, "max-load lower bound").x) == [df["max_load_lb"].iloc[0]] * 2
     assert fig.layout.xaxis3.type == "log"
     assert fig.layout.meta["failed"] == ["broken"]

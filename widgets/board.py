@@ -130,8 +130,8 @@ class CompareBoard(W.VBox):
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
         self.gantt_a_picker.add_class("wb-gantt-a-picker")
         self.gantt_b_picker.add_class("wb-gantt-b-picker")
-        self.gantt_a = _EmptyGantt()
-        self.gantt_b = _EmptyGantt()
+        self.gantt_a = _EmptyGantt("wb-gantt-a")
+        self.gantt_b = _EmptyGantt("wb-gantt-b")
         self._gantt_box = W.HBox([W.VBox([self.gantt_a_picker, self.gantt_a.figure],
                                          layout=W.Layout(width="50%")),
                                   W.VBox([self.gantt_b_picker, self.gantt_b.figure],
@@ -222,9 +222,10 @@ class CompareBoard(W.VBox):
 class _EmptyGantt:
     """A Gantt slot that becomes a real :class:`GanttView` figure on first use."""
 
-    def __init__(self):
+    def __init__(self, dom_class: str):
         self.figure = go.FigureWidget(_placeholder("Gantt: run a comparison first"))
         self.figure.add_class("wb-gantt")
+        self.figure.add_class(dom_class)
 
     def show(self, schedule) -> None:
         replace_figure(self.figure, gantt_figure(schedule, height=None))

@@ -27,9 +27,8 @@ import plotly.graph_objects as go
 import traitlets
 
 from .figures.coarsen import coarse_figure
-from .figures.dag import COLOR_BY, dag_colors, dag_figure
+from .figures.dag import COLOR_BY, dag_colors, dag_figure, dag_layout
 from .figures.gantt import gantt_figure
-from .figures.layout import layered_layout
 from .figures.pipeline import pipeline_figure, stage_table
 
 __all__ = ["DagView", "GanttView", "CoarsenView", "PipelineView", "link_selection",
@@ -92,8 +91,7 @@ class DagView(_Selectable):
         self.clusters = clusters
         if color_by is None:
             color_by = "device" if (plan is not None or schedule is not None) else "kind"
-        gc = graph.c
-        self._xy = layered_layout(graph.n_ops, gc.src, gc.dst)[:2]
+        self._xy = dag_layout(graph, wrap=fig_kw.pop("wrap", None))
         self.figure = go.FigureWidget(dag_figure(graph, cluster=cluster, plan=plan,
                                                  schedule=schedule, clusters=clusters,
                                                  color_by=color_by, layout=self._xy, **fig_kw))

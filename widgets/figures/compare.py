@@ -72,7 +72,6 @@ def compare_figure(df, *, title: str | None = None, height: int | None = None,
     else:
         fig.data = []
         fig.layout = new.layout
-    rng = [-0.5, len(methods) - 0.5]
     for col, (name, vals, lbname) in enumerate((("makespan", mk, "makespan_lb"),
                                                 ("max load", ml, "max_load_lb")), start=1):
         gapname = "makespan_gap" if col == 1 else "max_load_gap"
@@ -88,7 +87,11 @@ def compare_figure(df, *, title: str | None = None, height: int | None = None,
         lb = _col(d, lbname)
         lbv = float(np.nanmax(lb)) if np.isfinite(lb).any() else np.nan
         lbtitle = "makespan lower bound" if col == 1 else "max-load lower bound"
-        fig.add_trace(go.Scatter(name=lbtitle, x=[lbv, lbv], y=rng, mode="lines",
+        fig.add_trace(go.Scatter(name=lbtitle, x=[lbv, lbv],
+                                 y=[methods[0], methods[-1]] if methods else [],
+                                 mode="lines+markers", marker=dict(symbol="line-ns", size=14,
+                                                                   line=dict(width=2,
+                                                                             color=CRITICAL)),
                                  line=dict(color=CRITICAL, dash="dash", width=2),
                                  hovertemplate=f"lower bound {lbv:.4g} ms<extra></extra>",
                                  showlegend=col == 1), row=1, col=col)
@@ -97,7 +100,7 @@ def compare_figure(df, *, title: str | None = None, height: int | None = None,
                          customdata=hover_status,
                          hovertemplate="%{customdata}<br>%{x:.3g} s<extra></extra>"),
                   row=1, col=3)
-    fig.update_xaxes(type="log", row=1, col=3)
+    fig.update_xaxes(type="log", dtick=1, row=1, col=3)
     fig.update_yaxes(autorange="reversed", range=None)
     if title is None:
         title = "methods compared" + (f" (failed: {', '.join(failed)})" if failed else "")

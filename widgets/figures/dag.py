@@ -29,10 +29,10 @@ import plotly.graph_objects as go
 
 from ._common import CRITICAL, UNPLACED, color_cycle, device_colors, fmt_bytes, fmt_ms, \
     op_times_or_min
-from .layout import layered_layout
+from .layout import auto_wrap, layered_layout, wrap_layers
 
-__all__ = ["dag_figure", "dag_colors", "dag_hover", "static_critical_path", "COLOR_BY",
-           "WEBGL_THRESHOLD"]
+__all__ = ["COLOR_BY", "WEBGL_THRESHOLD", "dag_colors", "dag_figure", "dag_hover", "dag_layout",
+           "static_critical_path"]
 
 COLOR_BY = ("device", "kind", "op_type", "cluster")
 WEBGL_THRESHOLD = 1500
@@ -73,6 +73,23 @@ def _device_names(graph, plan=None, schedule=None) -> list | None:
     if plan is not None:
         return [plan.placement.get(v) for v in graph.ops]
     return None
+
+
+def dag_layout(graph, *, wrap: int | bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Coordinates of every op: the layered layout, folded into bands when the graph is much
+    deeper than wide (``wrap``: layers per band, True/None = automatic, False = never).
+
+    >>> from workbench import samples
+    >>> x, y = dag_layout(samples.diamond())
+    >>> x.tolist()
+    [0.0, 1.0, 1.0, 2.0]
+    """
+    gc = graph.c
+    x, y, layer = layered_layout(graph.n_ops, gc.src, gc.dst)
+    if wrap is False or graph.n_ops == 0:
+        return x, y
+    per_band = auto_wrap(y, layer) if wrap in (None, True) else int(wrap)
+    return wrap_layers(x, y, layer, per_band)
 
 
 def dag_colors(graph, *, color_by: str = "device", plan=None, schedule=None, cluster=None,
@@ -151,7 +168,8 @@ def _segments(x: np.ndarray, y: np.ndarray, src: np.ndarray, dst: np.ndarray):
 def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str = "device",
                clusters: dict | None = None, critical_path: bool | Iterable[str] = True,
                selected: Iterable[str] = (), webgl: bool | None = None,
-               layout: tuple | None = None, title: str | None = None, height: int | None = None,
+               layout: tuple | None = None, wrap: int | bool | None = None,
+               title: str | None = None, height: int | None = None,
                fig: go.Figure | None = None) -> go.Figure:
     """Draw ``graph`` as a layered DAG.
 
@@ -174,7 +192,9 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
     webgl : bool, optional
         Use ``Scattergl``; by default when the graph has more than :data:`WEBGL_THRESHOLD` ops.
     layout : (x, y) arrays, optional
-        Precomputed coordinates (see :func:`~widgets.figures.layout.layered_layout`).
+        Precomputed coordinates (see :func:`dag_layout`).
+    wrap : int or bool, optional
+        Fold a deep graph into bands of this many layers (default: automatic).
     fig : Figure, optional
         Cleared and drawn into (e.g. a ``FigureWidget``).
 
@@ -188,7 +208,7 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
         webgl = n > WEBGL_THRESHOLD
     Sc = go.Scattergl if webgl else go.Scatter
     if layout is None:
-        x, y, _ = layered_layout(n, gc.src, gc.dst)
+        x, y = dag_layout(graph, wrap=wrap)
     else:
         x, y = (np.asarray(a, dtype=float) for a in layout[:2])
     if critical_path is True:
@@ -204,11 +224,14 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
     devices = _device_names(graph, plan, schedule)
     hover = dag_hover(graph, devices, clusters)
     w = op_times_or_min(graph, cluster)
+    # markers shrink with the number of layers so that deep graphs do not overlap
+    n_layers = int(np.unique(x).size) if n else 1
+    smax = float(np.clip(1000.0 / max(1, n_layers), 5.0, 18.0))
     if n > WEBGL_THRESHOLD:
-        size = np.full(n, 5.0)
+        size = np.full(n, min(5.0, smax))
     else:
         wmax = float(w.max()) if n and w.max() > 0 else 1.0
-        size = 7.0 + 11.0 * np.sqrt(np.clip(w, 0, None) / wmax)
+        size = 0.4 * smax + 0.6 * smax * np.sqrt(np.clip(w, 0, None) / wmax)
 
     fig = go.Figure() if fig is None else fig
     fig.data = []
@@ -230,8 +253,8 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
            marker=dict(color=colors, size=size, line=dict(color="white", width=0.5))),
         Sc(x=x[crit_idx], y=y[crit_idx], mode="markers", name="critical path",
            customdata=names[crit_idx], hoverinfo="skip",
-           marker=dict(color="rgba(0,0,0,0)", size=size[crit_idx] + 5,
-                       line=dict(color=CRITICAL, width=2.5))),
+           marker=dict(color="rgba(0,0,0,0)", size=size[crit_idx] + 4,
+                       line=dict(color=CRITICAL, width=1.5))),
         _selected_trace(graph, x, y, selected, Sc),
     ]
     for label, col in legend.items():

@@ -19,7 +19,7 @@ from collections import deque
 
 import numpy as np
 
-__all__ = ["layered_layout", "topological_positions"]
+__all__ = ["auto_wrap", "layered_layout", "topological_positions", "wrap_layers"]
 
 
 def topological_positions(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
@@ -118,3 +118,41 @@ def layered_layout(n: int, src, dst, *, sweeps: int = 4) -> tuple[np.ndarray, np
     width = np.bincount(layer)
     y = rank - (width[layer] - 1) / 2.0
     return layer.astype(float), y.astype(float), layer
+
+
+def wrap_layers(x: np.ndarray, y: np.ndarray, layer: np.ndarray,
+                per_band: int) -> tuple[np.ndarray, np.ndarray]:
+    """Fold a deep drawing into bands of ``per_band`` layers stacked top to bottom (reading
+    order: left to right, then the next band), so long chains stay legible.
+
+    >>> x, y = wrap_layers(np.arange(5.0), np.zeros(5), np.arange(5), 2)
+    >>> x.tolist(), y.tolist()
+    ([0.0, 1.0, 0.0, 1.0, 0.0], [0.0, 0.0, -2.0, -2.0, -4.0])
+    """
+    layer = np.asarray(layer, dtype=np.int64)
+    if per_band <= 0 or len(layer) == 0 or layer.max() < per_band:
+        return np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    y = np.asarray(y, dtype=float)
+    height = float(y.max() - y.min()) + 2.0
+    band = layer // per_band
+    return (layer % per_band).astype(float), y - band * height
+
+
+def auto_wrap(y: np.ndarray, layer: np.ndarray, *, aspect: float = 2.0,
+              min_layers: int = 40) -> int:
+    """Layers per band that make a deep, narrow drawing about ``aspect`` times wider than
+    tall; 0 (no wrapping) when the drawing is not much deeper than it is wide.
+
+    >>> auto_wrap(np.zeros(200), np.arange(200))
+    29
+    >>> auto_wrap(np.zeros(10), np.arange(10))
+    0
+    """
+    if len(layer) == 0:
+        return 0
+    depth = int(np.max(layer)) + 1
+    height = float(np.max(y) - np.min(y)) + 2.0
+    if depth <= min_layers or depth <= 3 * aspect * height:
+        return 0
+    per_band = int(np.ceil(np.sqrt(aspect * depth * height)))
+    return per_band if per_band < depth else 0
