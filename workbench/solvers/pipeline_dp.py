@@ -722,11 +722,13 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
     reps_max = K if replicate else 1
     pairs = cand_entries = valid_entries = 0
 
-    def costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray):
+    P32, R32 = P.astype(np.float32), R.astype(np.float32)
+
+    def costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray, slack: float = 1.0):
         """Sparse (row-sorted) accelerator and CPU transitions of ``rows`` to ``cand``."""
         ri, ci = np.nonzero(sub)
         I, J = rows[ri], cand[ci]
-        G = P[rows] @ R[cand].T
+        G = (P32[rows] @ R32[cand].T).astype(np.float64)
         comm = np.maximum(gamma[I] - G[ri, ci], 0.0)
         comp = Pacc[I] - Pacc[J]
         okacc = ((Uacc[I] - Uacc[J]) < 0.5) & ((Pmem[I] - Pmem[J]) <= cap * (1 + 1e-12) + 1e-9)
@@ -741,13 +743,57 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
                 syn = ((r - 1) * (Pmem[I] - Pmem[J]) / (r * allreduce_bandwidth)
                        if math.isfinite(allreduce_bandwidth) else 0.0 * comp)
                 cost = np.maximum(base / r, syn) if interleave else base / r + syn
-            m = okacc & (cost <= tolB) if math.isfinite(tolB) else okacc.copy()
+            m = okacc & (cost <= tolB * slack) if math.isfinite(tolB) else okacc.copy()
             out.append((ri[m], J[m], cost[m]))
         cpu = Pcpu[I] - Pcpu[J]
-        m = ((Ucpu[I] - Ucpu[J]) < 0.5) & (cpu <= tolB if math.isfinite(tolB) else True)
+        m = ((Ucpu[I] - Ucpu[J]) < 0.5) & (cpu <= tolB * slack if math.isfinite(tolB) else True)
         if L == 0:
             m[:] = False
         return out, (ri[m], J[m], cpu[m])
+
+    need_u_acc = bool((Uacc > 0).any())
+    need_u_cpu = bool((Ucpu > 0).any())
+    need_mem = bool(Pmem.max() > cap)
+
+    def dense_costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray):
+        """Dense (rows x cand) accelerator costs per replica count and CPU costs, inf where
+        the transition is invalid or above the bound."""
+        G = (P32[rows] @ R32[cand].T).astype(np.float64)
+        comm = gamma[rows][:, None] - G
+        np.maximum(comm, 0.0, out=comm)
+        comp = Pacc[rows][:, None] - Pacc[cand][None, :]
+        okacc = sub.copy()
+        if need_u_acc:
+            okacc &= (Uacc[rows][:, None] - Uacc[cand][None, :]) < 0.5
+        if need_mem:
+            okacc &= (Pmem[rows][:, None] - Pmem[cand][None, :]) <= cap * (1 + 1e-12) + 1e-9
+        if K == 0:
+            okacc[:] = False
+        out = []
+        for r in range(1, reps_max + 1):
+            if r == 1 and not replicate:
+                cost = np.maximum(comp, comm) if interleave else comp + comm
+            else:
+                base = np.maximum(comp, comm) if interleave else comp + comm
+                syn = ((r - 1) * (Pmem[rows][:, None] - Pmem[cand][None, :])
+                       / (r * allreduce_bandwidth) if math.isfinite(allreduce_bandwidth)
+                       else 0.0 * comp)
+                cost = np.maximum(base / r, syn) if interleave else base / r + syn
+            bad = ~okacc
+            if math.isfinite(tolB):
+                bad |= cost > tolB
+            cost[bad] = np.inf
+            out.append(cost)
+        cpu = None
+        if L > 0:
+            cpu = Pcpu[rows][:, None] - Pcpu[cand][None, :]
+            bad = ~sub
+            if need_u_cpu:
+                bad |= (Ucpu[rows][:, None] - Ucpu[cand][None, :]) >= 0.5
+            if math.isfinite(tolB):
+                bad |= cpu > tolB
+            cpu[bad] = np.inf
+        return out, cpu
 
     def seg_min(nrows: int, ri: np.ndarray, vals: np.ndarray) -> np.ndarray:
         out = np.full(nrows, np.inf)
@@ -786,20 +832,51 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
         cand, sub = candidates(rows)
         cand_entries += sub.size
         pairs += int(sub.sum())
-        acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
-        valid_entries += sum(len(t[0]) for t in acc_tr) + len(rc)
+        if sub.mean() < 0.4:  # sparse transitions
+            acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
+            valid_entries += sum(len(t[0]) for t in acc_tr) + len(rc)
+            nr = len(rows)
+            for (a, b) in layers:
+                cur = np.full(nr, np.inf)
+                if a > 0:
+                    cur = np.minimum(cur, dpv[a - 1, b, rows])
+                    for r, (ra, ja, va) in enumerate(acc_tr, start=1):
+                        if r <= a and len(ra):
+                            cur = np.minimum(cur, seg_min(nr, ra, np.maximum(dpv[a - r, b, ja], va)))
+                if b > 0:
+                    cur = np.minimum(cur, dpv[a, b - 1, rows])
+                    if len(rc):
+                        cur = np.minimum(cur, seg_min(nr, rc, np.maximum(dpv[a, b - 1, jc], vc)))
+                dpv[a, b, rows] = cur
+            if progress is not None:
+                progress({"ideals_done": bstart + len(rows), "ideals": N})
+            continue
+        acc_d, cpu_d = dense_costs(rows, cand, sub)
+        valid_entries += sum(int(np.isfinite(m).sum()) for m in acc_d) + \
+            (int(np.isfinite(cpu_d).sum()) if cpu_d is not None else 0)
         nr = len(rows)
         for (a, b) in layers:
             cur = np.full(nr, np.inf)
             if a > 0:
                 cur = np.minimum(cur, dpv[a - 1, b, rows])
-                for r, (ra, ja, va) in enumerate(acc_tr, start=1):
-                    if r <= a and len(ra):
-                        cur = np.minimum(cur, seg_min(nr, ra, np.maximum(dpv[a - r, b, ja], va)))
+                for r, m in enumerate(acc_d, start=1):
+                    if r <= a:
+                        prev = dpv[a - r, b, cand]
+                        cols = np.flatnonzero(prev <= tolB)
+                        if len(cols) == 0:
+                            continue
+                        if len(cols) < 0.7 * len(cand):
+                            vals = np.maximum(prev[cols][None, :], m[:, cols])
+                        else:
+                            vals = np.maximum(prev[None, :], m)
+                        cur = np.minimum(cur, vals.min(axis=1))
             if b > 0:
                 cur = np.minimum(cur, dpv[a, b - 1, rows])
-                if len(rc):
-                    cur = np.minimum(cur, seg_min(nr, rc, np.maximum(dpv[a, b - 1, jc], vc)))
+                prev = dpv[a, b - 1, cand]
+                cols = np.flatnonzero(prev <= tolB)
+                if len(cols):
+                    vals = np.maximum(prev[cols][None, :], cpu_d[:, cols])
+                    cur = np.minimum(cur, vals.min(axis=1))
             dpv[a, b, rows] = cur
         if progress is not None:
             progress({"ideals_done": bstart + len(rows), "ideals": N})
@@ -817,10 +894,10 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
         target = dpv[a, b, cur]
         rows = np.array([cur])
         cand, sub = candidates(rows)
-        acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
+        acc_tr, (rc, jc, vc) = costs(rows, cand, sub, slack=1.0 + 1e-5)
         # tie-break as the authors' code: leave a CPU unused, then a CPU stage, then leave an
         # accelerator unused, then an accelerator stage (first option within tolerance wins)
-        tol = target + 1e-9 * (1.0 + abs(target))
+        tol = target + 1e-6 * (1.0 + abs(target))
         opts = []
         if b > 0:
             opts.append((dpv[a, b - 1, cur], 2, cur, 1))
