@@ -318,3 +318,4 @@ def test_report_is_self_contained_and_atomic(tmp_path, problem):
     for m in methods:
         assert m in html
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]
+    assert out.stat().st_mode & 0o044  # readable by others, not left private by mkstemp

@@ -109,14 +109,18 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         except Exception as e:  # a plan that cannot be simulated is reported, not fatal
             errors[m] = f"{type(e).__name__}: {e}"
     parts.append("<h2>Operator graph</h2>")
-    if graph.n_ops <= max_dag_ops:
-        s = schedules.get(best_mk)
-        parts.append(_fig_div(dag_figure(graph, cluster=cluster, plan=plans.get(best_mk),
-                                         schedule=s,
-                                         title=(f"{graph.name}: placement of {best_mk}"
+    # a plan may refer to a transformed graph (ops split or replicated): draw what it placed
+    best_plan = plans.get(best_mk)
+    dag_graph = best_plan.graph if best_plan is not None else graph
+    if dag_graph.n_ops <= max_dag_ops:
+        note = "" if dag_graph is graph or dag_graph.n_ops == graph.n_ops else \
+            f" (its transformed graph, {dag_graph.n_ops} ops)"
+        parts.append(_fig_div(dag_figure(dag_graph, cluster=cluster, plan=best_plan,
+                                         schedule=schedules.get(best_mk),
+                                         title=(f"{dag_graph.name}: placement of {best_mk}{note}"
                                                 if best_mk else None)), "dag"))
     else:
-        parts.append(f"<p class='note'>The graph has {graph.n_ops} ops (more than "
+        parts.append(f"<p class='note'>The graph has {dag_graph.n_ops} ops (more than "
                      f"{max_dag_ops}); its drawing is left out to keep the page light.</p>")
     if schedules:
         parts.append("<h2>Schedules</h2>")
@@ -177,6 +181,9 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(html)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a report is for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

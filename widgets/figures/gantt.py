@@ -164,7 +164,8 @@ def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = Tr
     traces.append(go.Bar(
         name="critical path", orientation="h", y=cy, base=cb, x=cx, customdata=cc,
         hovertemplate="critical: %{customdata}<extra></extra>",
-        marker=dict(color="rgba(0,0,0,0)", line=dict(color=CRITICAL, width=2.5))))
+        marker=dict(color="rgba(0,0,0,0)",
+                    line=dict(color=CRITICAL, width=2.5 if len(cy) <= 60 else 1.2))))
     traces.append(_selected_bars(schedule, selected, dev_names, dur))
     fig = go.Figure() if fig is None else fig
     fig.data = []
