@@ -172,3 +172,19 @@ def test_no_milp_solver_installed(monkeypatch):
 def test_registered():
     assert SOLVERS["pesto"].orders and SOLVERS["pesto_ilp"].exact
     assert SOLVERS["pesto"].family == "pesto"
+
+
+def test_pesto_is_never_worse_than_the_original_heuristics():
+    """guard=True (default): the expanded coarse plan is checked against the warm-start
+    heuristics run on the original graph."""
+    import workbench as wb
+
+    g = wb.samples.inception(120, seed=0)
+    c = wb.Cluster.preset("2xV100-pcie")
+    plan = wb.solve(g, c, method="pesto", target=12, time_limit=5)
+    best = min(wb.simulate(wb.solve(g, c, method=m), c).makespan
+               for m in ("dpos", "heft", "m_etf"))
+    assert wb.simulate(plan, c).makespan <= best + 1e-9
+    raw = wb.solve(g, c, method="pesto", target=12, time_limit=5, guard=False)
+    if wb.simulate(raw, c).makespan > best + 1e-9:
+        assert plan.stats["chosen"] == "original_heuristic" and "fallback" in plan.stats

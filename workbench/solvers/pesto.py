@@ -638,7 +638,8 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
           description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
 def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
-          cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True, threads: int | None = None, time_limit: float | None = None,
+          cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
+          threads: int | None = None, guard: bool = True, time_limit: float | None = None,
           seed: int | None = None) -> Plan:
     """Pesto: coarsen to ``target`` vertices, solve the ILP there, expand the plan.
 
@@ -655,6 +656,11 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         (the paper falls back to TensorFlow's own scheduling when merged vertices are large).
         With ``False`` the plan keeps the model's order, members of a merged vertex running
         consecutively.
+    guard : bool
+        Also run the warm-start heuristics on the *original* graph and return the best of them
+        when the expanded ILP plan simulates worse, so the method is never worse than its warm
+        start (``stats["chosen"] == "original_heuristic"``, ``stats["fallback"]`` says why).
+        ``False`` returns the coarse solution whatever it costs (what the bench compares).
 
     Returns
     -------
@@ -698,4 +704,21 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
                    coarse=merged, reorder=reorder)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
+    if guard and merged:
+        from ..simulate import simulate
+
+        ms = float(simulate(plan, cluster, congestion=congestion).makespan)
+        h_plan, h_sched, h_method, _tried, _err = _best_heuristic(graph, cluster, warm_start,
+                                                                  congestion, seed)
+        plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
+        if h_plan is not None and h_sched.makespan < ms - 1e-9:
+            h_plan.stats = dict(plan.stats)
+            h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
+                                fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
+                                         f"than {h_method} on the original graph "
+                                         f"({h_sched.makespan:.4g} ms)")
+            h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
+            h_plan.info = dict(plan.info, warm_start_method=h_method)
+            h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
+            return h_plan
     return plan
