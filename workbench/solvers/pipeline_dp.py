@@ -457,13 +457,17 @@ def _union_biconnected(graph, cls: np.ndarray, uf: _UF) -> None:
 
     gc = graph.c
     is_fwd = gc.op_kind == 0
+    # like PipeDream, ignore edges out of input layers (no predecessors, no compute), which
+    # would otherwise tie the whole network into one biconnected component
+    idle = np.nan_to_num(gc.compute, posinf=0.0).sum(axis=1) <= 0
+    skip = np.array([not gc.pred[i] and idle[i] for i in range(gc.n)])
     G = nx.Graph()
     for u, v in zip(gc.src.tolist(), gc.dst.tolist()):
-        if is_fwd[u] and is_fwd[v] and cls[u] != cls[v]:
+        if is_fwd[u] and is_fwd[v] and cls[u] != cls[v] and not skip[u]:
             G.add_edge(int(cls[u]), int(cls[v]))
     tails: dict = {}
     for u, v in zip(gc.src.tolist(), gc.dst.tolist()):
-        if is_fwd[u] and is_fwd[v] and cls[u] != cls[v]:
+        if is_fwd[u] and is_fwd[v] and cls[u] != cls[v] and not skip[u]:
             tails.setdefault((int(cls[u]), int(cls[v])), int(cls[u]))
     for comp_edges in nx.biconnected_component_edges(G):
         tl = set()
