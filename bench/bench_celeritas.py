@@ -146,7 +146,8 @@ def sample_rows() -> list:
 
 
 def run(method, est, true, c):
-    """Place on ``est`` with 10 % headroom, simulate on ``true``; (makespan, oom, seconds)."""
+    """Place on ``est`` with 10 % headroom, simulate on ``true`` with and without link
+    congestion; returns (makespan, makespan without congestion, oom, solve seconds)."""
     place_on = c.with_memory(c.devices[0].memory * 0.9)
     t0 = time.perf_counter()
     kw = {}
@@ -156,59 +157,71 @@ def run(method, est, true, c):
     dt = time.perf_counter() - t0
     p = wb.Plan(true, p.placement, method=method, order=p.order, status=p.status)
     m = wb.evaluate(p, c)
+    free = wb.simulate(p, c, congestion=False).makespan
     oom = any(v.startswith("memory") for v in m.violations)
-    return m.makespan_ms, oom, dt
+    return m.makespan_ms, free, oom, dt
 
 
-def table3(rows, title) -> tuple[int, int, int, int]:
-    have = [m for m in METHODS if m.split("_pred")[0] in wb.SOLVERS]
-    missing = [m for m in METHODS if m.split("_pred")[0] not in wb.SOLVERS]
-    print(f"## {title}\n")
+def _print_table(rows, have, results, col: int) -> None:
     heads = [m.replace("celeritas_pred", "celeritas (anchor=pred)") for m in have]
     print("| graph | " + " | ".join(heads) + " |")
     print("|---|" + "---:|" * len(have))
-    beat_op = beat_topo = ties_op = 0
-    secs = {}
-    for name, est, true, c in rows:
-        cells = {}
-        for m in have:
-            try:
-                ms, oom, dt = run(m, est, true, c)
-                cells[m] = (ms, oom)
-                secs[m] = secs.get(m, 0.0) + dt
-            except WorkbenchError as e:
-                cells[m] = (None, type(e).__name__)
-        best = min((v[0] for v in cells.values() if v[0] is not None and not v[1]),
-                   default=None)
+    wins = {"celeritas": [0, 0, 0], "celeritas_pred": [0, 0, 0]}   # < order_place, ties, < m_topo
+    for (name, *_), cells in zip(rows, results):
+        ok = [v[col] for v in cells.values() if v[0] is not None and not v[2]]
+        best = min(ok, default=None)
 
         def fmt(v, best=best):
             if v[0] is None:
                 return f"error ({v[1]})"
-            s = f"{v[0]:.0f}"
-            if v[1]:
-                s += " OOM"
-            if best is not None and v[0] == best and not v[1]:
-                s = f"**{s}**"
-            return s
+            s = f"{v[col]:.0f}" + (" OOM" if v[2] else "")
+            return f"**{s}**" if best is not None and v[col] == best and not v[2] else s
 
         print(f"| {name} | " + " | ".join(fmt(cells[m]) for m in have) + " |")
-        cel, op, topo = (cells.get(k, (None, None)) for k in ("celeritas", "order_place",
-                                                               "m_topo"))
-        if cel[0] is not None and op[0] is not None:
-            if cel[0] < op[0] * (1 - 1e-6):
-                beat_op += 1
-            elif abs(cel[0] - op[0]) <= 1e-6 * op[0]:
-                ties_op += 1
-        if cel[0] is not None and topo[0] is not None and (cel[0] < topo[0] or topo[1]):
-            beat_topo += 1
+        op, topo = cells.get("order_place"), cells.get("m_topo")
+        for k, w in wins.items():
+            cel = cells.get(k)
+            if cel is None or cel[0] is None:
+                continue
+            if op is not None and op[0] is not None:
+                if cel[col] < op[col] * (1 - 1e-6):
+                    w[0] += 1
+                elif cel[col] <= op[col] * (1 + 1e-6):
+                    w[1] += 1
+            if topo is not None and (topo[0] is None or topo[2] or cel[col] < topo[col]):
+                w[2] += 1
     print()
+    for k, (b, t, m) in wins.items():
+        if k.split("_pred")[0] in wb.SOLVERS:
+            print(f"- {k.replace('_pred', ' (anchor=pred)')}: better than Order-Place on "
+                  f"{b}/{len(rows)} rows ({t} ties), better than m-TOPO (or m-TOPO OOM) on "
+                  f"{m}/{len(rows)}.")
+    print()
+
+
+def table3(rows, title) -> None:
+    have = [m for m in METHODS if m.split("_pred")[0] in wb.SOLVERS]
+    missing = [m for m in METHODS if m.split("_pred")[0] not in wb.SOLVERS]
+    secs: dict = {}
+    results = []
+    for _name, est, true, c in rows:
+        cells = {}
+        for m in have:
+            try:
+                ms, free, oom, dt = run(m, est, true, c)
+                cells[m] = (ms, free, oom)
+                secs[m] = secs.get(m, 0.0) + dt
+            except WorkbenchError as e:
+                cells[m] = (None, type(e).__name__, True)
+        results.append(cells)
+    print(f"## {title}\n")
+    _print_table(rows, have, results, 0)
+    print("### The same plans simulated without link congestion\n")
+    _print_table(rows, have, results, 1)
     if missing:
         print(f"Not registered yet, skipped: {', '.join(missing)}.\n")
     print("Total solve seconds over the rows: " +
           ", ".join(f"{m} {secs[m]:.1f}" for m in have if m in secs) + "\n")
-    print(f"Celeritas < Order-Place on {beat_op}/{len(rows)} rows ({ties_op} ties); "
-          f"Celeritas < m-TOPO (or m-TOPO OOM) on {beat_topo}/{len(rows)} rows.\n")
-    return beat_op, ties_op, beat_topo, len(rows)
 
 
 def main() -> None:
