@@ -44,6 +44,7 @@ __all__ = [
     "ORDERS",
     "bfs_topo_order",
     "check_topological",
+    "cluster_free_weights",
     "cpath",
     "cpd_topo_order",
     "dfs_topo_order",

@@ -44,7 +44,7 @@ import networkx as nx
 import numpy as np
 
 from ..errors import GraphError, InfeasibleError, PlanError, SolverError
-from ..graph import OpGraph
+from ..graph import OP_KINDS, OpGraph
 
 __all__ = ["Fusion", "check_fusion_params", "fuse"]
 
@@ -405,8 +405,6 @@ def _coarse_graph(graph, seq, bps, cluster_of, members, ce) -> OpGraph:
     kinds_of = gc.op_kind
     names = gc.names
     ops = []
-    from ..graph import OP_KINDS
-
     for t in range(nk):
         m = members[t]
         kset = set(kinds_of[m].tolist())
