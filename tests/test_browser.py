@@ -176,6 +176,16 @@ def test_notebook_07_in_jupyterlab(lab):
             assert after != before and after.startswith(target)
             page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
             page.screenshot(path=str(out / "notebook07_after.png"))
+            # linked selection in the browser: click a DAG node, the Gantt outlines that op
+            lone = page.locator(".wb-gantt:not(.wb-gantt-a):not(.wb-gantt-b)").first
+            bars = lone.locator(".barlayer .point")
+            n_bars = bars.count()  # the empty "selected" trace draws nothing yet
+            node = dag.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3)
+            node.scroll_into_view_if_needed()
+            box = node.bounding_box()
+            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+            expect(bars).to_have_count(n_bars + 1, timeout=30_000)
+            lone.screenshot(path=str(out / "gantt_selected.png"))
             page.locator(".wb-gantt-b").first.screenshot(path=str(out / "gantt_b.png"))
             page.locator(".wb-compare").first.screenshot(path=str(out / "compare.png"))
             page.locator(".wb-dag").first.screenshot(path=str(out / "dag.png"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PALETTE", "KIND_NAMES", "device_colors", "color_cycle", "fmt_ms", "fmt_bytes",
-           "op_times_or_min", "new_figure"]
+__all__ = ["KIND_NAMES", "PALETTE", "color_cycle", "device_colors", "fmt_bytes", "fmt_ms",
+           "op_times_or_min"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94",
@@ -72,13 +72,3 @@ def op_times_or_min(graph, cluster=None) -> np.ndarray:
     t = graph.c.min_compute()
     return np.where(np.isfinite(t), t, 0.0)
 
-
-def new_figure(fig=None):
-    """``fig`` cleared of traces, shapes and annotations, or a new Figure."""
-    import plotly.graph_objects as go
-
-    if fig is None:
-        return go.Figure()
-    fig.data = []
-    fig.layout = {}
-    return fig
