@@ -132,7 +132,7 @@ def test_notebook_07_in_jupyterlab(lab):
             t0 = time.time()
             while True:
                 prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-                done = [t for t in prompts if t.strip().startswith("[") and t.strip()[1:2].isdigit()]
+                done = [t for t in prompts if t.strip()[:1] == "[" and t.strip()[1:2].isdigit()]
                 if len(done) == n_code:
                     break
                 errors = page.locator(".jp-OutputArea-output[data-mime-type="

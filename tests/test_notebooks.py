@@ -30,7 +30,7 @@ def test_notebook_is_clean_and_has_no_algorithm_code(path):
         assert not cell.outputs and cell.execution_count is None, "stored with outputs"
         for node in ast.walk(ast.parse(cell.source)):
             assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-                                         ast.Lambda)), f"definition in a notebook cell: {cell.source[:80]}"
+                                         ast.Lambda)), f"definition in a cell: {cell.source[:80]}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
