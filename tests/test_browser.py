@@ -123,7 +123,8 @@ def test_notebook_07_in_jupyterlab(lab):
 
             n_code = sum(c.cell_type == "code" for c in nbformat.read(NOTEBOOK, 4).cells)
             expect(page.locator(".jp-Notebook .jp-CodeCell")).to_have_count(n_code)
-            expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible()
+            expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
+                timeout=90_000)
             # run all cells: the toolbar's "restart the kernel and run all cells", confirmed
             page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
                          ).first.click()

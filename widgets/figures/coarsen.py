@@ -30,7 +30,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ._common import UNPLACED, device_colors, fmt_bytes, fmt_ms, op_times_or_min
+from ._common import UNPLACED, color_cycle, device_colors, fmt_bytes, fmt_ms, op_times_or_min
 from .dag import _segments
 from .layout import layered_layout
 
@@ -104,7 +104,8 @@ def coarse_figure(graph, mapping: dict, *, plan=None, cluster=None,
     mapping : dict or Coarsening
         Op -> cluster id, or the result of :func:`workbench.transforms.coarsen.coarsen`.
     plan : Plan, optional
-        A plan of the fine graph; a cluster is coloured by the device of most of its ops.
+        A plan of the fine graph; a cluster is coloured by the device of most of its ops
+        (without a plan every cluster gets its own colour).
     cluster : Cluster, optional
         Costs (mean over devices) and device colour order.
     selected : cluster id, optional
@@ -119,10 +120,18 @@ def coarse_figure(graph, mapping: dict, *, plan=None, cluster=None,
     devs = _majority_device(cg, graph, plan)
     order = list(cluster.names) if cluster is not None else sorted({d for d in devs if d})
     cmap = device_colors(order)
-    colors = [cmap.get(d, UNPLACED) if d else UNPLACED for d in devs]
+    if plan is not None:
+        colors = [cmap.get(d, UNPLACED) if d else UNPLACED for d in devs]
+    else:  # no placement: tell the clusters apart
+        colors = [color_cycle(k) for k in range(G)]
     comp = cg["compute"]
     cmax = float(comp.max()) if G and comp.max() > 0 else 1.0
-    size = 8.0 + 32.0 * np.sqrt(np.clip(comp, 0, None) / cmax)
+    # the largest marker fits the spacing of layers (x) and of ops within a layer (y)
+    n_layers = int(np.unique(x).size) if G else 1
+    widest = int(np.unique(x, return_counts=True)[1].max()) if G else 1
+    smax = float(min(40.0, 560.0 / max(1, n_layers), 300.0 / max(1, widest)))
+    smax = max(smax, 10.0)
+    size = 0.25 * smax + 0.75 * smax * np.sqrt(np.clip(comp, 0, None) / cmax)
     ids = cg["ids"]
     hover = [f"<b>cluster {ids[k]}</b><br>{int(cg['sizes'][k])} ops, compute {fmt_ms(comp[k])}"
              f"<br>memory {fmt_bytes(cg['memory'][k])}" + (f"<br>device {devs[k]}"
@@ -150,7 +159,7 @@ def coarse_figure(graph, mapping: dict, *, plan=None, cluster=None,
     mhover = [f"<b>{names[i]}</b><br>{graph.nx.nodes[names[i]]['op_type'] or '?'}"
               f"<br>compute {fmt_ms(wop[i])}" for i in mem]
     mcol = ([cmap.get(plan.placement.get(names[i]), UNPLACED) for i in mem]
-            if plan is not None else ["#1f77b4"] * len(mem))
+            if plan is not None else [colors[sel]] * len(mem))
     new = make_subplots(rows=1, cols=2, column_widths=[0.62, 0.38], horizontal_spacing=0.04,
                         subplot_titles=(f"{G} clusters (size ∝ compute)",
                                         f"members of cluster {ids[sel]} ({len(mem)} ops)"
