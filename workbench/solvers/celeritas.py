@@ -13,7 +13,9 @@ place the coarse nodes in the CPD-TOPO order of the coarse graph:
     devices (Eq. 7); a device whose free memory cannot hold the node gets EST = inf. The node
     stays on the previous node's device ``d_k`` unless another device ``d_1`` starts it
     earlier by more than ``back_cost`` = the largest transfer to its successors (Eqs. 8-9).
-    When every device is full, best effort: the device with the least memory used.
+    When every device is full, best effort: the device with the least memory used. EST ties
+    go to the device with the most free memory; ``anchor="pred"`` takes ``d_k`` from the
+    node's heaviest predecessor instead of the previous node (see :func:`celeritas`).
 
 The coarse placement is expanded to the original ops; colocation groups follow their first
 member (as in Baechi, Celeritas Section 6.1) and memory is charged per group when its first
