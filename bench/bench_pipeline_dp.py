@@ -92,7 +92,7 @@ def main() -> None:
     for name, paper in PAPER.items():
         g, c = read_msr(MSR / "throughput" / f"{name}.json")
         n_id = count_ideals(g, c)
-        t_dp, p = timed(lambda: solve(g, c, method="dp"), repeat=5)
+        t_dp, p = timed(lambda g=g, c=c: solve(g, c, method="dp"), repeat=5)
         tracemalloc.start()
         solve(g, c, method="dp")
         _cur, peak = tracemalloc.get_traced_memory()

@@ -29,7 +29,7 @@ import numpy as np
 from .errors import PlanError
 from .plan import Plan
 
-__all__ = ["latency", "latency_pieces", "expert_plan", "out_costs"]
+__all__ = ["expert_plan", "latency", "latency_pieces", "out_costs"]
 
 
 def out_costs(graph, cluster) -> np.ndarray:

@@ -65,18 +65,18 @@ def metis(graph, cluster, *, balance_memory: bool = True, seed: int | None = Non
     for a in range(n):
         for b, x in adj[a]:
             adjncy.append(b)
-            ew.append(max(1, int(round(x * scale_e))))
+            ew.append(max(1, round(x * scale_e)))
         xadj.append(len(adjncy))
     k = len(devs)
     if k == 1 or n <= 1:
         part = np.zeros(n, dtype=np.int64)
     else:
         st = 1e6 / max(tw.sum(), 1e-12)
-        vt = [max(1, int(round(x * st))) for x in tw]
+        vt = [max(1, round(x * st)) for x in tw]
         use_mem = balance_memory and mw.sum() > 0
         if use_mem:
             sm = 1e6 / mw.sum()
-            vw = [val for pair in zip(vt, (max(1, int(round(x * sm))) for x in mw)) for val in pair]
+            vw = [val for pair in zip(vt, (max(1, round(x * sm)) for x in mw)) for val in pair]
         else:
             vw = vt
         opts = pymetis.Options(seed=0 if seed is None else int(seed))

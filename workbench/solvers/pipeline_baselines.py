@@ -34,7 +34,7 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
     used 10), deterministic for a fixed ``seed``. Loads use the paper's accounting."""
     from .pipeline_ip import _class_units
 
-    U, acc, cpus, cap = _class_units(graph, cluster)
+    U, acc, cpus, _cap = _class_units(graph, cluster)
     rng = np.random.default_rng(seed)
     devs = acc if acc else cpus
     nd = len(cluster)

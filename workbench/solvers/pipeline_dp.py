@@ -57,8 +57,18 @@ from ..errors import GraphError, InfeasibleError, SolverError
 from ..plan import Plan
 from . import register
 
-__all__ = ["dp", "dpl", "pipedream", "DPProblem", "contract_for_dp", "enumerate_ideals",
-           "solve_dp", "DPResult", "count_ideals", "BACKWARD_KINDS"]
+__all__ = [
+    "BACKWARD_KINDS",
+    "DPProblem",
+    "DPResult",
+    "contract_for_dp",
+    "count_ideals",
+    "dp",
+    "dpl",
+    "enumerate_ideals",
+    "pipedream",
+    "solve_dp",
+]
 
 BACKWARD_KINDS = ("bwd", "update")
 _FWD, _BWD = 0, 1
@@ -184,7 +194,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     gc = graph.c
     n = gc.n
     acc_kind, acc_devs, cpu_devs, _cap = _device_kinds(cluster)
-    is_bwd = np.isin(gc.op_kind, [list(("fwd", "bwd", "update", "other")).index(k)
+    is_bwd = np.isin(gc.op_kind, [["fwd", "bwd", "update", "other"].index(k)
                                   for k in BACKWARD_KINDS])
     src, dst = gc.src, gc.dst
     bad = np.flatnonzero(is_bwd[src] & ~is_bwd[dst])
@@ -302,7 +312,6 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
         if len(h) > 1:
             t = tuple(sorted(h))
             hyper_d[t] = hyper_d.get(t, 0.0) + oc[u]
-    n_art = int((~has_fwd).sum()) if not contract_branches else 0
     return DPProblem(graph=graph, members=members, acc=acc, cpu=cpu, mem=mem, pred=pred,
                      succ=succ, hyper=list(hyper_d.items()), key=key_of, out_cost=out_cost,
                      owner=owner, n_artificial=int((~has_fwd).sum()),
@@ -1018,8 +1027,9 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     _kind, acc_devs, cpu_devs, cap = _device_kinds(cluster)
     p = contract_for_dp(graph, cluster, contract_branches=contract_branches)
     k, l_ = len(acc_devs), len(cpu_devs)
-    kw = dict(interleave=interleave, replicate=replicate, allreduce_bandwidth=allreduce_bandwidth,
-              time_limit=time_limit, progress=progress)
+    kw = {"interleave": interleave, "replicate": replicate,
+          "allreduce_bandwidth": allreduce_bandwidth, "time_limit": time_limit,
+          "progress": progress}
     with _one_blas_thread():
         if linear:
             res = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw)

@@ -41,9 +41,9 @@ from ..errors import InfeasibleError, SolverError
 from ..plan import Plan
 from . import register
 from .milp import solve_milp
-from .pipeline_dp import (_class_keys, _device_kinds, _out_costs, contract_for_dp)
+from .pipeline_dp import _class_keys, _device_kinds, _out_costs, contract_for_dp
 
-__all__ = ["ip_contig", "ip_noncontig", "latency_ip", "greedy_latency"]
+__all__ = ["greedy_latency", "ip_contig", "ip_noncontig", "latency_ip"]
 
 
 # ----------------------------------------------------------------------------- units
@@ -126,7 +126,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm: Plan
             raise InfeasibleError(f"unit with op {graph.c.names[int(np.flatnonzero(U.owner == v)[0])]!r}"
                                   f" can run on no device of the cluster")
         prob += pulp.lpSum(opts) == 1, f"assign_{v}"
-    X = lambda v, i: x.get((v, i), 0)  # noqa: E731
+    X = lambda v, i: x.get((v, i), 0)
     ml = pulp.LpVariable("MaxLoad", lowBound=0)
     y = {}
     for h, (a, T, w) in enumerate(U.hyper):
@@ -321,7 +321,7 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float | None = 0.01,
     t0 = time.perf_counter()
     if q < 1:
         raise SolverError(f"latency_ip: q must be >= 1, got {q}")
-    U, acc, cpus, cap, p = _greedy_units(graph, cluster)
+    U, acc, cpus, cap, _p = _greedy_units(graph, cluster)
     greedy = greedy_latency(graph, cluster)
     UB = greedy.predicted["latency_ms"] if greedy.status != "infeasible" else None
     if UB is None or not math.isfinite(UB):
@@ -337,7 +337,7 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float | None = 0.01,
         if U.acc_ok[v]:
             for j in range(1, S + 1):
                 x[v, j] = pulp.LpVariable(f"x_{v}_{j}", cat="Binary")
-    X = lambda v, j: x.get((v, j), 0)  # noqa: E731
+    X = lambda v, j: x.get((v, j), 0)
     for v in range(U.n):
         prob += pulp.lpSum(X(v, j) for j in range(S + 1)) == 1, f"assign_{v}"
     lat = [pulp.LpVariable(f"L_{v}", lowBound=0, upBound=H) for v in range(U.n)]
