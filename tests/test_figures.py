@@ -319,3 +319,13 @@ def test_report_is_self_contained_and_atomic(tmp_path, problem):
         assert m in html
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]
     assert out.stat().st_mode & 0o044  # readable by others, not left private by mkstemp
+
+
+def test_report_leaves_out_heavy_drawings(tmp_path):
+    g, c = wb.samples.transformer(120, seed=0), wb.Cluster.preset("2xV100-pcie")
+    plans = {"m_topo": wb.solve(g, c, method="m_topo")}
+    out = write_report(tmp_path / "r.html", g, c, None, plans, max_dag_ops=50,
+                       max_gantt_bars=50)
+    html = out.read_text()
+    assert "its drawing is left out" in html and "Gantt chart is left out" in html
+    assert 'id="dag"' not in html and 'id="gantt-' not in html

@@ -73,7 +73,8 @@ def _best(table, col: str):
 
 def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                 title: str = "Placement report", max_gantts: int = 6,
-                max_dag_ops: int = 5000, notes: str | None = None) -> str:
+                max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
+                notes: str | None = None) -> str:
     """The report as an HTML string (see :func:`write_report`)."""
     from plotly.offline import get_plotlyjs
 
@@ -130,6 +131,11 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
             order.insert(0, best_mk)
         shown = order[:max_gantts]
         for m in shown:
+            n = schedules[m].graph.n_ops + schedules[m].n_transfers
+            if n > max_gantt_bars:
+                parts.append(f"<p class='note'>The schedule of {esc(m)} has {n} bars (more "
+                             f"than {max_gantt_bars}); its Gantt chart is left out.</p>")
+                continue
             parts.append(_fig_div(gantt_figure(schedules[m]), f"gantt-{len(parts)}"))
         if len(order) > len(shown):
             parts.append(f"<p class='note'>{len(order) - len(shown)} more plans not drawn: "
@@ -149,8 +155,8 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
 
 def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
                  title: str = "Placement report", max_gantts: int = 6,
-                 max_dag_ops: int = 5000, notes: str | None = None,
-                 results_df=None) -> Path:
+                 max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
+                 notes: str | None = None, results_df=None) -> Path:
     """Write a self-contained HTML report and return its path.
 
     Parameters
@@ -168,13 +174,16 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         At most this many Gantt charts (the best makespan first).
     max_dag_ops : int
         Larger graphs are not drawn (the page would get heavy).
+    max_gantt_bars : int
+        Schedules with more ops + transfers get no Gantt chart.
     notes : str, optional
         A paragraph shown under the title.
     """
     if table is None:
         table = results_df
     html = report_html(graph=graph, cluster=cluster, table=table, plans=plans, title=title,
-                       max_gantts=max_gantts, max_dag_ops=max_dag_ops, notes=notes)
+                       max_gantts=max_gantts, max_dag_ops=max_dag_ops,
+                       max_gantt_bars=max_gantt_bars, notes=notes)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
