@@ -108,18 +108,20 @@ def main() -> None:
               if name in EXPERT else "-")
         ls = max_load(solve(g, c, method="local_search", seed=0), c)
         pd = max_load(solve(g, c, method="pipedream"), c) if name.startswith("layer") else None
-        me = max_load(solve(g, c, method="metis", seed=0), c)
+        mp = solve(g, c, method="metis", seed=0)
+        me = f"{max_load(mp, c):.2f}{'!' if mp.status == 'infeasible' else ''}"
 
         def fmt(x, y):
             return f"{x} / {'-' if y is None else f'{y:.2f}'}"
 
         print(f"| {name} | {n_id} | {fmt(f'{dpv:.2f}', paper[0])} | {fmt(f'{dplv:.2f}', paper[1])}"
               f" | {fmt(ipv, paper[2])} | {fmt(ex, paper[3])} | {fmt(f'{ls:.2f}', paper[4])}"
-              f" | {fmt('-' if pd is None else f'{pd:.2f}', paper[5])} | {fmt(f'{me:.2f}', paper[6])}"
+              f" | {fmt('-' if pd is None else f'{pd:.2f}', paper[5])} | {fmt(me, paper[6])}"
               f" | {t_dp:.3f} ({CPP_S[name]}) | {peak / 2**20:.0f} |", flush=True)
     print(f"\nprocess ru_maxrss: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
     if args.ip > 0:
         print("(* = IP stopped at the time limit; value is its incumbent)")
+    print("(! = the split violates a device's memory: plan status 'infeasible')")
 
     print("\n## Single-sample latency (Table 4); ours / paper\n")
     print("| workload | greedy | max-load DP split | metis | expert | latency IP |")
@@ -131,7 +133,8 @@ def main() -> None:
         gr = latency(solve(g, c, method="greedy_latency"), c)
         dl = latency(solve(g, c, method="dp"), c)
         try:
-            me = f"{latency(solve(g, c, method='metis', seed=0), c):.2f}"
+            mp = solve(g, c, method="metis", seed=0)
+            me = f"{latency(mp, c):.2f}{'!' if mp.status == 'infeasible' else ''}"
         except Exception as e:  # noqa: BLE001 - a non-contiguous split may not be invocable
             me = f"n/a ({type(e).__name__})"
         ex = latency(expert_plan(MSR / "experts" / ex_file, g, c), c) if ex_file else None
