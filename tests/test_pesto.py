@@ -132,7 +132,7 @@ def test_time_limit_status_gap_and_never_worse_than_warm_start():
 def test_pesto_coarsens_and_expands():
     g = samples.lstm_grid(120, layers=2)
     c = Cluster.preset("2xV100-pcie")
-    p = solve(g, c, method="pesto", target=14, time_limit=4, reorder=False)
+    p = solve(g, c, method="pesto", target=14, time_limit=4, reorder=False, guard=False)
     p.validate(c)
     st = p.stats
     assert st["coarse_vertices"] <= 14
@@ -147,8 +147,10 @@ def test_pesto_coarsens_and_expands():
             if p.placement[ops[0]] == d:
                 idx = [pos[o] for o in ops]
                 assert idx == list(range(idx[0], idx[0] + len(ops)))
-    q = solve(g, c, method="pesto", target=14, time_limit=4)
+    q = solve(g, c, method="pesto", target=14, time_limit=4, guard=False)
     assert simulate(q, c).makespan <= ms + 1e-9  # reordering only ever helps
+    r = solve(g, c, method="pesto", target=14, time_limit=4)  # guarded: never worse than q
+    assert simulate(r, c).makespan <= simulate(q, c).makespan + 1e-9
 
 
 def test_pesto_bad_input():

@@ -156,13 +156,20 @@ def expert_plan(path, graph, cluster) -> Plan:
     """An MSR expert split as a Plan; backward ops the file does not list follow their colour
     class (as the authors do for training graphs).
 
-    >>> from pathlib import Path
-    >>> from workbench.io.msr import read_msr
-    >>> root = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "msr"
-    >>> g, c = read_msr(root / "throughput" / "layer_bert24_inference.json")
+    >>> import json, os, tempfile
+    >>> from workbench.io.msr import msr_from_dict
     >>> from workbench import max_load
-    >>> round(max_load(expert_plan(root / "experts" / "bert24_inference_expert.json", g, c), c), 2)
-    20.08
+    >>> g, c = msr_from_dict({"maxFPGAs": 2, "maxCPUs": 1, "maxSizePerFPGA": 1e9, "nodes": [
+    ...     {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 2.0,
+    ...      "isBackwardNode": int(i >= 2), "colorClass": i % 2, "size": 0} for i in range(4)],
+    ...     "edges": [{"sourceId": 0, "destId": 1, "cost": 0.5}, {"sourceId": 1, "destId": 3, "cost": 0.5},
+    ...               {"sourceId": 3, "destId": 2, "cost": 0.5}]})
+    >>> path = os.path.join(tempfile.mkdtemp(), "expert.json")
+    >>> with open(path, "w") as f:
+    ...     json.dump({"fpgas": [{"nodes": [0]}, {"nodes": [1]}], "cpus": [{"nodes": []}]}, f)
+    >>> plan = expert_plan(path, g, c)   # backward ops 2 and 3 follow colour classes 0 and 1
+    >>> plan.placement["2"], plan.placement["3"], max_load(plan, c)
+    ('gpu0', 'gpu1', 5.0)
     """
     from .io.msr import read_expert
 

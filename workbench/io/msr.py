@@ -13,12 +13,15 @@ A workload becomes an :class:`~workbench.graph.OpGraph` and its :class:`~workben
 
 Examples
 --------
->>> from pathlib import Path
->>> from workbench.io.msr import read_msr
->>> root = Path(__file__).resolve().parents[3] / "shared" / "workloads" / "msr"
->>> g, c = read_msr(root / "throughput" / "layer_bert24_inference.json")
->>> g.n_ops, c.kind_counts(), c.mode
-(32, {'gpu': 6, 'cpu': 1}, 'host')
+>>> from workbench.io.msr import msr_from_dict
+>>> g, c = msr_from_dict({"maxFPGAs": 2, "maxCPUs": 1, "maxSizePerFPGA": 1e9, "nodes": [
+...     {"id": 1, "supportedOnFpga": 1, "cpuLatency": 9.0, "fpgaLatency": 1.0, "size": 10},
+...     {"id": 2, "supportedOnFpga": 0, "cpuLatency": 3.0, "fpgaLatency": 0, "colorClass": 7}],
+...     "edges": [{"sourceId": 1, "destId": 2, "cost": 0.25, "size": 4096}]})
+>>> g.op("1")["compute"], g.op("2")["compute"], g.op("2")["colocate"], g.edge("1", "2")["comm"]
+({'cpu': 9.0, 'gpu': 1.0}, {'cpu': 3.0}, 'cc7', 0.25)
+>>> c.names, c.mode, c.transfer_ms("gpu0", "gpu1", 0, comm=0.25)
+(['gpu0', 'gpu1', 'cpu0'], 'host', 0.5)
 """
 
 from __future__ import annotations
