@@ -51,11 +51,11 @@ def default_graphs() -> dict:
     }
 
 
-def _placeholder(text: str) -> go.Figure:
+def _empty_figure(text: str) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=text, x=0.01), template="plotly_white", height=260,
                       xaxis=dict(visible=False), yaxis=dict(visible=False),
-                      meta={"figure": "placeholder"})
+                      meta={"figure": "empty"})
     return fig
 
 
@@ -124,7 +124,7 @@ class CompareBoard(W.VBox):
         self.status = W.HTML("choose methods and press <b>Run</b>")
         self.status.add_class("wb-status")
         self.table_view = W.HTML()
-        self.bars = go.FigureWidget(_placeholder("press Run to compare"))
+        self.bars = go.FigureWidget(_empty_figure("press Run to compare"))
         self.bars.add_class("wb-compare")
         self.gantt_a_picker = W.Dropdown(options=[], description="Gantt A")
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
@@ -223,7 +223,7 @@ class _EmptyGantt:
     """A Gantt slot that becomes a real :class:`GanttView` figure on first use."""
 
     def __init__(self, dom_class: str):
-        self.figure = go.FigureWidget(_placeholder("Gantt: run a comparison first"))
+        self.figure = go.FigureWidget(_empty_figure("Gantt: run a comparison first"))
         self.figure.add_class("wb-gantt")
         self.figure.add_class(dom_class)
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import html as _html
-import os
-import tempfile
 from pathlib import Path
+
+from workbench.io import write_atomic
 
 __all__ = ["write_report", "report_html"]
 
@@ -185,17 +185,5 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
                        max_gantts=max_gantts, max_dag_ops=max_dag_ops,
                        max_gantt_bars=max_gantt_bars, notes=notes)
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(html)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a report is for sharing
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, html)  # temporary file + rename: a failed write leaves the old report
     return path

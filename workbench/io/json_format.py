@@ -73,6 +73,9 @@ def write_atomic(path, text: str) -> None:
             data = gzip.compress(data)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are for sharing
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
