@@ -737,6 +737,17 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
 
     P32, R32 = P.astype(np.float32), R.astype(np.float32)
 
+    def stage_cost(comp, comm, dmem, r: int):
+        """Load of a stage on ``r`` accelerators: compute + communication (or their max with
+        interleaving, App. C.1); for r > 1 (or ``replicate``) split r ways plus the all-reduce
+        of the stage's weights (App. C.2)."""
+        base = np.maximum(comp, comm) if interleave else comp + comm
+        if r == 1 and not replicate:
+            return base
+        syn = ((r - 1) * dmem / (r * allreduce_bandwidth)
+               if math.isfinite(allreduce_bandwidth) else 0.0 * comp)
+        return np.maximum(base / r, syn) if interleave else base / r + syn
+
     def costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray, slack: float = 1.0):
         """Sparse (row-sorted) accelerator and CPU transitions of ``rows`` to ``cand``."""
         ri, ci = np.nonzero(sub)
@@ -749,13 +760,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
             okacc[:] = False
         out = []
         for r in range(1, reps_max + 1):
-            if r == 1 and not replicate:
-                cost = np.maximum(comp, comm) if interleave else comp + comm
-            else:  # Appendix C.2: r replicas and the all-reduce of the stage's weights
-                base = np.maximum(comp, comm) if interleave else comp + comm
-                syn = ((r - 1) * (Pmem[I] - Pmem[J]) / (r * allreduce_bandwidth)
-                       if math.isfinite(allreduce_bandwidth) else 0.0 * comp)
-                cost = np.maximum(base / r, syn) if interleave else base / r + syn
+            cost = stage_cost(comp, comm, Pmem[I] - Pmem[J], r)
             m = okacc & (cost <= tolB * slack) if math.isfinite(tolB) else okacc.copy()
             out.append((ri[m], J[m], cost[m]))
         cpu = Pcpu[I] - Pcpu[J]
@@ -784,14 +789,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
             okacc[:] = False
         out = []
         for r in range(1, reps_max + 1):
-            if r == 1 and not replicate:
-                cost = np.maximum(comp, comm) if interleave else comp + comm
-            else:
-                base = np.maximum(comp, comm) if interleave else comp + comm
-                syn = ((r - 1) * (Pmem[rows][:, None] - Pmem[cand][None, :])
-                       / (r * allreduce_bandwidth) if math.isfinite(allreduce_bandwidth)
-                       else 0.0 * comp)
-                cost = np.maximum(base / r, syn) if interleave else base / r + syn
+            cost = stage_cost(comp, comm, Pmem[rows][:, None] - Pmem[cand][None, :], r)
             bad = ~okacc
             if math.isfinite(tolB):
                 bad |= cost > tolB
