@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import os
 import re
+from contextlib import contextmanager
 from typing import Any
 
-from ..errors import PlanError, RuntimeBridgeError
+from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 
-__all__ = ["op_error_message", "session_config", "tf", "tf_device"]
+__all__ = ["closing_reported", "new_session", "op_error_message", "session_config", "tf", "tf_device", "timed_runs"]
 
 _LOCAL = re.compile(r"^(cpu|gpu)(\d+)$")
 _WORKER = re.compile(r"^w(\d+)/(cpu|gpu)(\d+)$")
@@ -65,13 +66,20 @@ def tf_device(name: str) -> str:
                     f"wT/cpuN or a full '/job:...' name")
 
 
-def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int = 1):
+def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int = 1,
+                   target: str = ""):
     """A ``tf.compat.v1.ConfigProto`` with ``cpus`` logical CPU devices and graph rewriting off.
 
     Grappler is disabled so that the executed graph is the one that was placed (same node
     names, no constant folding or op fusion moving work between devices); ``intra_op`` threads
     per op (1 = an op uses one core, the model of one device per core); ``inter_op`` defaults
     to the number of CPU devices.
+
+    ``use_per_session_threads`` is on for local sessions (``target`` empty; TensorFlow's
+    distributed sessions refuse it): without it TensorFlow creates one inter-op thread pool
+    per *process*, sized by the first session's config, and every later session silently
+    shares it (a process that profiled with one inter-op thread would then run every plan
+    one op at a time, whatever its devices).
     """
     t = tf()
     from tensorflow.core.protobuf import rewriter_config_pb2
@@ -80,7 +88,8 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
         device_count={"CPU": int(cpus)},
         inter_op_parallelism_threads=int(inter_op or cpus),
         intra_op_parallelism_threads=int(intra_op),
-        allow_soft_placement=False)
+        allow_soft_placement=False,
+        use_per_session_threads=not target)
     cfg.graph_options.rewrite_options.disable_meta_optimizer = True
     cfg.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     cfg.graph_options.optimizer_options.opt_level = t.compat.v1.OptimizerOptions.L0
@@ -98,3 +107,39 @@ def op_error_message(e: BaseException) -> str:
                                                            "File ", "Traceback"))]
     text = " ".join(lines[:2])
     return f"{type(e).__name__}: {text[:400]}"
+
+
+def new_session(graph, *, target: str = "", what: str = "session", **config):
+    """A ``tf.compat.v1.Session`` on ``graph`` with :func:`session_config` (``**config``); a
+    failure to open it is a RuntimeBridgeError naming ``what``."""
+    try:
+        return tf().compat.v1.Session(target=target, graph=graph,
+                                      config=session_config(target=target, **config))
+    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
+        raise RuntimeBridgeError(f"{what} failed: {op_error_message(e)}") from None
+
+
+def timed_runs(sess, op, runs: int) -> list:
+    """Wall-clock times (ms) of ``runs`` consecutive ``sess.run(op)``."""
+    import time
+
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        sess.run(op)
+        out.append((time.perf_counter() - t0) * 1e3)
+    return out
+
+
+@contextmanager
+def closing_reported(sess, what: str):
+    """Close ``sess`` at the end; a TensorFlow error inside becomes a RuntimeBridgeError
+    ("``what`` failed: ..."), workbench errors pass through."""
+    try:
+        yield sess
+    except WorkbenchError:
+        raise
+    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
+        raise RuntimeBridgeError(f"{what} failed: {op_error_message(e)}") from None
+    finally:
+        sess.close()

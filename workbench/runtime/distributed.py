@@ -83,7 +83,8 @@ class LocalServers:
             for i in range(self.hosts):
                 self._servers.append(t.distribute.Server(
                     spec, job_name="worker", task_index=i,
-                    config=session_config(cpus=self.cpus_per_host), start=True))
+                    config=session_config(cpus=self.cpus_per_host, target="grpc"),
+                    start=True))
         return self
 
     def _wait_ready(self) -> None:
@@ -149,7 +150,7 @@ def _serve(addresses: str, index: int, cpus: int) -> None:  # pragma: no cover -
     t = tf()
     spec = t.train.ClusterSpec({"worker": addresses.split(",")})
     server = t.distribute.Server(spec, job_name="worker", task_index=index,
-                                 config=session_config(cpus=cpus), start=True)
+                                 config=session_config(cpus=cpus, target="grpc"), start=True)
     server.join()
 
 
