@@ -62,6 +62,13 @@ def test_dict_roundtrip():
         "gpu0", "gpu5", 1e6)
     with pytest.raises(ClusterError, match="missing or bad field"):
         Cluster.from_dict({"devices": [{"kind": "gpu"}]})
+    c = Cluster([Device("cpu0", "cpu", recv_overhead=0.012), Device("cpu1", "cpu")])
+    d = Cluster.from_dict(c.to_dict())
+    assert [x.recv_overhead for x in d.devices] == [0.012, 0.0]
+    assert "recv_overhead_ms" not in c.to_dict()["devices"][1]
+    assert d.c.recv_overhead.tolist() == [0.012, 0.0]
+    with pytest.raises(ClusterError, match="recv_overhead"):
+        Device("x", recv_overhead=-1)
 
 
 def test_check_graph_names_unrunnable_op():

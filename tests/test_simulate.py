@@ -40,6 +40,27 @@ def test_one_transfer_per_tensor_and_destination(two_gpus):
     assert s.makespan == 5.0
 
 
+def test_receive_overhead_is_charged_once_per_tensor_on_the_receiver():
+    """a (gpu0) feeds b and c (gpu1) with one tensor and d (gpu1) with another size: two
+    transfers into gpu1, each charging 0.5 ms to its first consumer there."""
+    ops = [(v, {"compute": {"gpu": 1}}) for v in "abcd"]
+    g = OpGraph.from_ops(ops, [("a", "b", {"bytes": 1e6}), ("a", "c", {"bytes": 1e6}),
+                               ("a", "d", {"bytes": 2e6})])
+    plain = Cluster([Device("gpu0"), Device("gpu1")], intra_host=Link(0.0, 1e6))
+    over = Cluster([Device("gpu0", recv_overhead=9.0), Device("gpu1", recv_overhead=0.5)],
+                   intra_host=Link(0.0, 1e6))
+    p = Plan(g, {"a": "gpu0", "b": "gpu1", "c": "gpu1", "d": "gpu1"},
+             order={"gpu0": ["a"], "gpu1": ["b", "c", "d"]})
+    s0, s1 = simulate(p, plain), simulate(p, over)
+    # a 0-1; tensors 1-2 and 2-4 (FIFO link); b 2-3, c 3-4, d 4-5 without overhead;
+    # with it b 2-3.5 (first consumer of the 1 MB tensor), c 3.5-4.5, d 4.5-6
+    assert s0.end.tolist() == [1.0, 3.0, 4.0, 5.0]
+    assert s1.end.tolist() == [1.0, 3.5, 4.5, 6.0]
+    assert s0.n_transfers == s1.n_transfers == 2
+    # nothing is received on one device
+    assert simulate(p.with_placement({v: "gpu0" for v in "abcd"}), over).makespan == 4.0
+
+
 def test_host_mode_upload_once_download_per_device():
     c = Cluster([Device("g0"), Device("g1"), Device("g2"), Device("c0", kind="cpu")],
                 mode="host", host_link=Link(0.0, 1e6))

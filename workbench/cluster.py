@@ -48,13 +48,21 @@ _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
 
 @dataclass(frozen=True)
 class Device:
-    """One device. ``memory`` in bytes (``inf`` = unlimited); ``speed`` divides compute times."""
+    """One device. ``memory`` in bytes (``inf`` = unlimited); ``speed`` divides compute times.
+
+    ``recv_overhead`` is the device's own time (ms) spent on each tensor it receives from
+    another device -- LogP's *o*: the receive is handled by the device's thread (TensorFlow's
+    ``_Recv`` completion and the hand-off to the waiting op on CPU devices, an event wait on
+    GPUs). The simulator charges it to the first consumer of the tensor on the device; it
+    is 0 for the presets and fitted by :func:`workbench.runtime.calibrate_links`.
+    """
 
     name: str
     kind: str = "gpu"
     memory: float = math.inf
     speed: float = 1.0
     host: str = "host0"
+    recv_overhead: float = 0.0
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -67,8 +75,13 @@ class Device:
         sp = float(self.speed)
         if not (sp > 0 and math.isfinite(sp)):
             raise ClusterError(f"device {self.name!r}: speed must be a positive number, got {sp}")
+        ro = float(self.recv_overhead)
+        if not (ro >= 0 and math.isfinite(ro)):
+            raise ClusterError(f"device {self.name!r}: recv_overhead must be finite and >= 0 ms, "
+                               f"got {ro}")
         object.__setattr__(self, "memory", mem)
         object.__setattr__(self, "speed", sp)
+        object.__setattr__(self, "recv_overhead", ro)
 
 
 @dataclass(frozen=True)
@@ -102,8 +115,8 @@ class CompiledCluster:
 
     ``lat[i, j]``/``inv_bw[i, j]`` direct link parameters (0 on the diagonal); ``up_lat``,
     ``up_inv_bw`` (device -> host) and ``down_lat``, ``down_inv_bw`` (host -> device) host-staging
-    parameters, zero for host-resident (``cpu``) devices in host mode; ``speed`` and ``memory``
-    per device; ``kind_of[i]`` device kind name.
+    parameters, zero for host-resident (``cpu``) devices in host mode; ``speed``, ``memory``
+    and ``recv_overhead`` per device; ``kind_of[i]`` device kind name.
     """
 
     n: int
@@ -116,6 +129,7 @@ class CompiledCluster:
     speed: np.ndarray
     memory: np.ndarray
     kind_of: tuple
+    recv_overhead: np.ndarray
 
 
 class Cluster:
@@ -332,7 +346,8 @@ class Cluster:
             up_inv_bw=up_inv, staged=staged,
             speed=np.array([d.speed for d in self.devices]),
             memory=np.array([d.memory for d in self.devices]),
-            kind_of=tuple(d.kind for d in self.devices))
+            kind_of=tuple(d.kind for d in self.devices),
+            recv_overhead=np.array([d.recv_overhead for d in self.devices]))
 
     # ------------------------------------------------------------------ dict form
     def to_dict(self) -> dict:
@@ -348,7 +363,9 @@ class Cluster:
             "mode": self.mode,
             "devices": [{"name": d.name, "kind": d.kind,
                          "memory": None if math.isinf(d.memory) else d.memory,
-                         "speed": d.speed, "host": d.host} for d in self.devices],
+                         "speed": d.speed, "host": d.host,
+                         **({"recv_overhead_ms": d.recv_overhead} if d.recv_overhead else {})}
+                        for d in self.devices],
             "intra_host": link(self.intra_host),
             "inter_host": link(self.inter_host),
             "host_link": link(self.host_link),
@@ -367,7 +384,8 @@ class Cluster:
         try:
             devices = [Device(name=d["name"], kind=d.get("kind", "gpu"),
                               memory=math.inf if d.get("memory") is None else float(d["memory"]),
-                              speed=float(d.get("speed", 1.0)), host=d.get("host", "host0"))
+                              speed=float(d.get("speed", 1.0)), host=d.get("host", "host0"),
+                              recv_overhead=float(d.get("recv_overhead_ms", 0.0)))
                        for d in data["devices"]]
             links = {(x["src"], x["dst"]): link(x) for x in data.get("links", [])}
             return cls(devices, intra_host=link(data.get("intra_host")),

@@ -26,12 +26,30 @@ import numpy as np
 
 from .errors import PlanError
 
-__all__ = ["Plan", "Schedule", "Metrics", "STATUSES"]
+__all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "order_from_starts"]
 
 STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "error")
 """Plan statuses: proven optimal; feasible (MILP stopped with a gap); time_limit (stopped by the
 limit, best found kept); heuristic; infeasible (could not respect a constraint, e.g. memory —
 the plan is still returned so it can be inspected); error (used by :func:`workbench.compare`)."""
+
+
+def order_from_starts(graph, device_names, device, start) -> dict:
+    """Per-device execution order from start times (ties by topological index).
+
+    ``device`` holds each op's device index into ``device_names``; every device gets a list,
+    empty when nothing runs on it.
+
+    >>> from workbench import samples
+    >>> order_from_starts(samples.diamond(), ["d0", "d1"], [0, 0, 1, 0], [0.0, 2.0, 1.0, 3.0])
+    {'d0': ['a', 'b', 'd'], 'd1': ['c']}
+    """
+    names = graph.c.names
+    out: dict = {d: [] for d in device_names}
+    dev = np.asarray(device).tolist()
+    for i in np.lexsort((np.arange(graph.n_ops), np.asarray(start, dtype=float))).tolist():
+        out[device_names[int(dev[i])]].append(names[i])
+    return out
 
 
 @dataclass
@@ -178,6 +196,12 @@ class Schedule:
 
     def critical_ops(self) -> list[str]:
         return [x for kind, x in self.critical_path if kind == "op"]
+
+    def device_order(self) -> dict:
+        """Device name -> its ops in the order they ran (a ``Plan.order``; unused devices get
+        empty lists). ``plan.with_placement(plan.placement, order=s.device_order())`` fixes the
+        order the simulator chose."""
+        return order_from_starts(self.graph, self.cluster.names, self.device, self.start)
 
     def ops_frame(self):
         """One row per op: op, device, start_ms, end_ms, duration_ms, kind, op_type."""

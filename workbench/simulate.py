@@ -11,6 +11,8 @@ Model
   ``host -> dst`` by each staged destination (see :mod:`workbench.cluster`).
 * With ``congestion=True`` every channel is a capacity-1 FIFO resource (Pesto's model); with
   ``congestion=False`` transfers never wait for each other.
+* A device with ``recv_overhead`` spends that time on every tensor it receives (LogP's *o*);
+  it is added to the tensor's first consumer on the device (lowest topological index).
 * Op order per device: ``"plan"`` follows ``plan.order`` exactly; ``"fifo"`` runs ready ops in
   the order they became ready (like TensorFlow's executor); ``"rank"`` runs the ready op of
   highest upward rank first. By default a plan's own order is used when it has one, else FIFO.
@@ -42,7 +44,7 @@ import numpy as np
 from .errors import PlanError
 from .plan import Metrics, Plan, Schedule
 
-__all__ = ["simulate", "max_load", "device_loads", "evaluate", "ORDERS"]
+__all__ = ["simulate", "max_load", "device_loads", "evaluate", "receive_overheads", "ORDERS"]
 
 ORDERS = ("plan", "fifo", "rank")
 
@@ -79,7 +81,10 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     n, nd = gc.n, cc.n
     dev = plan.device_array(cluster)
     times = cluster.op_times(g)
-    dur = times[np.arange(n), dev].tolist()
+    dur = times[np.arange(n), dev]
+    if cc.recv_overhead.any():
+        dur = dur + receive_overheads(g, cluster, dev)
+    dur = dur.tolist()
     devl = dev.tolist()
 
     # --- per-op output groups: (consumer device, bytes, comm) -> consumers
@@ -397,6 +402,33 @@ def _pair_max_sum(src: np.ndarray, dd: np.ndarray, cost: np.ndarray, charge_to: 
     first[1:] = key_s[1:] != key_s[:-1]
     pick = order[first]
     return np.bincount(charge_to[pick], weights=cost[pick], minlength=nd)
+
+
+def receive_overheads(graph, cluster, dev: np.ndarray) -> np.ndarray:
+    """Per op: the receive overhead (``Device.recv_overhead``) of the tensors it is the first
+    consumer of on its device. A tensor is one transfer as the simulator counts them: one per
+    producing op, destination device and edge size (and fixed ``comm``).
+
+    >>> from workbench import samples, Cluster, Device
+    >>> g = samples.diamond()
+    >>> c = Cluster([Device("g0"), Device("g1", recv_overhead=0.5)])
+    >>> receive_overheads(g, c, np.array([0, 1, 1, 0])).tolist()
+    [0.0, 0.5, 0.0, 0.0]
+    """
+    gc = graph.c
+    over = cluster.c.recv_overhead
+    out = np.zeros(gc.n)
+    dev = np.asarray(dev)
+    cross = np.nonzero(dev[gc.src] != dev[gc.dst])[0]
+    first: dict = {}
+    for e, u, v, nb, cm in zip(cross.tolist(), gc.src[cross].tolist(), gc.dst[cross].tolist(),
+                               gc.bytes[cross].tolist(), gc.comm[cross].tolist()):
+        key = (u, int(dev[v]), nb, None if cm != cm else cm)
+        if key not in first or v < first[key]:
+            first[key] = v
+    for (_, b, _, _), v in first.items():
+        out[v] += over[b]
+    return out
 
 
 def max_load(plan: Plan, cluster) -> float:

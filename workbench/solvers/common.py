@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import InfeasibleError
-from ..plan import Plan
+from ..plan import Plan, order_from_starts
 
 __all__ = ["MemoryBook", "plan_from_arrays", "order_by_start", "runnable"]
 
@@ -89,11 +89,7 @@ class MemoryBook:
 
 def order_by_start(graph, cluster, device: np.ndarray, start: np.ndarray) -> dict:
     """Per-device execution order from start times (ties by topological index)."""
-    names = graph.c.names
-    out: dict = {d.name: [] for d in cluster.devices}
-    for i in np.lexsort((np.arange(graph.n_ops), start)).tolist():
-        out[cluster.devices[int(device[i])].name].append(names[i])
-    return out
+    return order_from_starts(graph, cluster.names, device, start)
 
 
 def plan_from_arrays(graph, cluster, device, *, method: str, start=None, status="heuristic",
