@@ -5,9 +5,12 @@ is simulated on a cluster of logical CPU devices whose links were calibrated on 
 then applied to the real program and measured; the relative error |simulated - measured| /
 measured is printed per plan, with the median and the worst over all plans.
 
-By default each graph is re-profiled first (costs must come from the machine that measures).
-Logical CPU devices share the machine's cores: use at most as many devices as idle cores
-(``--devices``, default 2). See ``docs/runtime.md``.
+By default each graph is re-profiled first (costs must come from the machine that measures),
+and the devices' receive overhead is fitted to a measured random-placement probe run of the
+model (``--no-fit`` keeps the micro-benchmarked one); the probe is not among the evaluated
+plans. The plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine
+slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
+devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 
 Usage::
 
@@ -36,8 +39,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", type=int, default=2, help="logical CPU devices")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per plan")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=5,
+                    help="interleaved passes over the plans (see measure_plans)")
     ap.add_argument("--models", nargs="*", default=MODELS)
     ap.add_argument("--methods", nargs="*", default=METHODS)
+    ap.add_argument("--no-fit", action="store_true",
+                    help="keep the micro-benchmarked receive overhead (no probe run per model)")
     ap.add_argument("--no-reprofile", action="store_true",
                     help="use the checked-in costs instead of profiling on this machine")
     args = ap.parse_args(argv)
@@ -47,7 +54,9 @@ def main(argv: list[str] | None = None) -> int:
     lk = next(iter(cluster.links.values()))
     print(f"calibrated {cluster.name}: e.g. cpu0->cpu1 latency {lk.latency * 1e3:.1f} us, "
           f"bandwidth {'inf' if lk.bandwidth == float('inf') else f'{lk.bandwidth / 1e6:.1f} GB/s'}"
-          f", R^2 {lk.r2:.2f} ({time.perf_counter() - t0:.1f} s)")
+          f", R^2 {lk.r2:.2f}; receive overhead "
+          f"{', '.join(f'{d.name} {d.recv_overhead * 1e3:.1f} us' for d in cluster.devices)} "
+          f"({time.perf_counter() - t0:.1f} s)")
     methods = [m for m in args.methods if m in wb.SOLVERS]
     skipped = [m for m in args.methods if m not in wb.SOLVERS]
     if skipped:
@@ -59,16 +68,24 @@ def main(argv: list[str] | None = None) -> int:
         g = wb.samples.load_sample(name)
         if not args.no_reprofile:
             g = rt.profile(g, steps=10, warmup=3)
+        gcl = cluster
+        if not args.no_fit:
+            gcl, fit = rt.fit_recv_overhead(g, cluster, steps=args.steps, warmup=args.warmup,
+                                            return_details=True)
+            print(f"{name:18s} receive overhead fitted to a random-placement probe: "
+                  f"{fit['overhead_ms'] * 1e3:.1f} us ({fit['probe_transfers']} transfers, "
+                  f"probe {fit['probe_measured_ms']:.2f} ms)")
         plans = {}
         for m in methods:
             try:
-                plans[m] = wb.solve(g, cluster, method=m, seed=0)
+                plans[m] = wb.solve(g, gcl, method=m, seed=0)
             except Exception as e:  # noqa: BLE001 - a bench reports any solver failure
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
-        res = rt.measure_plans(g, plans, steps=args.steps, warmup=args.warmup)
+        res = rt.measure_plans(g, plans, steps=args.steps, warmup=args.warmup, cluster=gcl,
+                               rounds=args.rounds)
         for m, plan in plans.items():
             meas = res[m]
-            sim = wb.simulate(plan, cluster).makespan
+            sim = wb.simulate(plan, gcl).makespan
             if not meas.ok:
                 print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
                 continue

@@ -158,7 +158,80 @@ def test_calibrate_links_local(rt):
     assert c.names == ["cpu0", "cpu1"] and set(c.links) == {("cpu0", "cpu1"), ("cpu1", "cpu0")}
     for lk in c.links.values():
         assert lk.r2 is not None and lk.latency >= 0 and lk.bandwidth > 0
-    assert len(samples) == 6 and all(s["ms"] >= 0 for s in samples)
+    links = [s for s in samples if s.get("kind") != "pingpong"]
+    assert len(links) == 6 and all(s["ms"] >= 0 for s in links)
+    pings = [s for s in samples if s.get("kind") == "pingpong"]
+    assert len(pings) == 3 and {(s["src"], s["dst"]) for s in pings} == {("cpu0", "cpu1")}
+    assert all(math.isfinite(d.recv_overhead) and d.recv_overhead >= 0 for d in c.devices)
+    quick = rt.calibrate_links(2, sizes=(1024, 65536), repeats=1, recv_overhead=False)
+    assert all(d.recv_overhead == 0 for d in quick.devices)
+
+
+def test_each_device_runs_one_op_at_a_time(rt, inception):
+    """Logical CPU devices share one inter-op pool: without chains two ops of one device
+    overlap; the runner's default chains make every device sequential."""
+    import workbench as wb
+
+    g = inception
+    cl = rt.local_cluster(2)
+    plan = wb.solve(g, cl, method="round_robin")
+    assert plan.order is None
+    chains, source = rt.execution_chains(plan, cluster=cl)
+    assert source == "simulated"
+    assert chains == {d: ops for d, ops in wb.simulate(plan, cl).device_order().items() if ops}
+    assert rt.execution_chains(plan)[1] == "topological"
+    m = rt.run_plan(plan, steps=1, warmup=1, trace=True, cluster=cl)
+    assert m.order_source == "simulated" and not m.ordered
+    for d, ops in chains.items():
+        seen = [v for v in ops if v in m.trace and g.op(v)["op_type"] != "VarHandleOp"]
+        assert len(seen) > 0.8 * len(ops)
+        for a, b in pairwise(seen):
+            assert m.trace[b][1] >= m.trace[a][2] - 1e-3, (d, a, b)
+    free = rt.run_plan(plan, steps=1, warmup=0, serialize=False)
+    assert free.order_source is None
+
+
+def test_interleaved_rounds(rt, mlp):
+    good = Plan(mlp, {v: "cpu0" for v in mlp.ops}, method="good")
+    split = Plan(mlp, _fwd_bwd_split(mlp), method="split")
+    bad = Plan(mlp, {v: "gpu7" for v in mlp.ops}, method="nogpu")
+    res = rt.measure_plans(mlp, [good, bad, split], steps=4, warmup=1, rounds=2, trace=True)
+    assert list(res) == ["good", "nogpu", "split"]
+    for k in ("good", "split"):
+        assert res[k].ok and len(res[k].samples) == 4 and res[k].trace
+    assert not res["nogpu"].ok and "does not exist" in res["nogpu"].error
+    with pytest.raises(RuntimeBridgeError, match="steps >= 1"):
+        rt.measure_plans(mlp, [good], steps=0)
+
+
+def test_session_threads_are_per_session(rt):
+    """A first session with one inter-op thread must not limit later sessions (TF's global
+    pool is sized by the first session unless use_per_session_threads is set)."""
+    from workbench.runtime._tf import session_config
+
+    assert session_config(cpus=2).use_per_session_threads
+    assert not session_config(cpus=2, target="grpc://x").use_per_session_threads
+
+
+def test_fit_recv_overhead(rt, mlp):
+    import workbench as wb
+
+    cl = rt.local_cluster(2)
+    probe = rt.probe_plan(mlp, cl, seed=3)
+    assert len(probe.devices_used()) == 2
+    for members in mlp.colocation_groups.values():
+        assert len({probe.placement[v] for v in members}) == 1
+    fitted, info = rt.fit_recv_overhead(mlp, cl, probe=probe, steps=3, warmup=1,
+                                        return_details=True)
+    o = info["overhead_ms"]
+    assert o >= 0 and all(d.recv_overhead == o for d in fitted.devices)
+    assert fitted.links == cl.links and info["probe_transfers"] > 0
+    # the fitted overhead makes the simulated probe match its measurement (or the simulation
+    # without overhead is already slower than measured)
+    if o > 0:
+        assert info["probe_simulated_ms"] == pytest.approx(info["probe_measured_ms"], rel=1e-3)
+    else:
+        assert wb.simulate(probe, cl).makespan >= info["probe_measured_ms"]
 
 
 def test_two_hosts_on_distributed_servers(rt, mlp):
@@ -175,3 +248,20 @@ def test_two_hosts_on_distributed_servers(rt, mlp):
             if v in m.trace:
                 t, j = dev[1:].split("/cpu")
                 assert m.trace[v][0].endswith(f"task:{t}/device:CPU:{j}"), v
+
+
+def test_cli_run_calibrated(capsys):
+    import json
+
+    from workbench.cli import main
+
+    assert main(["run", "mlp", "--methods", "single,nope", "--steps", "1"]) == 2
+    assert "unknown method 'nope'" in capsys.readouterr().err
+    rc = main(["run", "mlp", "--methods", "single,round_robin", "--calibrate", "--steps", "2",
+               "--warmup", "1", "--rounds", "2", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    rows = json.loads(out.strip().splitlines()[-1])
+    assert [r["method"] for r in rows] == ["single", "round_robin"]
+    for r in rows:
+        assert r["measured_ms"] > 0 and r["simulated_ms"] > 0 and not r["error"]

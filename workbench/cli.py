@@ -277,16 +277,22 @@ def _cmd_run(args) -> int:
     else:
         raise WorkbenchError(f"unknown model {args.model!r}; built-in models: "
                              f"{', '.join(models)} (or a graph file extracted from one)")
-    cluster = (runtime.calibrate_links(args.devices) if args.calibrate
-               else runtime.local_cluster(args.devices))
+    if args.calibrate:
+        if "program" in graph.meta:
+            graph = runtime.profile(graph)
+        cluster = runtime.fit_recv_overhead(graph, runtime.calibrate_links(args.devices),
+                                            steps=args.steps, warmup=args.warmup)
+    else:
+        cluster = runtime.local_cluster(args.devices)
     plans = {m: solve(graph, cluster, method=m, time_limit=args.time_limit)
              for m in args.methods.split(",")}
-    res = runtime.measure_plans(graph, plans, steps=args.steps, warmup=args.warmup)
+    res = runtime.measure_plans(graph, plans, steps=args.steps, warmup=args.warmup,
+                                cluster=cluster, rounds=args.rounds)
     rows = []
     for m, plan in plans.items():
         r = res[m]
         sim = simulate(plan, cluster).makespan
-        meas = r.mean_ms if not r.error else math.nan
+        meas = r.median_ms if not r.error else math.nan
         rows.append({"method": m, "simulated_ms": sim, "measured_ms": meas,
                      "measured_std_ms": r.std_ms if not r.error else math.nan,
                      "sim_error": abs(sim - meas) / meas if meas and meas == meas else math.nan,
@@ -301,7 +307,7 @@ def _cmd_run(args) -> int:
             print(f"  {r['method']:<12} failed: {r['error']}")
         else:
             print(f"  {r['method']:<12} simulated {r['simulated_ms']:8.3f} ms   measured "
-                  f"{r['measured_ms']:8.3f} +- {r['measured_std_ms']:.3f} ms   error "
+                  f"{r['measured_ms']:8.3f} (median, std {r['measured_std_ms']:.3f}) ms   error "
                   f"{100 * r['sim_error']:5.1f} %   {r['devices_used']} devices")
     return 0
 
@@ -373,9 +379,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", help="sample model name (see workbench.runtime)")
     p.add_argument("--methods", default="single,m_topo", help="comma-separated methods")
     p.add_argument("--devices", type=int, default=2, help="local (logical) devices to use")
-    p.add_argument("--calibrate", action="store_true", help="fit the links by timing transfers")
+    p.add_argument("--calibrate", action="store_true",
+                   help="profile the model on this machine, fit the links and receive "
+                        "overheads by timing transfers, then fit the receive overhead to a "
+                        "random-placement probe run of the model")
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=1,
+                   help="interleave the plans' timed steps in this many passes")
     p.add_argument("--time-limit", type=float, default=30.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_run)

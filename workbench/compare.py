@@ -135,7 +135,8 @@ def _add_measurements(df, graph, cluster, plans: dict, options: dict):
     except (ImportError, AttributeError) as e:
         raise SolverError(f"measure=True needs the TensorFlow bridge (pip install "
                           f"'placement-workbench[tf]'): {e}") from None
-    results = measure_plans(graph, plans, **options)
+    # plans without an order are run in the order the simulator gave them on this cluster
+    results = measure_plans(graph, plans, **{"cluster": cluster, **options})
     meas, std, err, notes = [], [], [], []
     for _, row in df.iterrows():
         r = results.get(row["method"])

@@ -7,10 +7,12 @@ names below load their module on first access.
 :func:`extract`             OpGraph of one training step of a model (forward, backward, update)
 :func:`profile`             measured per-op times written into the graph's compute costs
 :func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
+:func:`fit_recv_overhead`   the devices' receive overhead fitted to a measured probe run
 :func:`local_cluster`       Cluster of local devices named as the runner expects (``cpu0``..)
 :func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
 :func:`measure_plans`       several plans, failures reported per plan -> dict name -> Measurement
 :func:`apply_if_faster`     FastT's rollback guard: keep the current plan unless the new is faster
+:func:`execution_chains`    the per-device op sequences the runner enforces (one op at a time)
 :class:`LocalServers`       several hosts: ``tf.distribute.Server`` processes on 127.0.0.1
 :data:`MODELS`              the five sample models built in code
 ==========================  ==================================================================
@@ -36,10 +38,13 @@ __all__ = [
     "apply_if_faster",
     "build_program",
     "calibrate_links",
+    "execution_chains",
     "extract",
     "fit_link",
+    "fit_recv_overhead",
     "local_cluster",
     "measure_plans",
+    "probe_plan",
     "profile",
     "run_plan",
 ]
@@ -48,8 +53,9 @@ _WHERE = {
     "extract": "extraction", "build_program": "extraction", "Program": "extraction",
     "profile": "profiling",
     "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
+    "fit_recv_overhead": "calibrate", "probe_plan": "calibrate",
     "run_plan": "runner", "measure_plans": "runner", "apply_if_faster": "runner",
-    "Measurement": "runner", "Decision": "runner",
+    "Measurement": "runner", "Decision": "runner", "execution_chains": "runner",
     "LocalServers": "distributed",
     "MODELS": "models", "TINY": "models", "DEFAULT_BATCH": "models",
 }

@@ -8,6 +8,14 @@ one more transfer, free of the fixed cost of running a step on two devices. A le
 Pesto do the same from their traces), with its coefficient of determination stored in
 ``Link.r2``; a non-positive slope gives an infinite bandwidth and the mean as latency.
 
+A tensor that crosses devices also costs the *receiving* device time (TensorFlow's ``_Recv``
+completion and hand-off to the waiting op: LogP's overhead *o*), which the marginal-transfer
+step above does not see because the receiver is idle there. With ``recv_overhead=True`` each
+pair of devices also runs a ping-pong chain of elementwise ops (every op reads its input and
+writes its output) alternating between the two devices and the same chain on one device;
+per size, the extra time per hop minus the fitted link time is the receive overhead, and the
+median over sizes becomes ``Device.recv_overhead`` (averaged over the pairs a device is in).
+
 Logical CPU devices of one process pass tensors by reference, so their fitted bandwidth is
 (nearly) infinite and only the per-transfer latency of the rendezvous is real; devices of
 different ``tf.distribute.Server`` processes move the bytes over gRPC (see ``docs/runtime.md``).
@@ -17,16 +25,17 @@ from __future__ import annotations
 
 import math
 import statistics
-import time
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..cluster import Cluster, Device, Link
-from ..errors import ClusterError, RuntimeBridgeError, WorkbenchError
-from ._tf import op_error_message, session_config, tf, tf_device
+from ..errors import ClusterError, RuntimeBridgeError
+from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 
-__all__ = ["DEFAULT_SIZES", "calibrate_links", "fit_link", "local_cluster"]
+__all__ = ["DEFAULT_SIZES", "calibrate_links", "fit_link", "fit_recv_overhead", "local_cluster",
+           "probe_plan"]
 
 DEFAULT_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 21, 1 << 22)
 """Transfer sizes in bytes (1 KiB to 4 MiB)."""
@@ -82,7 +91,7 @@ def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
 
 def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                     sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, transfers: int = 8,
-                    target: str = "",
+                    target: str = "", recv_overhead: bool = True, hops: int = 16,
                     kind: str = "cpu", memory: float = math.inf, return_samples: bool = False):
     """Measure transfers between every ordered device pair and return the fitted Cluster.
 
@@ -99,6 +108,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
         Tensors moved by the many-transfer step (at least 2).
     target : str
         Session target for devices of a ``tf.distribute.Server`` cluster.
+    recv_overhead : bool
+        Also measure each device's receive overhead with ping-pong chains of ``hops`` hops
+        (see the module docstring); otherwise devices keep their ``recv_overhead``.
     kind, memory : device kind and memory of devices created from names.
     return_samples : bool
         Also return the raw samples as a list of dicts (src, dst, bytes, ms).
@@ -107,7 +119,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     -------
     Cluster, or (Cluster, list) with ``return_samples``.
         ``links`` has one fitted :class:`~workbench.cluster.Link` per ordered pair (with
-        ``r2``); the intra-/inter-host defaults are the means of the fitted links.
+        ``r2``); the intra-/inter-host defaults are the means of the fitted links; devices
+        carry the measured ``recv_overhead``. Samples of the ping-pong chains have
+        ``"kind": "pingpong"`` and ``ms`` per hop.
     """
     if isinstance(devices, Cluster):
         devs = list(devices.devices)
@@ -148,24 +162,15 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
         init = tf1.global_variables_initializer()
     cpus = 1 + max((int(tfd[d].rsplit(":", 1)[1]) for d in names if "localhost" in tfd[d]
                     and "CPU" in tfd[d]), default=0)
-    try:
-        sess = tf1.Session(target=target, graph=graph,
-                           config=session_config(cpus=cpus, inter_op=1))
-    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
-        raise RuntimeBridgeError(f"calibration session failed: {op_error_message(e)}") from None
+    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=1)
 
     def timed(op) -> float:
         sess.run(op)
-        runs = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            sess.run(op)
-            runs.append((time.perf_counter() - t0) * 1e3)
-        return statistics.median(runs)
+        return statistics.median(timed_runs(sess, op, repeats))
 
     samples = []
     links = {}
-    try:
+    with closing_reported(sess, "calibration"):
         sess.run(init)
         for a in names:
             for b in names:
@@ -179,12 +184,11 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                     ys.append(ms)
                     samples.append({"src": a, "dst": b, "bytes": float(s), "ms": ms})
                 links[(a, b)] = fit_link(xs, ys)
-    except WorkbenchError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
-        raise RuntimeBridgeError(f"calibration failed: {op_error_message(e)}") from None
-    finally:
-        sess.close()
+
+    if recv_overhead:
+        over = _receive_overheads(devs, tfd, links, sizes, repeats=repeats, hops=hops,
+                                  target=target, cpus=cpus, samples=samples)
+        devs = [replace(d, recv_overhead=over[d.name]) for d in devs]
 
     def mean_link(pairs) -> Link | None:
         ls = [links[p] for p in pairs]
@@ -200,3 +204,129 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     cluster = Cluster(devs, intra_host=intra, inter_host=inter, links=links,
                       name=f"calibrated-{len(devs)}x{devs[0].kind}")
     return (cluster, samples) if return_samples else cluster
+
+
+def _receive_overheads(devs, tfd: dict, links: dict, sizes, *, repeats: int, hops: int,
+                       target: str, cpus: int, samples: list) -> dict:
+    """Device name -> receive overhead (ms) from ping-pong chains (see the module docstring)."""
+    t = tf()
+    tf1 = t.compat.v1
+    names = [d.name for d in devs]
+    pairs = [(a, b) for i, a in enumerate(names) for b in names[i + 1:]]
+    hops = max(2, int(hops))
+    graph = t.Graph()
+    chains: dict = {}
+    with graph.as_default():
+        for a, b in pairs:
+            for s in sizes:
+                with t.device(tfd[a]):
+                    x = tf1.get_variable(f"p_{len(chains)}", shape=[max(1, int(s) // 4)],
+                                         initializer=tf1.ones_initializer(), use_resource=True)
+                    x0 = x.read_value()
+                for key, seq in (("same", (a,)), ("alt", (b, a))):
+                    y = x0
+                    for i in range(hops):
+                        with t.device(tfd[seq[i % len(seq)]]):
+                            y = y * 1.0001  # reads and writes every byte
+                    chains[(a, b, s, key)] = t.group(y)
+        init = tf1.global_variables_initializer()
+    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=2)
+
+    def timed(op, runs: int) -> float:
+        return statistics.median(timed_runs(sess, op, runs))
+
+    per_pair: dict = {}
+    with closing_reported(sess, "calibration"):
+        sess.run(init)
+        for a, b in pairs:
+            extra = []
+            for s in sizes:
+                same, alt = chains[(a, b, s, "same")], chains[(a, b, s, "alt")]
+                sess.run(same)
+                sess.run(alt)
+                # interleaved rounds: a drifting machine slows both chains alike
+                diffs = [(timed(alt, 3) - timed(same, 3)) / hops for _ in range(repeats)]
+                hop = statistics.median(diffs)
+                link = 0.5 * (links[(a, b)].time(s) + links[(b, a)].time(s))
+                extra.append(hop - link)
+                samples.append({"src": a, "dst": b, "bytes": float(s), "ms": hop,
+                                "kind": "pingpong"})
+            per_pair[(a, b)] = max(0.0, statistics.median(extra))
+    return {d: statistics.fmean(v for p, v in per_pair.items() if d in p) for d in names}
+
+
+def probe_plan(graph, cluster: Cluster, *, seed: int = 0):
+    """A random placement (seeded) over the cluster's devices, colocation groups kept together:
+    a plan with many cross-device tensors, used to fit the receive overhead.
+
+    >>> from workbench import samples
+    >>> p = probe_plan(samples.diamond(), local_cluster(2), seed=1)
+    >>> sorted(p.placement), p.method
+    (['a', 'b', 'c', 'd'], 'probe')
+    """
+    from ..plan import Plan
+
+    rng = np.random.default_rng(seed)
+    names = cluster.names
+    placement = {v: names[int(rng.integers(len(names)))] for v in graph.ops}
+    for members in graph.colocation_groups.values():
+        for v in members:
+            placement[v] = placement[members[0]]
+    return Plan(graph, placement, method="probe")
+
+
+def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, warmup: int = 5,
+                      seed: int = 0, program=None, max_ms: float = 1.0, return_details: bool = False,
+                      **run_kw):
+    """Fit the devices' receive overhead to a measured run of the real program (FastT-style:
+    communication costs from profiling the program itself).
+
+    A probe plan (default :func:`probe_plan`, a random placement with many cross-device
+    tensors; keep it out of the plans you evaluate) is measured with the runner, and one
+    ``recv_overhead`` for every device is found by bisection such that simulating the probe
+    on the cluster gives the measured step time. The micro-benchmark of
+    :func:`calibrate_links` measures the hand-off on an otherwise idle pair of devices; in a
+    real step the receiving thread is more often asleep or queued behind other work, which
+    this fit includes.
+
+    Returns
+    -------
+    Cluster, or (Cluster, dict) with ``return_details``: ``overhead_ms``, ``probe_measured_ms``,
+    ``probe_simulated_ms`` (with the fitted overhead) and ``probe_transfers``.
+
+    Raises
+    ------
+    RuntimeBridgeError
+        The probe cannot be measured.
+    """
+    from ..simulate import simulate
+    from .runner import run_plan
+
+    probe = probe or probe_plan(graph, cluster, seed=seed)
+    meas = run_plan(probe, steps=steps, warmup=warmup, program=program, cluster=cluster,
+                    **run_kw).median_ms
+
+    def with_overhead(o: float) -> Cluster:
+        return cluster.with_devices([replace(d, recv_overhead=o) for d in cluster.devices])
+
+    def sim(o: float) -> float:
+        return simulate(probe, with_overhead(o)).makespan
+
+    lo, hi = 0.0, 1e-3
+    if sim(lo) >= meas:
+        hi = 0.0
+    else:
+        while sim(hi) < meas and hi < max_ms:
+            lo, hi = hi, min(2 * hi, max_ms)
+        for _ in range(30):
+            mid = 0.5 * (lo + hi)
+            if sim(mid) < meas:
+                lo = mid
+            else:
+                hi = mid
+    out = with_overhead(hi)
+    if not return_details:
+        return out
+    s = simulate(probe, out)
+    return out, {"overhead_ms": hi, "probe_measured_ms": meas, "probe_simulated_ms": s.makespan,
+                 "probe_transfers": s.n_transfers}

@@ -16,22 +16,28 @@ time; ``meta["profile"]`` records the raw figures.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 
-from ..errors import RuntimeBridgeError, WorkbenchError
+import networkx as nx
+
+from ..errors import RuntimeBridgeError
 from ..graph import OpGraph
-from ._tf import op_error_message, session_config, tf, tf_device
+from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .extraction import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
-from .runner import parse_step_stats, placed_graph_def
+from .runner import parse_step_stats, placed_graph_def, step_dag
 
 __all__ = ["profile", "profile_program"]
 
 
 def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
                     warmup: int = 3, timed_steps: int = 20, intra_op: int = 1,
-                    target: str = "") -> dict:
+                    target: str = "", serialize: bool = True) -> dict:
     """Run a program on one device and return per-node mean times and the step figures.
+
+    With ``serialize`` the ops are chained in a topological order, as the runner chains a
+    device's ops (:mod:`workbench.runtime.runner`): with one op ready at a time the executor
+    runs it inline instead of through its thread pool, which changes the per-op overhead that
+    the untraced step time calibrates.
 
     Returns
     -------
@@ -42,14 +48,17 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     """
     t = tf()
     dev = tf_device(device)
-    gd = placed_graph_def(program, {v: dev for v in program.step_nodes}, default=dev)
+    order = {dev: list(nx.lexicographical_topological_sort(
+        step_dag(program), key=_position(program)))} if serialize else None
+    gd = placed_graph_def(program, {v: dev for v in program.step_nodes}, default=dev,
+                          order=order)
     graph = t.Graph()
     with graph.as_default():
         t.graph_util.import_graph_def(gd, name="")
-    cfg = session_config(cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
-                         inter_op=1, intra_op=intra_op)
-    sess = t.compat.v1.Session(target=target, graph=graph, config=cfg)
-    try:
+    sess = new_session(graph, target=target, what="profiling session",
+                       cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
+                       inter_op=1, intra_op=intra_op)
+    with closing_reported(sess, "profiling"):
         train = graph.get_operation_by_name(program.train_op)
         sess.run(graph.get_operation_by_name(program.init_op))
         for _ in range(warmup):
@@ -63,17 +72,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
             for v, (_, s, e, a) in parse_step_stats(md.step_stats).items():
                 sums[v] = sums.get(v, 0.0) + (e - s) / 1e3
                 allocs[v] = allocs.get(v, 0.0) + a
-        wall = []
-        for _ in range(timed_steps):
-            t0 = time.perf_counter()
-            sess.run(train)
-            wall.append((time.perf_counter() - t0) * 1e3)
-    except WorkbenchError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any TF error is reported per call
-        raise RuntimeBridgeError(f"profiling failed: {op_error_message(e)}") from None
-    finally:
-        sess.close()
+        wall = timed_runs(sess, train, timed_steps)
     step_set = set(program.step_nodes)
     times = {v: sums.get(v, 0.0) / steps for v in program.step_nodes}
     alloc = {v: allocs.get(v, 0.0) / steps for v in program.step_nodes}
@@ -82,6 +81,11 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
             "step_mean_ms": statistics.fmean(wall),
             "traced_sum_ms": sum(times[v] for v in step_set), "steps": steps,
             "warmup": warmup, "untraced_nodes": missing}
+
+
+def _position(program: Program):
+    pos = {v: i for i, v in enumerate(program.step_nodes)}
+    return pos.__getitem__
 
 
 def _match_step(times: dict, step_ms: float) -> dict:

@@ -12,6 +12,18 @@ placed one.
 A measurement is ``warmup`` untimed steps, then ``steps`` timed ones (wall clock of
 ``Session.run``): mean, standard deviation and the samples, in ms.
 
+One op at a time per device
+---------------------------
+TensorFlow's CPU devices have no stream of their own: every ready op of every device goes to
+one shared inter-op thread pool, so two ops "on" one logical CPU device run at once whenever
+two threads are free, and a placement on logical CPU devices would barely matter. The
+simulator's device runs one op at a time (as a GPU stream does). So, by default on CPU
+devices (``serialize=None``), the runner chains the ops of each device with control
+dependencies: in ``plan.order`` when the plan has one; otherwise in the order the simulator
+runs them (first-ready-first, :func:`workbench.simulate`) when a ``cluster`` is given, else in
+topological order. ``Measurement.order_source`` says which ("plan", "simulated",
+"topological", or None when nothing was chained).
+
 Failures are reported per plan: a plan that does not fit the program (op names of another graph,
 unplaced ops, an unknown device name, a variable split from its reads/updates, an order that
 contradicts the dependencies) raises :class:`~workbench.errors.PlanError` before anything runs;
@@ -40,7 +52,9 @@ from .extraction import Program, _input_name, program_for
 __all__ = [
     "Decision",
     "Measurement",
+    "PlanSession",
     "apply_if_faster",
+    "execution_chains",
     "measure_plans",
     "parse_step_stats",
     "placed_graph_def",
@@ -66,6 +80,7 @@ class Measurement:
     ordered: bool = False
     trace: dict | None = None
     error: str | None = None
+    order_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -79,7 +94,7 @@ class Measurement:
         return {"method": self.method, "mean_ms": self.mean_ms, "std_ms": self.std_ms,
                 "median_ms": self.median_ms, "samples": list(self.samples), "steps": self.steps,
                 "warmup": self.warmup, "devices": list(self.devices), "ordered": self.ordered,
-                "error": self.error}
+                "order_source": self.order_source, "error": self.error}
 
 
 @dataclass
@@ -198,7 +213,8 @@ def _check_plan(plan: Plan, program: Program) -> None:
                                     f"it on {plan.placement.get(v)!r}")
 
 
-def _check_order_acyclic(plan: Plan, program: Program) -> None:
+def step_dag(program: Program) -> nx.DiGraph:
+    """The dependency DAG (data and control inputs) of the program's step nodes."""
     nodes = program.nodes
     G = nx.DiGraph()
     G.add_nodes_from(program.step_nodes)
@@ -208,6 +224,11 @@ def _check_order_acyclic(plan: Plan, program: Program) -> None:
             u = _input_name(s)[0]
             if u in step:
                 G.add_edge(u, v)
+    return G
+
+
+def _check_order_acyclic(plan: Plan, program: Program) -> None:
+    G = step_dag(program)
     for ops in plan.order.values():
         G.add_edges_from(pairwise(ops))
     if not nx.is_directed_acyclic_graph(G):
@@ -248,7 +269,8 @@ def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int |
     if not target and cpus > 256:
         raise RuntimeBridgeError(f"a plan on {cpus} logical CPU devices is not supported "
                                  f"(at most 256)")
-    cfg = session_config(cpus=cpus, inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op)
+    cfg = session_config(cpus=cpus, inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op,
+                         target=target)
     sess = t.compat.v1.Session(target=target or "", graph=graph, config=cfg)
     have = {_canonical(d.name) for d in sess.list_devices()}
     for d in tf_devs:
@@ -259,10 +281,137 @@ def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int |
     return sess
 
 
+def _is_cpu(tf_dev: str) -> bool:
+    return (tf().compat.v1.DeviceSpec.from_string(tf_dev).device_type or "").upper() == "CPU"
+
+
+def execution_chains(plan: Plan, *, cluster=None, enforce_order: bool = True) -> tuple:
+    """The per-device op sequences the runner enforces when it serialises devices, and their
+    source: ``(plan.order, "plan")`` if the plan has one (and ``enforce_order``), else the
+    simulator's first-ready-first order on ``cluster`` (``"simulated"``), else each device's
+    ops in topological order (``"topological"``).
+
+    >>> from workbench import samples, Plan, Cluster
+    >>> g = samples.diamond()
+    >>> p = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"})
+    >>> execution_chains(p)
+    ({'gpu0': ['a', 'b', 'd'], 'gpu1': ['c']}, 'topological')
+    >>> execution_chains(p, cluster=Cluster.preset("2xV100-pcie"))[1]
+    'simulated'
+    """
+    if enforce_order and plan.order is not None:
+        return plan.order, "plan"
+    if cluster is not None:
+        from ..simulate import simulate
+
+        chains = simulate(plan, cluster, order="fifo").device_order()
+        return {d: ops for d, ops in chains.items() if ops}, "simulated"
+    return {d: plan.ops_on(d) for d in plan.devices_used()}, "topological"
+
+
+class PlanSession:
+    """One plan applied to its program in an open ``Session``, ready to time steps.
+
+    :func:`run_plan` is ``PlanSession`` + warm-up + :meth:`time` + :meth:`close`;
+    :func:`measure_plans` keeps several open to interleave their timed steps. Arguments are
+    those of :func:`run_plan`. Use as a context manager or call :meth:`close`.
+    """
+
+    def __init__(self, plan: Plan, *, program: Program | None = None,
+                 devices: Mapping[str, str] | None = None, target: str = "",
+                 enforce_order: bool = True, inter_op: int | None = None, intra_op: int = 1,
+                 serialize: bool | None = None, cluster=None):
+        self.plan = plan
+        program = program or program_for(plan.graph)
+        _check_plan(plan, program)
+        self.ordered = bool(enforce_order and plan.order is not None)
+        if self.ordered:
+            _check_order_acyclic(plan, program)
+        dmap = _resolve_devices(plan, devices)
+        self.devices = sorted(dmap)
+        placement = {v: dmap[d] for v, d in plan.placement.items()}
+        if serialize is None:
+            serialize = all(_is_cpu(d) for d in dmap.values())
+        self.order_source = None
+        order = None
+        if self.ordered or serialize:
+            chains, self.order_source = execution_chains(plan, cluster=cluster,
+                                                         enforce_order=enforce_order)
+            order = {dmap[d]: ops for d, ops in chains.items() if d in dmap}
+        gd = placed_graph_def(program, placement, order=order,
+                              default=dmap[plan.placement[program.train_op]])
+        t = tf()
+        graph = t.Graph()
+        with graph.as_default():
+            t.graph_util.import_graph_def(gd, name="")
+        self._sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
+                                   intra_op=intra_op)
+        self.samples: list = []
+        self.warmup = 0
+        try:
+            self._train = graph.get_operation_by_name(program.train_op)
+            self._run(graph.get_operation_by_name(program.init_op))
+        except BaseException:
+            self.close()
+            raise
+
+    def _run(self, op, **kw):
+        try:
+            return self._sess.run(op, **kw)
+        except Exception as e:  # noqa: BLE001 - any TF error (OOM, kernel, placement)
+            raise RuntimeBridgeError(f"plan {self.plan.method!r} failed while running: "
+                                     f"{op_error_message(e)}") from None
+
+    def warm(self, steps: int) -> None:
+        """Run ``steps`` untimed steps."""
+        for _ in range(steps):
+            self._run(self._train)
+        self.warmup += steps
+
+    def time(self, steps: int) -> list:
+        """Run ``steps`` timed steps; their wall times (ms) are added to :attr:`samples`."""
+        out = []
+        for _ in range(steps):
+            t0 = time.perf_counter()
+            self._run(self._train)
+            out.append((time.perf_counter() - t0) * 1e3)
+        self.samples.extend(out)
+        return out
+
+    def trace(self) -> dict:
+        """One FULL_TRACE step: node -> ``(tf_device, start_ms, end_ms)`` from the first op."""
+        t = tf()
+        ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
+        md = t.compat.v1.RunMetadata()
+        self._run(self._train, options=ro, run_metadata=md)
+        raw = parse_step_stats(md.step_stats)
+        t0 = min((s for _, s, _, _ in raw.values()), default=0)
+        return {v: (d, (s - t0) / 1e3, (e - t0) / 1e3) for v, (d, s, e, _) in raw.items()}
+
+    def measurement(self, trace: dict | None = None) -> Measurement:
+        """The :class:`Measurement` of the timed steps so far."""
+        s = self.samples
+        mean = statistics.fmean(s) if s else math.nan
+        std = statistics.pstdev(s) if len(s) > 1 else 0.0
+        return Measurement(self.plan.method, mean, std, list(s), len(s), self.warmup,
+                           self.devices, self.ordered, trace, order_source=self.order_source)
+
+    def close(self) -> None:
+        sess, self._sess = getattr(self, "_sess", None), None
+        if sess is not None:
+            sess.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program | None = None,
              devices: Mapping[str, str] | None = None, target: str = "",
              enforce_order: bool = True, trace: bool = False, inter_op: int | None = None,
-             intra_op: int = 1) -> Measurement:
+             intra_op: int = 1, serialize: bool | None = None, cluster=None) -> Measurement:
     """Apply ``plan`` to its TensorFlow program and measure the step time.
 
     Parameters
@@ -284,6 +433,12 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
         Also run one traced step (FULL_TRACE) and return ``Measurement.trace``.
     inter_op, intra_op : int
         Thread pools (default: one inter-op thread per device used, one thread per op).
+    serialize : bool, optional
+        Run one op at a time per device by chaining each device's ops (see the module
+        docstring); default: when every device used is a CPU device.
+    cluster : Cluster, optional
+        The cluster the plan was simulated on: a plan without an order is serialised in the
+        simulator's order on it (else in topological order).
 
     Raises
     ------
@@ -292,56 +447,22 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
     RuntimeBridgeError
         A device does not exist or a step fails.
     """
+    _check_steps(steps, warmup)
+    with PlanSession(plan, program=program, devices=devices, target=target,
+                     enforce_order=enforce_order, inter_op=inter_op, intra_op=intra_op,
+                     serialize=serialize, cluster=cluster) as ps:
+        ps.warm(warmup)
+        ps.time(steps)
+        return ps.measurement(ps.trace() if trace else None)
+
+
+def _check_steps(steps: int, warmup: int) -> None:
     if steps < 1 or warmup < 0:
         raise RuntimeBridgeError(f"need steps >= 1 and warmup >= 0, got {steps}, {warmup}")
-    program = program or program_for(plan.graph)
-    _check_plan(plan, program)
-    ordered = bool(enforce_order and plan.order is not None)
-    if ordered:
-        _check_order_acyclic(plan, program)
-    dmap = _resolve_devices(plan, devices)
-    placement = {v: dmap[d] for v, d in plan.placement.items()}
-    order = ({dmap[d]: ops for d, ops in plan.order.items() if d in dmap} if ordered else None)
-    gd = placed_graph_def(program, placement, order=order,
-                          default=dmap[plan.placement[program.train_op]])
-    t = tf()
-    graph = t.Graph()
-    with graph.as_default():
-        t.graph_util.import_graph_def(gd, name="")
-    sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
-                         intra_op=intra_op)
-    try:
-        train = graph.get_operation_by_name(program.train_op)
-        sess.run(graph.get_operation_by_name(program.init_op))
-        for _ in range(warmup):
-            sess.run(train)
-        samples = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            sess.run(train)
-            samples.append((time.perf_counter() - t0) * 1e3)
-        tr = None
-        if trace:
-            ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
-            md = t.compat.v1.RunMetadata()
-            sess.run(train, options=ro, run_metadata=md)
-            raw = parse_step_stats(md.step_stats)
-            t0 = min((s for _, s, _, _ in raw.values()), default=0)
-            tr = {v: (d, (s - t0) / 1e3, (e - t0) / 1e3) for v, (d, s, e, _) in raw.items()}
-    except WorkbenchError:
-        raise
-    except Exception as e:  # noqa: BLE001 - any TF error (OOM, kernel, placement)
-        raise RuntimeBridgeError(f"plan {plan.method!r} failed while running: "
-                                 f"{op_error_message(e)}") from None
-    finally:
-        sess.close()
-    mean = statistics.fmean(samples)
-    std = statistics.pstdev(samples) if len(samples) > 1 else 0.0
-    return Measurement(plan.method, mean, std, samples, steps, warmup, sorted(dmap), ordered, tr)
 
 
 def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
-                  program: Program | None = None, **run_kw) -> dict:
+                  program: Program | None = None, rounds: int = 1, **run_kw) -> dict:
     """Measure several plans of one graph; failures are reported per plan, never raised.
 
     Parameters
@@ -350,12 +471,18 @@ def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
         The graph the plans refer to (extracted by :func:`workbench.runtime.extract`).
     plans : mapping name -> Plan, or iterable of Plan (keyed by ``plan.method``)
     steps, warmup, program, **run_kw : passed to :func:`run_plan`.
+    rounds : int
+        With ``rounds > 1`` every plan's session stays open and the timed steps are
+        interleaved: ``rounds`` passes over the plans, each timing ``ceil(steps / rounds)``
+        steps of every plan, so that a machine whose speed drifts (other jobs, a shared VM)
+        slows all plans alike instead of whichever ran last. Uses one open session per plan.
 
     Returns
     -------
     dict
         Name -> :class:`Measurement`; a failed plan has ``error`` set and NaN timings.
     """
+    _check_steps(steps, warmup)
     if isinstance(plans, Mapping):
         items = list(plans.items())
     else:
@@ -374,19 +501,63 @@ def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
             program = program_for(graph)
         except WorkbenchError as e:
             prog_error = str(e)
-    for name, plan in items:
+
+    def failed(name, e):
+        out[name] = Measurement(name, error=f"{type(e).__name__}: {e}")
+
+    def check(name, plan):
         if prog_error is not None:
             out[name] = Measurement(name, error=prog_error)
-            continue
-        try:
-            if plan is None or getattr(plan, "placement", None) is None:
-                raise PlanError(f"no plan to measure for {name!r}")
-            m = run_plan(plan, steps=steps, warmup=warmup, program=program, **run_kw)
-            m.method = name
-            out[name] = m
-        except WorkbenchError as e:
-            out[name] = Measurement(name, error=f"{type(e).__name__}: {e}")
-    return out
+            return False
+        if plan is None or getattr(plan, "placement", None) is None:
+            failed(name, PlanError(f"no plan to measure for {name!r}"))
+            return False
+        return True
+
+    if rounds <= 1:
+        for name, plan in items:
+            if not check(name, plan):
+                continue
+            try:
+                m = run_plan(plan, steps=steps, warmup=warmup, program=program, **run_kw)
+                m.method = name
+                out[name] = m
+            except WorkbenchError as e:
+                failed(name, e)
+        return out
+    trace = run_kw.pop("trace", False)
+    open_: dict = {}
+    try:
+        for name, plan in items:
+            if not check(name, plan):
+                continue
+            try:
+                ps = PlanSession(plan, program=program, **run_kw)
+                open_[name] = ps
+                ps.warm(warmup)
+            except WorkbenchError as e:
+                failed(name, e)
+                if name in open_:
+                    open_.pop(name).close()
+        per_round = max(1, math.ceil(steps / rounds))
+        for _ in range(rounds):
+            for name in list(open_):
+                try:
+                    open_[name].time(per_round)
+                except WorkbenchError as e:
+                    failed(name, e)
+                    open_.pop(name).close()
+        for name, ps in open_.items():
+            try:
+                m = ps.measurement(ps.trace() if trace else None)
+                m.method = name
+                out[name] = m
+            except WorkbenchError as e:
+                failed(name, e)
+    finally:
+        for ps in open_.values():
+            ps.close()
+    return {name: out[name] for name, _ in items}
 
 
 def apply_if_faster(current: Plan, candidate: Plan, *, current_measurement: Measurement | None
