@@ -232,6 +232,8 @@ def test_fit_recv_overhead(rt, mlp):
         assert info["probe_simulated_ms"] == pytest.approx(info["probe_measured_ms"], rel=1e-3)
     else:
         assert wb.simulate(probe, cl).makespan >= info["probe_measured_ms"]
+    with pytest.raises(RuntimeBridgeError, match="moves no tensor"):
+        rt.fit_recv_overhead(mlp, rt.local_cluster(1), steps=1, warmup=0)
 
 
 def test_two_hosts_on_distributed_servers(rt, mlp):

@@ -297,12 +297,17 @@ def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, w
     Raises
     ------
     RuntimeBridgeError
-        The probe cannot be measured.
+        The probe cannot be measured, or moves no tensor between devices.
     """
     from ..simulate import simulate
     from .runner import run_plan
 
     probe = probe or probe_plan(graph, cluster, seed=seed)
+    if simulate(probe, cluster).n_transfers == 0:
+        raise RuntimeBridgeError(f"the probe plan {probe.method!r} moves no tensor between "
+                                 f"devices, so it says nothing about the receive overhead; use "
+                                 f"a cluster of two or more devices and a plan that splits the "
+                                 f"graph")
     meas = run_plan(probe, steps=steps, warmup=warmup, program=program, cluster=cluster,
                     **run_kw).median_ms
 
