@@ -13,7 +13,7 @@ import workbench as wb
 from workbench import samples
 from workbench.io import read_msr
 
-MSR = Path(__file__).resolve().parents[1].parent / "shared" / "workloads" / "msr"
+MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 
 
 def best(fn, repeat=3):

@@ -22,7 +22,7 @@ from workbench.io.msr import read_msr
 from workbench.pipeline import expert_plan, latency
 from workbench.solvers.pipeline_dp import count_ideals
 
-MSR = Path(__file__).resolve().parents[1].parent / "shared" / "workloads" / "msr"
+MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 PAPER = {  # DP, DPL, IP non-contiguous, expert, local search, PipeDream, Scotch
     "op_bert3_inference": (27.92, 27.92, 21.91, None, 24.32, None, 35.94),
     "op_bert3_training": (65.30, 65.30, 54.21, None, 66.17, None, 416.97),

@@ -6,7 +6,7 @@ import pytest
 
 from workbench import Cluster, Device, Link, samples
 
-MSR = Path(__file__).resolve().parents[1].parent / "shared" / "workloads" / "msr"
+MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from workbench import max_load, solve
 from workbench.io.msr import read_msr
 from workbench.pipeline import expert_plan, latency
 
-MSR = Path(__file__).resolve().parents[1].parent / "shared" / "workloads" / "msr"
+MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 pytestmark = pytest.mark.skipif(not MSR.is_dir(), reason=f"MSR workloads not found at {MSR}")
 
 # workload: (DP, DPL, IP non-contiguous) of the README / Table 1

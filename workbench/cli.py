@@ -41,6 +41,10 @@ def load_graph_arg(spec: str):
     p = Path(spec)
     if p.exists():
         return load_problem(p)
+    if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
+        from .io.msr import read_msr
+
+        return read_msr(spec)
     name, _, size = spec.partition(":")
     kwargs = {}
     if size:

@@ -344,7 +344,7 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
 def device_loads(plan: Plan, cluster) -> np.ndarray:
     """Pipelined load of every device (ms per sample), in cluster device order.
 
-    The accounting of Tarnawski et al. (Section 5.1.1; see ``shared/workloads/msr/README.md``):
+    The accounting of Tarnawski et al. (Section 5.1.1; see ``sample_graphs/msr/README.md``):
     a device's load is the compute time of its ops plus, for each tensor it sends off-device, the
     transfer time (in host mode: once per op output, if the device is staged) and, for each
     tensor it receives, the transfer time (once per producing op and receiving device). Devices

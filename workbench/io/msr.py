@@ -1,5 +1,10 @@
 """The MSR workload format of Tarnawski et al. (NeurIPS 2020), see
-``shared/workloads/msr/README.md``.
+``sample_graphs/msr/README.md``.
+
+The published workloads ship with the repository in ``sample_graphs/msr/`` (MIT licence,
+``sample_graphs/msr/LICENSE.txt``) and load by name: ``read_msr("msr:op_bert3_inference")``
+(``throughput/`` first, then ``latency/``; ``msr:latency/op_bert3_inference`` picks the folder);
+:func:`msr_names` lists them.
 
 A workload becomes an :class:`~workbench.graph.OpGraph` and its :class:`~workbench.cluster.Cluster`:
 
@@ -36,7 +41,51 @@ from ..graph import OpGraph
 from ..plan import Plan
 from .json_format import read_json, write_atomic
 
-__all__ = ["read_msr", "msr_from_dict", "read_expert", "write_msr_plan"]
+__all__ = ["MSR_DIR", "msr_names", "msr_path", "read_msr", "msr_from_dict", "read_expert",
+           "write_msr_plan"]
+
+MSR_DIR = Path(__file__).resolve().parents[2] / "sample_graphs" / "msr"
+"""The published workloads bundled with the repository."""
+
+_FOLDERS = ("throughput", "latency", "experts")
+
+
+def msr_names() -> list[str]:
+    """Names accepted by :func:`msr_path` (``folder/name`` for every bundled file).
+
+    >>> "throughput/op_bert3_inference" in msr_names()
+    True
+    """
+    return sorted(f"{d}/{p.name[:-5]}" for d in _FOLDERS for p in (MSR_DIR / d).glob("*.json"))
+
+
+def msr_path(name: str) -> Path:
+    """The file of a bundled workload: ``NAME``, ``msr:NAME`` or ``msr:FOLDER/NAME``.
+
+    A bare name is looked up in ``throughput/``, then ``latency/``, then ``experts/``.
+
+    >>> msr_path("msr:op_bert3_inference").relative_to(MSR_DIR).as_posix()
+    'throughput/op_bert3_inference.json'
+    >>> msr_path("latency/op_bert3_inference").parent.name
+    'latency'
+    >>> msr_path("msr:nope")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.FormatError: unknown MSR workload 'nope'; known: experts/bert24_inference_expert, ...
+    """
+    key = name[4:] if name.startswith("msr:") else name
+    key = key.removesuffix(".json")
+    if "/" in key:
+        candidates = [MSR_DIR / f"{key}.json"]
+    else:
+        candidates = [MSR_DIR / d / f"{key}.json" for d in _FOLDERS]
+    for c in candidates:
+        if c.is_file() and c.resolve().is_relative_to(MSR_DIR):
+            return c
+    known = msr_names()
+    shown = ", ".join(known[:1]) + (", ..." if len(known) > 1 else "")
+    raise FormatError(f"unknown MSR workload {key!r}; known: {shown}"
+                      + ("" if known else f" (no workloads found in {MSR_DIR})"))
 
 
 def _flag(x) -> bool:
@@ -91,7 +140,14 @@ def msr_from_dict(data: dict, name: str = "msr") -> tuple[OpGraph, Cluster]:
 
 
 def read_msr(path) -> tuple[OpGraph, Cluster]:
-    """Read an MSR workload file: the graph and its cluster."""
+    """Read an MSR workload file (or a bundled one, ``"msr:NAME"``): the graph and its cluster.
+
+    >>> g, c = read_msr("msr:op_bert3_inference")
+    >>> g.name, g.n_ops, c.mode
+    ('op_bert3_inference', 235, 'host')
+    """
+    if isinstance(path, str) and path.startswith("msr:"):
+        path = msr_path(path)
     data = read_json(path)
     if not isinstance(data, dict) or "nodes" not in data:
         raise FormatError(f"{path} is not an MSR workload (no 'nodes')")
