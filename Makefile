@@ -5,16 +5,21 @@ BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
+# The TensorFlow build: CUDA (the `gpu` extra) where nvidia-smi lists a GPU, else the CPU build.
+EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev || echo tf,dev)
 
-.PHONY: install demo test test-fast lab bench browser-deps clean
+.PHONY: install demo test test-fast lab bench browser-deps clean print-extras
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[tf,dev]'
+	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)
+
+print-extras:
+	@echo $(EXTRAS)
 
 # Debian's chromium for the real-browser test (Playwright drives it via executable_path).
 browser-deps:

@@ -12,9 +12,16 @@ plans. The plans' timed steps are interleaved in ``--rounds`` passes so that a d
 slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
 devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 
+With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
+carved out of one), plus ``cpu0`` for the ops that have no GPU kernel: each graph is profiled on
+``gpu0`` (CUDA kernel times from TensorFlow's GPU tracer), the links between GPUs and between
+GPU and host are calibrated, and the plans of ``GPU_METHODS`` are measured with a device sync at
+the end of every step. The paper-sized samples are included when they are in ``sample_graphs/``.
+
 Usage::
 
     .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
+    .venv/bin/python bench/fidelity.py --gpu [--partitions 2]
 """
 
 from __future__ import annotations
@@ -29,6 +36,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 MODELS = ["mlp", "resnet_small", "inception_small", "transformer_small", "lstm_seq2seq"]
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
+GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
+
+
+def _gpu_setup(args, rt):
+    """GPU devices (+ cpu0 for ops without a GPU kernel) and their calibrated cluster."""
+    from workbench.runtime import gpu
+
+    names = gpu.use_partitions(args.partitions) if args.partitions > 1 else gpu.local_gpus()
+    if not names:
+        raise SystemExit("--gpu: TensorFlow sees no GPU on this machine (is the 'gpu' extra "
+                         "installed? `make install` picks it where nvidia-smi lists a GPU)")
+    names = names[:args.devices] if args.devices >= 2 else names
+    cluster = rt.calibrate_links(["cpu0", *names], repeats=5)
+    return cluster
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,23 +57,37 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import runtime as rt
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--devices", type=int, default=2, help="logical CPU devices")
+    ap.add_argument("--devices", type=int, default=2,
+                    help="logical CPU devices (with --gpu: at most this many GPUs, 0 = all)")
+    ap.add_argument("--gpu", action="store_true",
+                    help="measure on the NVIDIA GPUs of this machine (see the module docstring)")
+    ap.add_argument("--partitions", type=int, default=1,
+                    help="with --gpu: split the one physical GPU into this many logical GPUs")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per plan")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved passes over the plans (see measure_plans)")
-    ap.add_argument("--models", nargs="*", default=MODELS)
-    ap.add_argument("--methods", nargs="*", default=METHODS)
+    ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--methods", nargs="*", default=None)
     ap.add_argument("--no-fit", action="store_true",
                     help="keep the micro-benchmarked receive overhead (no probe run per model)")
     ap.add_argument("--no-reprofile", action="store_true",
                     help="use the checked-in costs instead of profiling on this machine")
     args = ap.parse_args(argv)
 
+    if args.methods is None:
+        args.methods = GPU_METHODS if args.gpu else METHODS
+    if args.models is None:
+        args.models = list(MODELS)
+        if args.gpu:  # every other real sample in sample_graphs/ (the paper-sized models)
+            root = Path(__file__).resolve().parent.parent / "sample_graphs"
+            args.models += sorted({p.name.split(".")[0] for p in root.glob("*.json*")}
+                                  - set(MODELS))
     t0 = time.perf_counter()
-    cluster = rt.calibrate_links(args.devices, repeats=5)
-    lk = next(iter(cluster.links.values()))
-    print(f"calibrated {cluster.name}: e.g. cpu0->cpu1 latency {lk.latency * 1e3:.1f} us, "
+    cluster = _gpu_setup(args, rt) if args.gpu else rt.calibrate_links(args.devices,
+                                                                          repeats=5)
+    (src, dst), lk = next(iter(cluster.links.items()))
+    print(f"calibrated {cluster.name}: e.g. {src}->{dst} latency {lk.latency * 1e3:.1f} us, "
           f"bandwidth {'inf' if lk.bandwidth == float('inf') else f'{lk.bandwidth / 1e6:.1f} GB/s'}"
           f", R^2 {lk.r2:.2f}; receive overhead "
           f"{', '.join(f'{d.name} {d.recv_overhead * 1e3:.1f} us' for d in cluster.devices)} "
@@ -66,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'std':>7s} {'error':>7s}")
     for name in args.models:
         g = wb.samples.load_sample(name)
-        if not args.no_reprofile:
+        if args.gpu:  # GPU costs from GPU kernel times; CPU-only ops keep a host cost
+            g = rt.profile(g, device="gpu0", steps=10, warmup=3)
+        elif not args.no_reprofile:
             g = rt.profile(g, steps=10, warmup=3)
         gcl = cluster
         if not args.no_fit:

@@ -35,6 +35,9 @@ from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 
 __all__ = ["closing_reported", "new_session", "op_error_message", "session_config", "tf", "tf_device", "timed_runs"]
 
+# logical GPUs per physical GPU for every session of the process (see gpu.use_partitions)
+GPU_PARTITIONS = [1]
+
 _LOCAL = re.compile(r"^(cpu|gpu)(\d+)$")
 _WORKER = re.compile(r"^w(\d+)/(cpu|gpu)(\d+)$")
 
@@ -75,6 +78,9 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
     per op (1 = an op uses one core, the model of one device per core); ``inter_op`` defaults
     to the number of CPU devices.
 
+    GPU memory grows on demand (several sessions share a GPU); with
+    :func:`workbench.runtime.gpu.use_partitions` the physical GPU is split into logical GPUs.
+
     ``use_per_session_threads`` is on for local sessions (``target`` empty; TensorFlow's
     distributed sessions refuse it): without it TensorFlow creates one inter-op thread pool
     per *process*, sized by the first session's config, and every later session silently
@@ -90,6 +96,9 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
         intra_op_parallelism_threads=int(intra_op),
         allow_soft_placement=False,
         use_per_session_threads=not target)
+    from .gpu import virtual_gpu_options
+
+    virtual_gpu_options(cfg, GPU_PARTITIONS[0])
     cfg.graph_options.rewrite_options.disable_meta_optimizer = True
     cfg.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     cfg.graph_options.optimizer_options.opt_level = t.compat.v1.OptimizerOptions.L0

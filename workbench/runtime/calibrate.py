@@ -33,6 +33,7 @@ import numpy as np
 from ..cluster import Cluster, Device, Link
 from ..errors import ClusterError, RuntimeBridgeError
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
+from .gpu import is_gpu_device, sync_op
 
 __all__ = ["DEFAULT_SIZES", "calibrate_links", "fit_link", "fit_recv_overhead", "local_cluster",
            "probe_plan"]
@@ -74,6 +75,14 @@ def _host_of(name: str) -> str:
     return name.split("/", 1)[0] if "/" in name else "host0"
 
 
+def _done(t, ys: list, tfd: dict, pair: tuple):
+    """The op whose completion means the tensors ``ys`` have arrived: a group of them, then a
+    SyncDevice on each GPU end of ``pair`` (GPU copies and kernels run asynchronously)."""
+    grp = t.group(*ys)
+    gpus = sorted({tfd[d] for d in pair if is_gpu_device(tfd[d])})
+    return t.group(*[sync_op(g, after=[grp]) for g in gpus]) if gpus else grp
+
+
 def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
                   links: dict | None = None, name: str | None = None) -> Cluster:
     """A cluster of ``n`` local devices ``cpu0..`` (or ``gpu0..`` with ``kind='gpu'``) whose
@@ -92,7 +101,8 @@ def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
 def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                     sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, transfers: int = 8,
                     target: str = "", recv_overhead: bool = True, hops: int = 16,
-                    kind: str = "cpu", memory: float = math.inf, return_samples: bool = False):
+                    kind: str | None = None, memory: float = math.inf,
+                    return_samples: bool = False):
     """Measure transfers between every ordered device pair and return the fitted Cluster.
 
     Parameters
@@ -111,7 +121,10 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     recv_overhead : bool
         Also measure each device's receive overhead with ping-pong chains of ``hops`` hops
         (see the module docstring); otherwise devices keep their ``recv_overhead``.
-    kind, memory : device kind and memory of devices created from names.
+    kind, memory : device kind and memory of devices created from names (default kind: from
+        the name, ``gpuN`` -> ``"gpu"``, else ``"cpu"``; so ``["cpu0", "gpu0", "gpu1"]``
+        calibrates GPU<->host and GPU<->GPU links in one go). Transfers into a GPU end with a
+        ``SyncDevice`` on it, so their times include the copy, not only its launch.
     return_samples : bool
         Also return the raw samples as a list of dicts (src, dst, bytes, ms).
 
@@ -126,9 +139,10 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     if isinstance(devices, Cluster):
         devs = list(devices.devices)
     elif isinstance(devices, int):
-        devs = list(local_cluster(devices, kind=kind, memory=memory).devices)
+        devs = list(local_cluster(devices, kind=kind or "cpu", memory=memory).devices)
     else:
-        devs = [Device(d, kind, memory, host=_host_of(d)) for d in devices]
+        devs = [Device(d, kind or ("gpu" if is_gpu_device(d) else "cpu"), memory,
+                       host=_host_of(d)) for d in devices]
     if len(devs) < 2:
         raise ClusterError("link calibration needs at least two devices")
     if repeats < 1 or len(sizes) < 2:
@@ -157,8 +171,8 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                 for s in sizes:
                     with t.device(tfd[b]):
                         ys = [t.identity(reads[(a, s, i)]) for i in range(k)]
-                    targets[(a, b, s, 1)] = t.group(ys[0])
-                    targets[(a, b, s, k)] = t.group(*ys)
+                    targets[(a, b, s, 1)] = _done(t, [ys[0]], tfd, (a, b))
+                    targets[(a, b, s, k)] = _done(t, ys, tfd, (a, b))
         init = tf1.global_variables_initializer()
     cpus = 1 + max((int(tfd[d].rsplit(":", 1)[1]) for d in names if "localhost" in tfd[d]
                     and "CPU" in tfd[d]), default=0)
@@ -228,7 +242,7 @@ def _receive_overheads(devs, tfd: dict, links: dict, sizes, *, repeats: int, hop
                     for i in range(hops):
                         with t.device(tfd[seq[i % len(seq)]]):
                             y = y * 1.0001  # reads and writes every byte
-                    chains[(a, b, s, key)] = t.group(y)
+                    chains[(a, b, s, key)] = _done(t, [y], tfd, (a, b))
         init = tf1.global_variables_initializer()
     sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=2)
 

@@ -24,6 +24,7 @@ from ..errors import RuntimeBridgeError
 from ..graph import OpGraph
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .extraction import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
+from .gpu import gpu_capable, gpu_kernel_times, is_gpu_device, sync_op
 from .runner import parse_step_stats, placed_graph_def, step_dag
 
 __all__ = ["profile", "profile_program"]
@@ -48,31 +49,51 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     """
     t = tf()
     dev = tf_device(device)
-    order = {dev: list(nx.lexicographical_topological_sort(
-        step_dag(program), key=_position(program)))} if serialize else None
-    gd = placed_graph_def(program, {v: dev for v in program.step_nodes}, default=dev,
-                          order=order)
+    on_gpu = is_gpu_device(dev)
+    host = tf_device("cpu0")
+    # on a GPU, ops without a GPU kernel run on the host CPU (as TensorFlow's placer would)
+    placement = {v: dev if not on_gpu or gpu_capable(program.nodes[v].op) else host
+                 for v in program.step_nodes}
+    order = None
+    if serialize:
+        topo = list(nx.lexicographical_topological_sort(step_dag(program),
+                                                        key=_position(program)))
+        order = {}
+        for v in topo:
+            order.setdefault(placement[v], []).append(v)
+    gd = placed_graph_def(program, placement, default=dev, order=order)
     graph = t.Graph()
     with graph.as_default():
         t.graph_util.import_graph_def(gd, name="")
+        train = graph.get_operation_by_name(program.train_op)
+        step_op = t.group(sync_op(dev, after=[train])) if on_gpu else train
     sess = new_session(graph, target=target, what="profiling session",
                        cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
                        inter_op=1, intra_op=intra_op)
     with closing_reported(sess, "profiling"):
-        train = graph.get_operation_by_name(program.train_op)
         sess.run(graph.get_operation_by_name(program.init_op))
         for _ in range(warmup):
-            sess.run(train)
+            sess.run(step_op)
         sums: dict = {}
         allocs: dict = {}
+        kernel_steps = 0
         ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
         for _ in range(steps):
             md = t.compat.v1.RunMetadata()
-            sess.run(train, options=ro, run_metadata=md)
-            for v, (_, s, e, a) in parse_step_stats(md.step_stats).items():
-                sums[v] = sums.get(v, 0.0) + (e - s) / 1e3
+            sess.run(step_op, options=ro, run_metadata=md)
+            raw = parse_step_stats(md.step_stats)
+            kernels = gpu_kernel_times(md.step_stats) if on_gpu else {}
+            kernel_steps += bool(kernels)
+            for v, (_, s, e, a) in raw.items():
+                # a GPU op's executor record ends at the kernel launch: use its kernel time
+                ms = kernels[v] if v in kernels else (e - s) / 1e3
+                sums[v] = sums.get(v, 0.0) + ms
                 allocs[v] = allocs.get(v, 0.0) + a
-        wall = timed_runs(sess, train, timed_steps)
+        wall = timed_runs(sess, step_op, timed_steps)
+    if on_gpu and not kernel_steps:
+        raise RuntimeBridgeError(
+            "profiling on a GPU found no kernel records in the trace: TensorFlow's GPU tracer "
+            "needs CUPTI (the 'gpu' extra installs it with tensorflow[and-cuda])")
     step_set = set(program.step_nodes)
     times = {v: sums.get(v, 0.0) / steps for v in program.step_nodes}
     alloc = {v: allocs.get(v, 0.0) / steps for v in program.step_nodes}
@@ -80,7 +101,8 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     return {"times": times, "alloc": alloc, "step_ms": statistics.median(wall),
             "step_mean_ms": statistics.fmean(wall),
             "traced_sum_ms": sum(times[v] for v in step_set), "steps": steps,
-            "warmup": warmup, "untraced_nodes": missing}
+            "warmup": warmup, "untraced_nodes": missing,
+            "host_nodes": sorted(v for v, d in placement.items() if d != dev)}
 
 
 def _position(program: Program):
@@ -109,7 +131,7 @@ def _match_step(times: dict, step_ms: float) -> dict:
 
 
 def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, *,
-            kind: str = "cpu", steps: int = 10, warmup: int = 3, overhead: bool = True,
+            kind: str | None = None, steps: int = 10, warmup: int = 3, overhead: bool = True,
             device: str = "cpu0", program: Program | None = None, intra_op: int = 1,
             name: str | None = None, **sizes) -> OpGraph:
     """An OpGraph whose compute costs (for device kind ``kind``) are measured times.
@@ -120,8 +142,11 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
         A graph from :func:`~workbench.runtime.extract` (its program is rebuilt from
         ``meta["program"]`` unless ``program`` is given), or a model name / builder with
         ``batch`` and ``**sizes`` as for :func:`~workbench.runtime.extract`.
-    kind : str
-        Device kind the measured times are written for (other kinds' costs are kept).
+    kind : str, optional
+        Device kind the measured times are written for (other kinds' costs are kept);
+        default ``"gpu"`` when ``device`` is a GPU, else ``"cpu"``. On a GPU, ops that have no
+        GPU kernel run on ``cpu0`` and get a ``cpu`` cost only (CPU-only ops); GPU ops get
+        their CUDA kernel time (:func:`workbench.runtime.gpu.gpu_kernel_times`).
     steps, warmup : int
         Traced steps averaged, after untimed warm-up steps.
     overhead : bool
@@ -149,6 +174,8 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
 
             _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
         base = None
+    if kind is None:
+        kind = "gpu" if is_gpu_device(device) else "cpu"
     res = profile_program(program, device=device, steps=steps, warmup=warmup,
                           intra_op=intra_op)
     times = dict(res["times"])
@@ -159,14 +186,19 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
     info = {"steps": steps, "warmup": warmup, "device": device, "step_ms": res["step_ms"],
             "traced_sum_ms": res["traced_sum_ms"], "per_op_adjust_ms": extra / n if n else 0.0,
             "calibrated_to_step": bool(extra),
-            "untraced_nodes": len(res["untraced_nodes"]), "intra_op_threads": intra_op}
+            "untraced_nodes": len(res["untraced_nodes"]), "intra_op_threads": intra_op,
+            "host_nodes": len(res.get("host_nodes", ()))}
     g = program_to_opgraph(program, kind=kind, times=times,
                            name=name or (base.name if base is not None else None),
                            meta={"profile": info})
     # keep other device kinds' costs of the input graph, add the profiled allocations
     G = g.to_networkx()
+    host_nodes = set(res.get("host_nodes", ()))
     for v in G.nodes:
         G.nodes[v]["alloc_bytes"] = float(res["alloc"].get(v, 0.0))
+        if v in host_nodes and kind != "cpu":
+            # no GPU kernel: the op ran on the host CPU and cannot run on the GPU
+            G.nodes[v]["compute"] = {"cpu": G.nodes[v]["compute"].pop(kind)}
         if base is not None and v in base.index:
             for k, ms in base.op(v)["compute"].items():
                 if k != kind:

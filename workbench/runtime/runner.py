@@ -48,6 +48,7 @@ from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 from ..plan import Plan
 from ._tf import op_error_message, session_config, tf, tf_device
 from .extraction import Program, _input_name, program_for
+from .gpu import is_gpu_device, sync_op
 
 __all__ = [
     "Decision",
@@ -330,26 +331,37 @@ class PlanSession:
         dmap = _resolve_devices(plan, devices)
         self.devices = sorted(dmap)
         placement = {v: dmap[d] for v, d in plan.placement.items()}
+        # which devices get chained: all (True), none (False), or by default the CPU devices
+        # only (a GPU's compute stream already runs its kernels one at a time)
         if serialize is None:
-            serialize = all(_is_cpu(d) for d in dmap.values())
+            chained = {d for d, full in dmap.items() if _is_cpu(full)}
+        else:
+            chained = set(dmap) if serialize else set()
         self.order_source = None
         order = None
-        if self.ordered or serialize:
+        if self.ordered or chained:
             chains, self.order_source = execution_chains(plan, cluster=cluster,
                                                          enforce_order=enforce_order)
-            order = {dmap[d]: ops for d, ops in chains.items() if d in dmap}
+            order = {dmap[d]: ops for d, ops in chains.items()
+                     if d in dmap and (self.ordered or d in chained)}
         gd = placed_graph_def(program, placement, order=order,
                               default=dmap[plan.placement[program.train_op]])
         t = tf()
         graph = t.Graph()
         with graph.as_default():
             t.graph_util.import_graph_def(gd, name="")
+            train = graph.get_operation_by_name(program.train_op)
+            # GPU kernels run asynchronously: end each step with a SyncDevice per GPU so
+            # the wall-clock step time includes the last kernels of every stream
+            gpus = sorted(full for full in dmap.values() if is_gpu_device(full))
+            self.synced = bool(gpus)
+            step_op = t.group(*[sync_op(g, after=[train]) for g in gpus]) if gpus else train
         self._sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
                                    intra_op=intra_op)
         self.samples: list = []
         self.warmup = 0
         try:
-            self._train = graph.get_operation_by_name(program.train_op)
+            self._train = step_op
             self._run(graph.get_operation_by_name(program.init_op))
         except BaseException:
             self.close()
@@ -435,7 +447,9 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
         Thread pools (default: one inter-op thread per device used, one thread per op).
     serialize : bool, optional
         Run one op at a time per device by chaining each device's ops (see the module
-        docstring); default: when every device used is a CPU device.
+        docstring); default: the CPU devices of the plan are chained, GPUs are not (a GPU's
+        compute stream runs one kernel at a time; ``plan.order`` is enforced on every device).
+        Steps on GPUs end with a ``SyncDevice`` per GPU, so their times include the kernels.
     cluster : Cluster, optional
         The cluster the plan was simulated on: a plan without an order is serialised in the
         simulator's order on it (else in topological order).
