@@ -21,6 +21,9 @@ __all__ = [
     "SolverError",
     "FormatError",
     "RuntimeBridgeError",
+    "OutputError",
+    "Interrupted",
+    "SweepError",
 ]
 
 
@@ -54,3 +57,23 @@ class FormatError(WorkbenchError, ValueError):
 
 class RuntimeBridgeError(WorkbenchError):
     """The TensorFlow bridge failed: TF missing, a device that does not exist, a failed step."""
+
+
+class SweepError(WorkbenchError, ValueError):
+    """A sweep spec names an unknown workload, preset, method or parameter, or a Dask scheduler
+    does not answer."""
+
+
+class OutputError(WorkbenchError):
+    """A result cannot be written: the path is a directory, not writable, or not encodable."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM received: raised like SIGINT's KeyboardInterrupt so cleanup runs the same way.
+
+    ``signum`` is the signal number; the command line exits with ``128 + signum``.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(f"signal {signum}")
+        self.signum = signum

@@ -1,0 +1,27 @@
+"""Experiment sweeps: grids of workloads x clusters x methods on Dask, with Parquet results.
+
+A spec (TOML or dict, see :mod:`workbench.sweep.spec`) expands into cells; :func:`run` runs
+them on a local cluster of worker processes (or an existing Dask scheduler), writes each chunk
+of rows atomically into a results folder, and skips the cells already there on a rerun;
+:func:`load` reads the folder back as one DataFrame; :mod:`workbench.sweep.analysis` gives
+win/tie/loss tables, performance profiles and parameter curves (figures in
+``widgets.figures.sweep``). See docs/sweeps.md.
+
+Examples
+--------
+>>> import workbench.sweep as sw
+>>> spec = sw.load_spec("bandwidth")
+>>> len(spec.cells()) > 0, spec.objective
+(True, 'makespan_ms')
+"""
+
+from .analysis import (by_parameter, markdown_table, objective_matrix, performance_profile,
+                       pivot_table, win_tie_loss, wtl_table)
+from .cell import load_workload, make_cluster, run_cell
+from .engine import SCHEMA_COLUMNS, connect, done_keys, load, run
+from .spec import KEY_COLUMNS, Cell, Spec, load_spec
+
+__all__ = ["Spec", "Cell", "load_spec", "run", "load", "done_keys", "connect", "run_cell",
+           "make_cluster", "load_workload", "win_tie_loss", "wtl_table", "performance_profile",
+           "by_parameter", "objective_matrix", "pivot_table", "markdown_table", "KEY_COLUMNS",
+           "SCHEMA_COLUMNS"]

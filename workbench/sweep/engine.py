@@ -1,0 +1,267 @@
+"""Run a sweep on Dask distributed and keep its results in a resumable Parquet dataset.
+
+The client (this process) expands the spec into cells, skips the cells whose key is already in
+the results folder, and submits one task per remaining cell (the task key is the cell's key, so
+Dask never holds two copies of a cell). What travels to a worker is the cell: a small dict of
+names and numbers; the worker builds the graph and cluster itself (``workbench`` must be
+importable there) and sends back one row (a dict). The client writes the rows in chunks, each
+an atomic Parquet file (temporary file + rename), so a crash loses at most the rows not yet
+flushed, and a rerun resumes. When a worker dies, Dask reruns its cells elsewhere; a cell whose
+worker dies ``distributed.scheduler.allowed-failures`` times is recorded as an error.
+
+Examples
+--------
+>>> import tempfile, workbench.sweep as sw
+>>> spec = {"workloads": ["diamond"], "clusters": {"presets": ["2xV100-pcie"]},
+...         "methods": {"single": {}, "m_topo": {}}}
+>>> with tempfile.TemporaryDirectory() as d:
+...     df = sw.run(spec, d, workers=1, isolate=False, progress=False, echo=None)
+...     again = sw.run(spec, d, workers=1, isolate=False, progress=False, echo=None)
+...     n_files = len(list(__import__("pathlib").Path(d).glob("part-*.parquet")))
+>>> sorted(df["method"]), len(again), n_files
+(['m_topo', 'single'], 2, 1)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SweepError
+from .cell import RESULT_COLUMNS, error_row
+from .spec import KEY_COLUMNS, Spec, load_spec
+
+__all__ = ["run", "load", "done_keys", "connect", "SCHEMA_COLUMNS"]
+
+_STR = {"workload", "preset", "method", "solver", "params", "family", "objective", "status",
+        "error", "violations", "key", "host", "wb_version", "versions", "measure_error"}
+_INT = {"devices", "seed", "n_devices", "graph_ops", "devices_used", "pid", "peak_rss_bytes"}
+_BOOL = {"measure", "congestion", "feasible"}
+
+
+def _columns() -> list[str]:
+    from ..compare import COLUMNS
+
+    extra = ["measured_ms", "measured_std_ms", "sim_error", "measure_error"]
+    cols = list(KEY_COLUMNS)
+    cols += [c for c in COLUMNS + extra + RESULT_COLUMNS if c not in cols]
+    return cols
+
+
+SCHEMA_COLUMNS = _columns()
+"""Every column of a sweep's results, in order."""
+
+
+def _schema():
+    import pyarrow as pa
+
+    def typ(c):
+        if c in _STR:
+            return pa.string()
+        if c in _INT:
+            return pa.int64()
+        if c in _BOOL:
+            return pa.bool_()
+        return pa.float64()
+
+    return pa.schema([(c, typ(c)) for c in SCHEMA_COLUMNS])
+
+
+def _clean(c: str, v):
+    missing = v is None or (isinstance(v, float) and math.isnan(v))
+    if c in _STR:
+        return "" if missing else str(v)
+    if c in _INT:
+        return None if missing else int(v)
+    if c in _BOOL:
+        return None if missing else bool(v)
+    return math.nan if missing else float(v)
+
+
+def _write_chunk(out: Path, rows: list[dict]) -> Path:
+    """Write rows as one Parquet file, atomically (hidden temporary file, then rename)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = {c: [_clean(c, r.get(c)) for r in rows] for c in SCHEMA_COLUMNS}
+    table = pa.Table.from_pydict(data, schema=_schema())
+    name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+    tmp = out / f".{name}.tmp"
+    pq.write_table(table, tmp)
+    with open(tmp, "rb") as f:
+        os.fsync(f.fileno())
+    os.replace(tmp, out / name)
+    return out / name
+
+
+def _parts(path: Path) -> list[Path]:
+    return sorted(path.glob("part-*.parquet"))
+
+
+def done_keys(path) -> set[str]:
+    """Keys of the cells already in the results folder ``path`` (empty if it does not exist)."""
+    import pyarrow.parquet as pq
+
+    keys: set[str] = set()
+    for p in _parts(Path(path)):
+        keys.update(pq.read_table(p, columns=["key"]).column("key").to_pylist())
+    return keys
+
+
+def load(path):
+    """The results in folder ``path`` as one pandas DataFrame (one row per cell).
+
+    Rows keep their write order; ``params`` is the JSON of the solver parameters.
+
+    >>> load("/nonexistent/sweep")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SweepError: no sweep results in '/nonexistent/sweep' (no part-*.parquet files)
+    """
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    parts = _parts(Path(path))
+    if not parts:
+        raise SweepError(f"no sweep results in {str(path)!r} (no part-*.parquet files)")
+    tables = [pq.read_table(p) for p in parts]
+    df = pa.concat_tables(tables, promote_options="default").to_pandas()
+    return df.reset_index(drop=True) if len(df) else pd.DataFrame(columns=SCHEMA_COLUMNS)
+
+
+def connect(scheduler: str | None = None, *, workers: int | None = None,
+            timeout: float = 10.0, dashboard: str = ":0"):
+    """``(client, local_cluster or None)``: an existing scheduler, or a local cluster of
+    worker processes (one thread each). An address that does not answer raises SweepError
+    within ``timeout`` seconds."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        import asyncio
+
+        try:
+            return Client(scheduler, timeout=f"{timeout}s"), None
+        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError) as e:
+            raise SweepError(f"no Dask scheduler answered at {scheduler!r} within {timeout:g} s "
+                             f"({type(e).__name__}: {e}); start one with 'dask scheduler' or "
+                             f"leave out --scheduler for a local cluster") from None
+    n = workers or max(1, min(os.cpu_count() or 1, 8))
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                           dashboard_address=dashboard, silence_logs=logging.ERROR)
+    return Client(cluster), cluster
+
+
+def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, client=None,
+        isolate: bool = True, progress: bool = True, flush_rows: int | None = None,
+        flush_s: float = 10.0, on_result: Callable | None = None,
+        echo: Callable | None = print):
+    """Run every cell of ``spec`` not yet in ``out``; return the spec's rows as a DataFrame.
+
+    Parameters
+    ----------
+    spec : Spec, dict, path or bundled spec name
+    out : path
+        Results folder (created); a Parquet file per flushed chunk.
+    scheduler : str, optional
+        ``tcp://HOST:8786`` of a running Dask scheduler; default a local cluster.
+    workers : int, optional
+        Worker processes of the local cluster (default: the machine's cores, at most 8).
+    client : distributed.Client, optional
+        Use this client (neither started nor closed here).
+    isolate : bool
+        Run each cell in a child process of the worker so ``cell_timeout`` can stop it
+        (default); False runs cells in the worker itself (no hard limit).
+    flush_rows, flush_s
+        Write a chunk after this many rows or seconds (default rows: 4 per worker, min 8).
+    on_result : callable, optional
+        ``on_result(row, done, total, client)`` after each finished cell.
+    echo : callable or None
+        Where the dashboard address and summary lines go.
+    """
+    spec = load_spec(spec)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cells, seen = [], set()
+    for c in spec.cells():
+        if c.key not in seen:
+            seen.add(c.key)
+            cells.append(c)
+    done = done_keys(out)
+    todo = [c for c in cells if c.key not in done]
+    say = echo or (lambda *a, **k: None)
+    say(f"sweep {spec.name}: {len(cells)} cells, {len(cells) - len(todo)} already in {out}, "
+        f"{len(todo)} to run")
+    own = None
+    if todo:
+        if client is None:
+            client, own = connect(scheduler, workers=workers)
+        try:
+            n_workers = len(client.scheduler_info().get("workers", {})) or 1
+            say(f"dask: {n_workers} workers, dashboard {client.dashboard_link}")
+            _run_cells(client, todo, out, isolate=isolate, progress=progress,
+                       flush_rows=flush_rows or max(8, 4 * n_workers), flush_s=flush_s,
+                       on_result=on_result, name=spec.name)
+        finally:
+            if own is not None:
+                client.close()
+                own.close()
+    df = load(out)
+    keys = {c.key for c in cells}
+    return df[df["key"].isin(keys)].reset_index(drop=True)
+
+
+def _run_cells(client, todo, out: Path, *, isolate, progress, flush_rows, flush_s, on_result,
+               name):
+    from distributed import as_completed
+
+    from .runner import execute
+
+    by_key = {f"cell-{c.key}": c for c in todo}
+    futures = client.map(execute, [c.as_dict() for c in todo], isolate=isolate,
+                         key=list(by_key), pure=False)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(todo), desc=f"sweep {name}", unit="cell")
+    buf: list[dict] = []
+    written: set[str] = set()
+    last = time.monotonic()
+    n = 0
+    try:
+        for fut in as_completed(futures):
+            cell = by_key[fut.key]
+            if fut.status == "finished":
+                row = fut.result()
+            else:
+                exc = fut.exception()
+                row = error_row(cell.as_dict(), f"{type(exc).__name__}: {exc}")
+            fut.release()
+            row["key"] = cell.key  # the client's key, whatever version the worker runs
+            if row["key"] in written:  # a task delivered twice is kept once
+                continue
+            written.add(row["key"])
+            buf.append(row)
+            n += 1
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix_str(f"{row['method']} {row['status']}")
+            if on_result is not None:
+                on_result(row, n, len(todo), client)
+            if len(buf) >= flush_rows or time.monotonic() - last >= flush_s:
+                _write_chunk(out, buf)
+                buf, last = [], time.monotonic()
+    finally:
+        if buf:
+            _write_chunk(out, buf)
+        if bar is not None:
+            bar.close()
+        for f in futures:
+            if not f.done():
+                f.cancel()

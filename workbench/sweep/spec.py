@@ -1,0 +1,374 @@
+"""Sweep specifications: a TOML file or a dict -> validated :class:`Spec` -> list of cells.
+
+A spec names workloads, clusters (presets and their variations), methods with parameters,
+seeds and limits; the cartesian product of those, minus the ``exclude`` filters, gives the
+cells. Everything is checked before any cell runs, and an error names the spec's line.
+
+Keys of a spec (TOML top level, or dict keys)::
+
+    name = "bandwidth"            # used in progress output
+    workloads = ["transformer:300", "msr:op_bert3_inference", "path/to/graph.json"]
+    seeds = [0]                   # each method runs once per seed
+    time_limit = 10               # seconds given to each solver
+    cell_timeout = 60             # hard wall-clock limit of a cell (default 2 x time_limit + 30)
+    measure = false               # also run each plan on local TensorFlow devices
+    congestion = true             # simulate with link congestion
+    objective = "makespan_ms"     # the column the analysis ranks by
+
+    [clusters]
+    presets = ["4xV100-nvlink"]   # "own": the workload file's own cluster (MSR workloads)
+    devices = [2, 4]              # device counts (first n devices, or the preset repeated)
+    bandwidth_scale = [0.5, 1, 2] # every link's bandwidth times this
+    latency_scale = [1]           # every link's latency times this
+    memory_fraction = [0.5]       # device memory = this fraction of the model's memory
+
+    [methods]                     # name = {parameters}; a label with method = "..." inside
+    m_topo = {}
+    pesto60 = {method = "pesto", n_vertices = 60}
+    expert = {split = "msr:experts/bert24_inference_expert", workloads = ["msr:layer_bert24_inference"]}
+
+    [[exclude]]                   # drop the cells that match every key given
+    method = "pesto60"
+    devices = [8]
+
+Examples
+--------
+>>> from workbench.sweep import Spec
+>>> s = Spec.from_dict({"workloads": ["diamond", "pesto_fig2"],
+...                     "clusters": {"presets": ["2xV100-pcie"], "devices": [2, 3]},
+...                     "methods": {"single": {}, "m_topo": {}},
+...                     "exclude": [{"method": "single", "devices": 3}]})
+>>> len(s.cells())
+6
+>>> c = s.cells()[0]
+>>> (c.workload, c.preset, c.devices, c.method, c.seed)
+('diamond', '2xV100-pcie', 2, 'single', 0)
+>>> Spec.from_dict({"workloads": ["diamond"], "methods": {"nope": {}}})
+Traceback (most recent call last):
+...
+workbench.errors.SweepError: spec <dict>, methods.nope: unknown method 'nope'; valid methods: ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+import json
+import math
+import re
+import tomllib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import SweepError, WorkbenchError
+
+__all__ = ["Spec", "Cell", "load_spec", "KEY_COLUMNS"]
+
+KEY_COLUMNS = ["workload", "preset", "devices", "bandwidth_scale", "latency_scale",
+               "memory_fraction", "method", "solver", "params", "seed", "time_limit",
+               "measure", "congestion"]
+"""The columns that identify a cell (with the workbench version they make its ``key``)."""
+
+_TOP = {"name", "description", "workloads", "clusters", "methods", "seeds", "time_limit",
+        "cell_timeout", "measure", "measure_options", "congestion", "objective", "exclude",
+        "filter"}
+_CLUSTER_KEYS = {"presets", "devices", "bandwidth_scale", "latency_scale", "memory_fraction"}
+_RESERVED = {"method", "workloads"}  # keys of a [methods] entry that are not solver params
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: a workload on a cluster variation, one method, one seed.
+
+    ``devices`` 0 keeps the preset's devices; ``memory_fraction`` NaN keeps its memory.
+    ``method`` is the label used in tables, ``solver`` the registered method it runs.
+    """
+
+    workload: str
+    preset: str
+    devices: int
+    bandwidth_scale: float
+    latency_scale: float
+    memory_fraction: float
+    method: str
+    solver: str
+    params: str  # canonical JSON of the solver parameters
+    seed: int
+    time_limit: float
+    measure: bool
+    congestion: bool
+    cell_timeout: float = field(default=math.inf, compare=False)
+    measure_options: str = field(default="{}", compare=False)
+
+    @property
+    def key(self) -> str:
+        """Hash of the cell's parameters and the workbench version (skips done cells on resume).
+
+        >>> c = Cell("diamond", "2xV100-pcie", 0, 1.0, 1.0, math.nan, "single", "single",
+        ...          "{}", 0, 10.0, False, True)
+        >>> len(c.key), c.key == Cell(**{**asdict(c)}).key
+        (16, True)
+        """
+        d = {k: getattr(self, k) for k in KEY_COLUMNS}
+        d["memory_fraction"] = None if math.isnan(self.memory_fraction) else self.memory_fraction
+        d["version"] = _version()
+        blob = json.dumps(d, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha1(blob.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _line(text: str | None, *needles: str) -> str:
+    """`` line N`` of the first line holding every needle (empty when unknown)."""
+    if not text:
+        return ""
+    for i, ln in enumerate(text.splitlines(), 1):
+        code = ln.split("#", 1)[0]
+        if all(n in code for n in needles):
+            return f", line {i}"
+    return ""
+
+
+def _as_list(v) -> list:
+    return list(v) if isinstance(v, (list, tuple)) else [v]
+
+
+@dataclass
+class Spec:
+    """A validated sweep specification (see the module docstring for its keys)."""
+
+    workloads: list
+    presets: list
+    devices: list
+    bandwidth_scale: list
+    latency_scale: list
+    memory_fraction: list
+    methods: dict  # label -> (solver, params, workloads or None)
+    seeds: list
+    time_limit: float
+    cell_timeout: float
+    measure: bool
+    congestion: bool
+    name: str = "sweep"
+    description: str = ""
+    objective: str = "makespan_ms"
+    exclude: list = field(default_factory=list)
+    filter: Callable | None = None
+    measure_options: dict = field(default_factory=dict)
+    source: str = "<dict>"
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_toml(cls, path) -> "Spec":
+        """Read and validate a TOML spec file."""
+        p = Path(path)
+        try:
+            text = p.read_text()
+        except OSError as e:
+            raise SweepError(f"cannot read sweep spec {str(p)!r}: {e.strerror or e}") from None
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise SweepError(f"spec {p}: not valid TOML: {e}") from None
+        return cls.from_dict(data, source=str(p), text=text)
+
+    @classmethod
+    def from_dict(cls, data: dict, *, source: str = "<dict>", text: str | None = None) -> "Spec":
+        """Validate a spec given as a dict (``text``: the TOML it came from, for line numbers)."""
+        if not isinstance(data, dict):
+            raise SweepError(f"spec {source}: expected a table of keys, got {type(data).__name__}")
+
+        def err(what: str, msg: str, *needles: str) -> SweepError:
+            return SweepError(f"spec {source}{_line(text, *needles)}, {what}: {msg}")
+
+        for k in data:
+            if k not in _TOP:
+                raise err(k, f"unknown key {k!r}; valid keys: {', '.join(sorted(_TOP))}", k)
+        workloads = [str(w) for w in _as_list(data.get("workloads", []))]
+        if not workloads:
+            raise err("workloads", "no workloads given", "workloads")
+        clusters = data.get("clusters", {})
+        if not isinstance(clusters, dict):
+            raise err("clusters", "expected a table", "clusters")
+        for k in clusters:
+            if k not in _CLUSTER_KEYS:
+                raise err(f"clusters.{k}", f"unknown key {k!r}; valid keys: "
+                          f"{', '.join(sorted(_CLUSTER_KEYS))}", k)
+        presets = [str(p) for p in _as_list(clusters.get("presets", ["4xV100-nvlink"]))]
+        devices = [int(d) for d in _as_list(clusters.get("devices", [0]))]
+        bw = [float(x) for x in _as_list(clusters.get("bandwidth_scale", [1.0]))]
+        lat = [float(x) for x in _as_list(clusters.get("latency_scale", [1.0]))]
+        memf = [math.nan if x in (None, 0) else float(x)
+                for x in _as_list(clusters.get("memory_fraction", [None]))]
+        for name, vals in (("devices", devices), ("bandwidth_scale", bw),
+                           ("latency_scale", lat)):
+            for v in vals:
+                if not (v >= 0 and math.isfinite(v)) or (name != "devices" and v == 0) \
+                        or (name == "latency_scale" and v < 0):
+                    raise err(f"clusters.{name}", f"bad value {v!r} (must be positive)", name)
+        for v in memf:
+            if not math.isnan(v) and not v > 0:
+                raise err("clusters.memory_fraction", f"bad value {v!r} (must be > 0)",
+                          "memory_fraction")
+        methods_in = data.get("methods", {})
+        if not isinstance(methods_in, dict) or not methods_in:
+            raise err("methods", "expected a non-empty table of method = {parameters}",
+                      "methods")
+        methods = {}
+        for label, params in methods_in.items():
+            if not isinstance(params, dict):
+                raise err(f"methods.{label}", "expected a table of parameters", label)
+            params = dict(params)
+            solver = str(params.pop("method", label))
+            only = params.pop("workloads", None)
+            methods[label] = (solver, params, None if only is None else
+                              [str(w) for w in _as_list(only)])
+        seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
+        tl = data.get("time_limit", 30.0)
+        if tl is not None and not (float(tl) > 0):
+            raise err("time_limit", f"must be a positive number of seconds, got {tl!r}",
+                      "time_limit")
+        tl = None if tl is None else float(tl)
+        ct = float(data.get("cell_timeout", 2 * (tl or 60.0) + 30.0))
+        if not ct > 0:
+            raise err("cell_timeout", f"must be positive, got {ct!r}", "cell_timeout")
+        exclude = data.get("exclude", [])
+        if isinstance(exclude, dict):
+            exclude = [exclude]
+        valid_ex = set(KEY_COLUMNS)
+        for ex in exclude:
+            for k in ex:
+                if k not in valid_ex:
+                    raise err("exclude", f"unknown key {k!r}; valid keys: "
+                              f"{', '.join(KEY_COLUMNS)}", k)
+        filt = data.get("filter")
+        if filt is not None and not callable(filt):
+            raise err("filter", "must be a callable cell -> bool (dict specs only)", "filter")
+        spec = cls(workloads=workloads, presets=presets, devices=devices, bandwidth_scale=bw,
+                   latency_scale=lat, memory_fraction=memf, methods=methods, seeds=seeds,
+                   time_limit=tl, cell_timeout=ct, measure=bool(data.get("measure", False)),
+                   congestion=bool(data.get("congestion", True)),
+                   name=str(data.get("name", Path(source).stem if source != "<dict>"
+                                     else "sweep")),
+                   description=str(data.get("description", "")),
+                   objective=str(data.get("objective", "makespan_ms")), exclude=list(exclude),
+                   filter=filt, measure_options=dict(data.get("measure_options", {})),
+                   source=source)
+        spec._check(err)
+        return spec
+
+    def _check(self, err) -> None:
+        """Every name resolves and every parameter exists, before any cell runs."""
+        from ..cluster import Cluster
+        from ..solvers import SOLVERS
+        from .cell import check_workload
+
+        if self.objective not in ("makespan_ms", "max_load_ms"):
+            raise err("objective", f"must be 'makespan_ms' or 'max_load_ms', got "
+                      f"{self.objective!r}", "objective")
+        own = {}
+        for w in self.workloads:
+            try:
+                own[w] = check_workload(w)
+            except WorkbenchError as e:
+                raise err("workloads", f"workload {w!r}: {e}", f'"{w}"') from None
+        for p in self.presets:
+            if p == "own":
+                lacking = [w for w, has in own.items() if not has]
+                if lacking:
+                    raise err("clusters.presets", f"preset 'own' needs workloads that carry a "
+                              f"cluster (MSR files); {lacking[0]!r} has none", '"own"')
+                continue
+            try:
+                Cluster.preset(p)
+            except WorkbenchError as e:
+                raise err("clusters.presets", str(e), f'"{p}"') from None
+        for label, (solver, params, only) in self.methods.items():
+            if solver not in SOLVERS:
+                raise err(f"methods.{label}", f"unknown method {solver!r}; valid methods: "
+                          f"{', '.join(SOLVERS)}", label)
+            func = SOLVERS[solver].func
+            sig = inspect.signature(func)
+            valid = [n for n, q in list(sig.parameters.items())[2:]
+                     if q.kind is inspect.Parameter.KEYWORD_ONLY
+                     and n not in ("time_limit", "seed", "progress")]
+            if not any(q.kind is q.VAR_KEYWORD for q in sig.parameters.values()):
+                for k in params:
+                    if k not in valid:
+                        raise err(f"methods.{label}", f"method {solver!r} has no parameter "
+                                  f"{k!r}; its parameters: {', '.join(valid) or 'none'}",
+                                  label, k)
+            missing = [n for n in SOLVERS[solver].needs if n not in params]
+            if missing:
+                raise err(f"methods.{label}", f"method {solver!r} needs parameter "
+                          f"{missing[0]!r}", label)
+            for w in only or []:
+                if w not in self.workloads:
+                    raise err(f"methods.{label}", f"workloads names {w!r}, which is not in "
+                              f"the spec's workloads", f'"{w}"')
+            try:
+                json.dumps(params)
+            except TypeError as e:
+                raise err(f"methods.{label}", f"parameters must be plain data: {e}",
+                          label) from None
+
+    # ------------------------------------------------------------------ cells
+    def cells(self) -> list[Cell]:
+        """The cartesian product of the grid, minus ``exclude`` matches and ``filter`` rejects."""
+        out = []
+        grid = itertools.product(self.workloads, self.presets, self.devices,
+                                 self.bandwidth_scale, self.latency_scale, self.memory_fraction,
+                                 self.methods.items(), self.seeds)
+        mo = json.dumps(self.measure_options, sort_keys=True)
+        for w, p, n, bw, lat, mf, (label, (solver, params, only)), seed in grid:
+            if only is not None and w not in only:
+                continue
+            c = Cell(w, p, n, bw, lat, mf, label, solver, json.dumps(params, sort_keys=True),
+                     seed, self.time_limit if self.time_limit is not None else math.inf,
+                     self.measure, self.congestion, self.cell_timeout, mo)
+            if any(_matches(c, ex) for ex in self.exclude):
+                continue
+            if self.filter is not None and not self.filter(c):
+                continue
+            out.append(c)
+        return out
+
+
+def _matches(cell: Cell, ex: dict) -> bool:
+    for k, v in ex.items():
+        have = getattr(cell, k)
+        if not any(have == x or (isinstance(have, float) and isinstance(x, (int, float))
+                                 and math.isclose(have, x)) for x in _as_list(v)):
+            return False
+    return True
+
+
+def load_spec(spec) -> Spec:
+    """A :class:`Spec` from a Spec, a dict, a TOML path, or the name of a bundled spec.
+
+    >>> load_spec("bandwidth").name
+    'bandwidth'
+    """
+    if isinstance(spec, Spec):
+        return spec
+    if isinstance(spec, dict):
+        return Spec.from_dict(spec)
+    p = Path(spec)
+    if p.exists():
+        return Spec.from_toml(p)
+    bundled = Path(__file__).resolve().parents[2] / "sweeps" / f"{spec}.toml"
+    if re.fullmatch(r"[\w.-]+", str(spec)) and bundled.exists():
+        return Spec.from_toml(bundled)
+    known = sorted(q.stem for q in bundled.parent.glob("*.toml")) if bundled.parent.exists() \
+        else []
+    raise SweepError(f"no sweep spec {str(spec)!r}: not a file, nor a bundled spec "
+                     f"({', '.join(known) or 'none found'})")
