@@ -27,18 +27,10 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import PlanError
+from .pipeline_costs import out_costs
 from .plan import Plan
 
 __all__ = ["expert_plan", "latency", "latency_pieces", "out_costs"]
-
-
-def out_costs(graph, cluster) -> np.ndarray:
-    """Per op: time to move its output between an accelerator and host DRAM (the paper's
-    ``c_u``; the largest over its out-edges when they differ)."""
-    from .solvers.pipeline_dp import _device_kinds, _out_costs
-
-    _k, acc, _c, _cap = _device_kinds(cluster)
-    return _out_costs(graph, cluster, acc)
 
 
 def latency_pieces(graph, dev: np.ndarray, staged: np.ndarray) -> np.ndarray:

@@ -30,7 +30,8 @@ from ..errors import SolverError
 
 __all__ = ["solve_milp", "MilpResult", "available_solvers"]
 
-MILP_STATUSES = ("optimal", "feasible", "time_limit", "infeasible", "unbounded", "error")
+MILP_STATUSES = ("optimal", "feasible", "time_limit", "interrupted", "infeasible", "unbounded",
+                 "error")
 
 
 @dataclass
@@ -39,7 +40,8 @@ class MilpResult:
 
     ``status``: ``optimal`` (proved within the requested gap, 0 by default), ``feasible``
     (stopped with an incumbent for another reason: gap target, iteration limit), ``time_limit``
-    (time ran out; an incumbent exists iff ``has_solution``), ``infeasible``, ``unbounded``,
+    (time ran out; an incumbent exists iff ``has_solution``), ``interrupted`` (Ctrl-C stopped
+    the solver; the incumbent is kept), ``infeasible``, ``unbounded``,
     ``error``. ``objective`` is the incumbent's value, ``bound`` the proven dual bound, ``gap``
     the relative MIP gap (0 when optimal).
     """
@@ -83,6 +85,7 @@ class _WarmHiGHS(pulp.HiGHS):
     def __init__(self, warm: dict | None = None, **kw):
         super().__init__(**kw)
         self._warm = warm or {}
+        self.interrupted = False
 
     def callSolver(self, lp):  # noqa: N802 - PuLP's name
         if self._warm:
@@ -99,12 +102,31 @@ class _WarmHiGHS(pulp.HiGHS):
             sol.col_value = vals
             sol.value_valid = True
             lp.solverModel.setSolution(sol)
-        lp.solverModel.run()
+        self.interrupted = _run_interruptible(lp.solverModel)
+
+
+def _run_interruptible(h) -> bool:
+    """Run HiGHS in its own thread so that Ctrl-C (KeyboardInterrupt) cancels the solve through
+    HiGHS's interrupt callback and the incumbent survives; True when interrupted."""
+    h.HandleUserInterrupt = True
+    interrupted = False
+    thread = h.startSolve()
+    while True:
+        try:
+            done, _st = h.wait(0.1)
+            if done:
+                break
+        except KeyboardInterrupt:
+            interrupted = True
+            h.cancelSolve()
+    thread.join()
+    return interrupted
 
 
 def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
                gap: float | None = None, warm_start: dict | None = None, solver: str = "highs",
-               threads: int | None = None, msg: bool = False) -> MilpResult:
+               threads: int | None = None, msg: bool = False,
+               options: dict | None = None) -> MilpResult:
     """Solve ``prob`` and report what really happened.
 
     Parameters
@@ -120,6 +142,8 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
         lower bound).
     solver : {"highs", "cbc"}
         Preferred backend; falls back to the other when it is not installed.
+    options : dict, optional
+        HiGHS options by name (e.g. ``{"mip_heuristic_effort": 0.3}``); ignored by CBC.
 
     Raises
     ------
@@ -136,7 +160,7 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     warm = {v.name: float(x) for v, x in (warm_start or {}).items()}
     t0 = time.perf_counter()
     if backend == "highs":
-        res = _solve_highs(prob, time_limit, gap, warm, threads, msg)
+        res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options)
     else:
         res = _solve_cbc(prob, time_limit, gap, warm, threads, msg)
     res.seconds = time.perf_counter() - t0
@@ -144,10 +168,11 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     return res
 
 
-def _solve_highs(prob, time_limit, gap, warm, threads, msg) -> MilpResult:
+def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> MilpResult:
     import highspy
 
-    s = _WarmHiGHS(warm=warm, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads)
+    s = _WarmHiGHS(warm=warm, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
+                   **(options or {}))
     try:
         prob.solve(s)
     except pulp.PulpSolverError as e:
@@ -172,6 +197,8 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg) -> MilpResult:
             mip_gap = 0.0
     elif st == M.kTimeLimit:
         status = "time_limit"
+    elif st == M.kInterrupt and getattr(s, "interrupted", False):
+        status = "interrupted"
     elif st == M.kInfeasible:
         status = "infeasible"
     elif st in (M.kUnbounded, M.kUnboundedOrInfeasible):

@@ -22,11 +22,14 @@ How it works
   ``[h split] = 1 - [h ∩ I ⊆ J] - [h ⊆ I][h ∩ J = ∅]``, and for a fixed pattern ``Z = h ∩ I``
   both terms factor into a function of ``I`` times a function of ``J``. So the cut of every pair
   in a block is ``γ(I) - P[I] · R[J]``, one matrix product (BLAS), exactly.
-* **Accounting**: an op's output costs ``c_u`` (the paper's per-node cost, the largest of its
-  out-edges' transfer times when they differ). For the MSR workloads every op has one cost and
-  the DP's value equals :func:`workbench.simulate.max_load` of its split; with different
-  per-edge costs the DP's value is an upper bound of ``max_load`` (Appendix B's subdivision is
-  not applied).
+* **Accounting** (from the judge, :mod:`workbench.pipeline_costs`): each op's out-edges become
+  nested hyperedges (the consumers of its dearest edges, increments of cost), so the DP's value
+  equals :func:`workbench.simulate.max_load` of its split for any per-edge costs; with one cost
+  per op (the MSR workloads) this is the paper's ``c_u``. Clusters outside the paper's model
+  (several accelerator kinds or speeds, ``direct`` mode with more than two devices or with a
+  CPU) are refused with a SolverError; unequal memories are solved as a relaxation (the largest
+  memory) whose stages are then matched to devices, else with the smallest memory and status
+  ``heuristic``; finite CPU memory is checked on the optimum (SolverError when it does not fit).
 * **Pruning**: the DPL solution gives an upper bound ``B`` on the optimum; ideals are sorted by
   accelerator compute and each block of them only meets the window of sub-ideals whose compute
   difference can stay below ``B`` (and the CPU window likewise).
@@ -54,8 +57,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError, InfeasibleError, SolverError
+from ..pipeline_costs import out_costs, pipeline_model, transfer_tiers
 from ..plan import Plan
 from . import register
+from .pipeline_dp_kernel import Lattice, interleave_mode, lattice, linear_lattice, solve_lattice
 
 __all__ = [
     "BACKWARD_KINDS",
@@ -100,6 +105,7 @@ class DPProblem:
     owner: np.ndarray
     n_artificial: int = 0
     info: dict = field(default_factory=dict)
+    hyper_src: list = field(default_factory=list)
 
     @property
     def n(self) -> int:
@@ -136,22 +142,9 @@ def _device_kinds(cluster) -> tuple[str, list[int], list[int], float]:
     return (kinds[0] if kinds else "gpu"), acc, cpus, cap
 
 
-def _out_costs(graph, cluster, acc_devs: list[int]) -> np.ndarray:
-    """Per op: the time to move its output between an accelerator and DRAM (max over edges)."""
-    gc, cc = graph.c, cluster.c
-    cost = np.zeros(gc.n)
-    if gc.m == 0:
-        return cost
-    fixed = ~np.isnan(gc.comm)
-    if cc.host_mode and acc_devs:
-        d = acc_devs[0]
-        model = cc.up_lat[d] + gc.bytes * cc.up_inv_bw[d]
-    else:
-        lat, bw = cluster.mean_link()
-        model = lat + (0.0 if math.isinf(bw) else 1.0) * gc.bytes / (bw if math.isfinite(bw) else 1.0)
-    t = np.where(fixed, np.nan_to_num(gc.comm), model)
-    np.maximum.at(cost, gc.src, t)
-    return cost
+def _out_costs(graph, cluster, acc_devs: list[int] | None = None) -> np.ndarray:
+    """Per op: the paper's ``c_u`` (see :func:`workbench.pipeline_costs.out_costs`)."""
+    return out_costs(graph, cluster)
 
 
 def _class_keys(graph) -> tuple[np.ndarray, list]:
@@ -272,8 +265,11 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
             key_of[s] = keys[c]
     ka = gc.kind_index.get(acc_kind)
     kc = gc.kind_index.get("cpu")
-    acc_t = gc.compute[:, ka] if ka is not None else np.full(n, np.inf)
-    cpu_t = gc.compute[:, kc] if kc is not None else np.full(n, np.inf)
+    # compute time on the device (Device.speed divides it; one speed per kind, see _run)
+    sa = cluster.devices[acc_devs[0]].speed if acc_devs else 1.0
+    sc = cluster.devices[cpu_devs[0]].speed if cpu_devs else 1.0
+    acc_t = gc.compute[:, ka] / sa if ka is not None else np.full(n, np.inf)
+    cpu_t = gc.compute[:, kc] / sc if kc is not None else np.full(n, np.inf)
     acc = np.bincount(owner, weights=np.where(np.isfinite(acc_t), acc_t, 0.0), minlength=ns)
     cpu = np.bincount(owner, weights=np.where(np.isfinite(cpu_t), cpu_t, 0.0), minlength=ns)
     acc[np.bincount(owner, weights=~np.isfinite(acc_t), minlength=ns) > 0] = np.inf
@@ -297,23 +293,21 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     for a, ss in enumerate(succ):
         for b in ss:
             pred[b].append(a)
-    # hyperedges: supernodes of each op and its consumers
-    out_cost = _out_costs(graph, cluster, acc_devs)
+    # hyperedges: supernodes of each op and the consumers of its dearest edges (nested tiers,
+    # exact for any per-edge costs; one tier per op when its edges cost the same)
+    out_cost = out_costs(graph, cluster)
     hyper_d: dict = {}
-    osucc = gc.succ
     own = owner.tolist()
-    oc = out_cost.tolist()
-    for u in range(n):
-        if not osucc[u] or oc[u] == 0.0:
-            continue
+    for u, cons, cost in transfer_tiers(graph, cluster):
         h = {own[u]}
-        for v in osucc[u]:
+        for v in cons:
             h.add(own[v])
         if len(h) > 1:
-            t = tuple(sorted(h))
-            hyper_d[t] = hyper_d.get(t, 0.0) + oc[u]
+            t = (tuple(sorted(h)), own[u])  # the producer's side pays out, the others in
+            hyper_d[t] = hyper_d.get(t, 0.0) + cost
     return DPProblem(graph=graph, members=members, acc=acc, cpu=cpu, mem=mem, pred=pred,
-                     succ=succ, hyper=list(hyper_d.items()), key=key_of, out_cost=out_cost,
+                     succ=succ, hyper=[(t, c) for (t, _s), c in hyper_d.items()],
+                     hyper_src=[s_ for (_t, s_) in hyper_d], key=key_of, out_cost=out_cost,
                      owner=owner, n_artificial=int((~has_fwd).sum()),
                      info={"classes": ncls, "orphaned_backward_classes": int((~has_fwd).sum()),
                            "mirrored_edges": n_art_edges, "supernodes": ns,
@@ -535,30 +529,6 @@ def enumerate_ideals(pred: list, succ: list, *, limit: int = 100_000) -> list[in
     return out
 
 
-def _subideal_sets(ideals: list[int], succ: list) -> list[int]:
-    """For ideals in order of size: bitset over ideal ids of all sub-ideals (itself included),
-    the transitive closure of "remove one maximal element"."""
-    idx = {x: i for i, x in enumerate(ideals)}
-    smask = [sum(1 << w for w in ss) for ss in succ]
-    sub = [0] * len(ideals)
-    for i, x in enumerate(ideals):
-        m = 1 << i
-        y = x
-        while y:
-            low = y & -y
-            y ^= low
-            if not (smask[low.bit_length() - 1] & x):
-                m |= sub[idx[x ^ low]]
-        sub[i] = m
-    return sub
-
-
-def _bits(x: int, n: int) -> np.ndarray:
-    nb = max(1, (n + 7) // 8)
-    return np.unpackbits(np.frombuffer(x.to_bytes(nb, "little"), dtype=np.uint8),
-                         bitorder="little")[:n]
-
-
 def count_ideals(graph, cluster, *, limit: int = 10_000_000) -> int:
     """Number of ideals of the contracted forward graph the DP would enumerate.
 
@@ -568,13 +538,6 @@ def count_ideals(graph, cluster, *, limit: int = 10_000_000) -> int:
     """
     p = contract_for_dp(graph, cluster)
     return len(enumerate_ideals(p.pred, p.succ, limit=limit))
-
-
-def _ideal_matrix(ideals: list[int], n: int) -> np.ndarray:
-    nbytes = max(1, (n + 7) // 8)
-    buf = b"".join(x.to_bytes(nbytes, "little") for x in ideals)
-    arr = np.frombuffer(buf, dtype=np.uint8).reshape(len(ideals), nbytes)
-    return np.unpackbits(arr, axis=1, bitorder="little")[:, :n]
 
 
 def _linear_order(p: DPProblem) -> list[int]:
@@ -594,86 +557,6 @@ def _linear_order(p: DPProblem) -> list[int]:
     return out
 
 
-# ----------------------------------------------------------------------------- features
-def _features(p: DPProblem, X: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``gamma`` (per ideal) and the factor matrices ``P`` (ideal as the outer set) and ``R``
-    (ideal as the inner set) with ``cut(I \\ J) = gamma[I] - P[I] @ R[J]`` for ideals J ⊆ I."""
-    N, n = X.shape
-    anc = [0] * n  # strict ancestors as bitmask
-    for v in range(n):  # numbered topologically
-        m = 0
-        for u in p.pred[v]:
-            m |= anc[u] | (1 << u)
-        anc[v] = m
-    desc = [0] * n
-    for v in range(n - 1, -1, -1):
-        m = 0
-        for w in p.succ[v]:
-            m |= desc[w] | (1 << w)
-        desc[v] = m
-
-    def maxel(zs):
-        s = 0
-        for z in zs:
-            s |= anc[z]
-        return tuple(z for z in zs if not (s >> z) & 1)
-
-    def minel(zs):
-        s = 0
-        for z in zs:
-            s |= desc[z]
-        return tuple(z for z in zs if not (s >> z) & 1)
-
-    total = 0.0
-    gamma = np.zeros(N)
-    feat: dict = {}
-    cols_P: list = []
-    Xb = X.astype(bool)
-    for h, c in p.hyper:
-        total += c
-        hh = list(h)
-        if len(hh) <= 62:
-            w = (np.int64(1) << np.arange(len(hh), dtype=np.int64))
-            code = X[:, hh].astype(np.int64) @ w
-            uniq, inv = np.unique(code, return_inverse=True)
-            rows_of = [np.flatnonzero(inv == q) for q in range(len(uniq))]
-            pats = [tuple(hh[b] for b in range(len(hh)) if (int(z) >> b) & 1) for z in uniq]
-        else:  # pragma: no cover - huge fan-out
-            rowsb = Xb[:, hh]
-            uniq_rows, inv = np.unique(rowsb, axis=0, return_inverse=True)
-            inv = inv.ravel()
-            rows_of = [np.flatnonzero(inv == q) for q in range(len(uniq_rows))]
-            pats = [tuple(hh[b] for b in range(len(hh)) if r[b]) for r in uniq_rows]
-        full = tuple(hh)
-        for pat, rows in zip(pats, rows_of):
-            if not pat:
-                gamma[rows] -= c  # beta(I): h ∩ I = ∅
-                continue
-            key = ("Z", maxel(pat))
-            f = feat.setdefault(key, len(feat))
-            if f == len(cols_P):
-                cols_P.append([])
-            cols_P[f].append((rows, c))
-            if pat == full:
-                key2 = ("H", minel(full))
-                f2 = feat.setdefault(key2, len(feat))
-                if f2 == len(cols_P):
-                    cols_P.append([])
-                cols_P[f2].append((rows, c))
-    gamma += total
-    nf = len(feat)
-    P = np.zeros((N, nf), dtype=dtype)
-    R = np.zeros((N, nf), dtype=dtype)
-    for (kind, els), f in feat.items():
-        for rows, c in cols_P[f]:
-            P[rows, f] += c
-        if kind == "Z":
-            R[:, f] = Xb[:, list(els)].all(axis=1)
-        else:
-            R[:, f] = ~Xb[:, list(els)].any(axis=1)
-    return gamma, P, R
-
-
 # ----------------------------------------------------------------------------- the DP
 @dataclass
 class DPResult:
@@ -686,284 +569,57 @@ class DPResult:
 
 
 def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | None = None,
-             upper_bound: float = math.inf, max_ideals: int = 100_000, block: int = 64,
-             interleave: bool = False, replicate: bool = False,
+             upper_bound: float = math.inf, max_ideals: int = 100_000,
+             interleave=False, replicate: bool = False,
              allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
-             progress=None, ideals: list[int] | None = None) -> DPResult:
-    """Run the DP over the ideals of ``p`` (or the prefixes of ``order`` for the linearised
-    variant). ``upper_bound`` prunes transitions that cannot be part of a split at most that
-    good (it must be at least the optimum, e.g. the DPL value)."""
+             progress=None, ideals: Lattice | None = None,
+             useful: np.ndarray | None = None) -> DPResult:
+    """Run the DP over the ideals of ``p`` (``ideals``, a :class:`Lattice`, else enumerated), or
+    over the prefixes of ``order`` for the linearised variant, with the compiled kernel of
+    :mod:`workbench.solvers.pipeline_dp_kernel`. ``upper_bound`` prunes transitions that cannot
+    be part of a split at most that good (it must be at least the optimum, e.g. the DPL value).
+    """
     t0 = time.perf_counter()
-    ns = p.n
     if ideals is not None:
-        pass
+        lat = ideals
     elif order is not None:
-        ideals = [0]
-        m = 0
-        for v in order:
-            m |= 1 << v
-            ideals.append(m)
+        lat = linear_lattice(order)
     else:
-        ideals = enumerate_ideals(p.pred, p.succ, limit=max_ideals)
+        lat = lattice(p.pred, p.succ, limit=max_ideals)
     t_enum = time.perf_counter() - t0
-    X = _ideal_matrix(ideals, ns)
-    N = len(ideals)
-    acc_fin = np.where(np.isfinite(p.acc), p.acc, 0.0)
-    cpu_fin = np.where(np.isfinite(p.cpu), p.cpu, 0.0)
-    Xf = X.astype(np.float64)
-    Pacc = Xf @ acc_fin
-    Pcpu = Xf @ cpu_fin
-    Pmem = Xf @ p.mem
-    Uacc = Xf @ (~np.isfinite(p.acc)).astype(np.float64)
-    Ucpu = Xf @ (~np.isfinite(p.cpu)).astype(np.float64)
-    size = X.sum(axis=1).astype(np.int64)
-    gamma, P, R = _features(p, X, np.float64)
-    t_feat = time.perf_counter() - t0 - t_enum
-    # sub-ideal sets (exact candidates) and a processing order that keeps them overlapping
-    linear = order is not None
-    sub_sets = _subideal_sets(ideals, p.succ) if not linear else None
-    perm = np.array(sorted(range(N), key=ideals.__getitem__), dtype=np.int64) \
-        if not linear else np.arange(N)
-    full_idx = int(np.flatnonzero(size == ns)[0])
-    empty_idx = int(np.flatnonzero(size == 0)[0])
-    B = upper_bound
-    tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
-    K, L = k, l
-    dpv = np.full((K + 1, L + 1, N), np.inf)
-    dpv[:, :, empty_idx] = 0.0
-    layers = [(a, b) for a in range(K + 1) for b in range(L + 1) if (a, b) != (0, 0)]
-    reps_max = K if replicate else 1
-    pairs = cand_entries = valid_entries = 0
-
-    P32, R32 = P.astype(np.float32), R.astype(np.float32)
-
-    def stage_cost(comp, comm, dmem, r: int):
-        """Load of a stage on ``r`` accelerators: compute + communication (or their max with
-        interleaving, App. C.1); for r > 1 (or ``replicate``) split r ways plus the all-reduce
-        of the stage's weights (App. C.2)."""
-        base = np.maximum(comp, comm) if interleave else comp + comm
-        if r == 1 and not replicate:
-            return base
-        syn = ((r - 1) * dmem / (r * allreduce_bandwidth)
-               if math.isfinite(allreduce_bandwidth) else 0.0 * comp)
-        return np.maximum(base / r, syn) if interleave else base / r + syn
-
-    def costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray, slack: float = 1.0):
-        """Sparse (row-sorted) accelerator and CPU transitions of ``rows`` to ``cand``."""
-        ri, ci = np.nonzero(sub)
-        I, J = rows[ri], cand[ci]
-        G = (P32[rows] @ R32[cand].T).astype(np.float64)
-        comm = np.maximum(gamma[I] - G[ri, ci], 0.0)
-        comp = Pacc[I] - Pacc[J]
-        okacc = ((Uacc[I] - Uacc[J]) < 0.5) & ((Pmem[I] - Pmem[J]) <= cap * (1 + 1e-12) + 1e-9)
-        if K == 0:
-            okacc[:] = False
-        out = []
-        for r in range(1, reps_max + 1):
-            cost = stage_cost(comp, comm, Pmem[I] - Pmem[J], r)
-            m = okacc & (cost <= tolB * slack) if math.isfinite(tolB) else okacc.copy()
-            out.append((ri[m], J[m], cost[m]))
-        cpu = Pcpu[I] - Pcpu[J]
-        m = ((Ucpu[I] - Ucpu[J]) < 0.5) & (cpu <= tolB * slack if math.isfinite(tolB) else True)
-        if L == 0:
-            m[:] = False
-        return out, (ri[m], J[m], cpu[m])
-
-    need_u_acc = bool((Uacc > 0).any())
-    need_u_cpu = bool((Ucpu > 0).any())
-    need_mem = bool(Pmem.max() > cap)
-
-    def dense_costs(rows: np.ndarray, cand: np.ndarray, sub: np.ndarray):
-        """Dense (rows x cand) accelerator costs per replica count and CPU costs, inf where
-        the transition is invalid or above the bound."""
-        G = (P32[rows] @ R32[cand].T).astype(np.float64)
-        comm = gamma[rows][:, None] - G
-        np.maximum(comm, 0.0, out=comm)
-        comp = Pacc[rows][:, None] - Pacc[cand][None, :]
-        okacc = sub.copy()
-        if need_u_acc:
-            okacc &= (Uacc[rows][:, None] - Uacc[cand][None, :]) < 0.5
-        if need_mem:
-            okacc &= (Pmem[rows][:, None] - Pmem[cand][None, :]) <= cap * (1 + 1e-12) + 1e-9
-        if K == 0:
-            okacc[:] = False
-        out = []
-        for r in range(1, reps_max + 1):
-            cost = stage_cost(comp, comm, Pmem[rows][:, None] - Pmem[cand][None, :], r)
-            bad = ~okacc
-            if math.isfinite(tolB):
-                bad |= cost > tolB
-            cost[bad] = np.inf
-            out.append(cost)
-        cpu = None
-        if L > 0:
-            cpu = Pcpu[rows][:, None] - Pcpu[cand][None, :]
-            bad = ~sub
-            if need_u_cpu:
-                bad |= (Ucpu[rows][:, None] - Ucpu[cand][None, :]) >= 0.5
-            if math.isfinite(tolB):
-                bad |= cpu > tolB
-            cpu[bad] = np.inf
-        return out, cpu
-
-    def seg_min(nrows: int, ri: np.ndarray, vals: np.ndarray) -> np.ndarray:
-        out = np.full(nrows, np.inf)
-        if len(ri):
-            starts = np.flatnonzero(np.r_[True, ri[1:] != ri[:-1]])
-            out[ri[starts]] = np.minimum.reduceat(vals, starts)
-        return out
-
-    def candidates(rows: np.ndarray):
-        if sub_sets is not None:
-            u = 0
-            for r in rows.tolist():
-                u |= sub_sets[r]
-            cand = np.flatnonzero(_bits(u, N))
-        else:
-            cand = np.arange(int(rows.max()) + 1)
-        if math.isfinite(tolB):
-            keep = Pacc[cand] >= Pacc[rows].min() - tolB - 1e-9 * (1 + abs(tolB))
-            if L > 0:
-                keep |= Pcpu[cand] >= Pcpu[rows].min() - tolB - 1e-9 * (1 + abs(tolB))
-            cand = cand[keep]
-        if sub_sets is not None:
-            sub = np.stack([_bits(sub_sets[r], N)[cand] for r in rows.tolist()]).astype(bool)
-        else:
-            sub = cand[None, :] <= rows[:, None]
-        return cand, sub
-
-    for bstart in range(0, N, block):
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
-                              f"{bstart:,} of {N:,} ideals")
-        rows = perm[bstart:bstart + block]
-        rows = rows[size[rows] > 0]
-        if len(rows) == 0:
-            continue
-        cand, sub = candidates(rows)
-        cand_entries += sub.size
-        pairs += int(sub.sum())
-        if sub.mean() < 0.4:  # sparse transitions
-            acc_tr, (rc, jc, vc) = costs(rows, cand, sub)
-            valid_entries += sum(len(t[0]) for t in acc_tr) + len(rc)
-            nr = len(rows)
-            for (a, b) in layers:
-                cur = np.full(nr, np.inf)
-                if a > 0:
-                    cur = np.minimum(cur, dpv[a - 1, b, rows])
-                    for r, (ra, ja, va) in enumerate(acc_tr, start=1):
-                        if r <= a and len(ra):
-                            cur = np.minimum(cur, seg_min(nr, ra, np.maximum(dpv[a - r, b, ja], va)))
-                if b > 0:
-                    cur = np.minimum(cur, dpv[a, b - 1, rows])
-                    if len(rc):
-                        cur = np.minimum(cur, seg_min(nr, rc, np.maximum(dpv[a, b - 1, jc], vc)))
-                dpv[a, b, rows] = cur
-            if progress is not None:
-                progress({"ideals_done": bstart + len(rows), "ideals": N})
-            continue
-        acc_d, cpu_d = dense_costs(rows, cand, sub)
-        valid_entries += sum(int(np.isfinite(m).sum()) for m in acc_d) + \
-            (int(np.isfinite(cpu_d).sum()) if cpu_d is not None else 0)
-        nr = len(rows)
-        for (a, b) in layers:
-            cur = np.full(nr, np.inf)
-            if a > 0:
-                cur = np.minimum(cur, dpv[a - 1, b, rows])
-                for r, m in enumerate(acc_d, start=1):
-                    if r <= a:
-                        prev = dpv[a - r, b, cand]
-                        cols = np.flatnonzero(prev <= tolB)
-                        if len(cols) == 0:
-                            continue
-                        if len(cols) < 0.7 * len(cand):
-                            vals = np.maximum(prev[cols][None, :], m[:, cols])
-                        else:
-                            vals = np.maximum(prev[None, :], m)
-                        cur = np.minimum(cur, vals.min(axis=1))
-            if b > 0:
-                cur = np.minimum(cur, dpv[a, b - 1, rows])
-                prev = dpv[a, b - 1, cand]
-                cols = np.flatnonzero(prev <= tolB)
-                if len(cols):
-                    vals = np.maximum(prev[cols][None, :], cpu_d[:, cols])
-                    cur = np.minimum(cur, vals.min(axis=1))
-            dpv[a, b, rows] = cur
-        if progress is not None:
-            progress({"ideals_done": bstart + len(rows), "ideals": N})
-    value = float(dpv[K, L, full_idx])
-    stats = {"ideals": N, "ideal_pairs": pairs, "candidate_pairs": cand_entries,
-             "valid_pairs": valid_entries, "supernodes": ns, "features": int(P.shape[1]),
-             "upper_bound": B, "enumerate_s": t_enum, "features_s": t_feat,
-             "dp_s": time.perf_counter() - t0}
-    if not math.isfinite(value):
-        return DPResult(value, [], stats)
-    # backtrack: recompute the transitions of one ideal at a time and follow the best one
-    stages = []
-    a, b, cur = K, L, full_idx
-    while cur != empty_idx:
-        target = dpv[a, b, cur]
-        rows = np.array([cur])
-        cand, sub = candidates(rows)
-        acc_tr, (rc, jc, vc) = costs(rows, cand, sub, slack=1.0 + 1e-5)
-        # tie-break as the authors' code: leave a CPU unused, then a CPU stage, then leave an
-        # accelerator unused, then an accelerator stage (first option within tolerance wins)
-        tol = target + 1e-6 * (1.0 + abs(target))
-        opts = []
-        if b > 0:
-            opts.append((dpv[a, b - 1, cur], 2, cur, 1))
-            if len(rc):
-                vals = np.maximum(dpv[a, b - 1, jc], vc)
-                i = int(np.argmin(vals))
-                opts.append((float(vals[i]), 4, int(jc[i]), 1))
-        if a > 0:
-            opts.append((dpv[a - 1, b, cur], 1, cur, 1))
-            for r, (ra, ja, va) in enumerate(acc_tr, start=1):
-                if r <= a and len(ra):
-                    vals = np.maximum(dpv[a - r, b, ja], va)
-                    i = int(np.argmin(vals))
-                    opts.append((float(vals[i]), 3, int(ja[i]), r))
-        best = next((o for o in opts if o[0] <= tol), min(opts, default=(np.inf, 0, 0, 0)))
-        _v, t, j, r = best
-        if t == 1:
-            a -= 1
-            continue
-        if t == 2:
-            b -= 1
-            continue
-        if t == 0:  # pragma: no cover
-            raise SolverError("DP backtracking failed")
-        S = [v for v in range(ns) if X[cur, v] and not X[j, v]]
-        stages.append((S, "acc" if t == 3 else "cpu", r))
-        if t == 3:
-            a -= r
-        else:
-            b -= 1
-        cur = j
-    stages.reverse()
+    value, stages, stats = solve_lattice(
+        p, k, l, cap, lat, upper_bound=upper_bound, interleave=interleave,
+        replicate=replicate, allreduce_bandwidth=allreduce_bandwidth, time_limit=time_limit,
+        progress=progress, useful=useful)
+    stats["enumerate_s"] = t_enum
     return DPResult(value, stages, stats)
 
 
 # ----------------------------------------------------------------------------- exact costs
-def stage_cost(p: DPProblem, S: list[int], on: str, *, interleave: bool = False,
+def stage_cost(p: DPProblem, S: list[int], on: str, *, interleave=False,
                replicas: int = 1, allreduce_bandwidth: float = math.inf) -> float:
-    """Exact load of one stage (a set of supernodes) under the paper's accounting."""
+    """Exact load of one stage (a set of supernodes) under the paper's accounting;
+    ``interleave``: False (sum), True (max of compute and communication) or ``"full_duplex"``
+    (max of in-transfer, compute and out-transfer), Appendix C.1."""
+    mode = interleave_mode(interleave)
     Sset = set(S)
     if on == "cpu":
         return float(sum(p.cpu[s] for s in S))
     comp = float(sum(p.acc[s] for s in S))
-    comm = 0.0
-    for h, c in p.hyper:
+    cio = [0.0, 0.0]
+    src = p.hyper_src or [h[0] for h, _c in p.hyper]
+    for (h, c), u in zip(p.hyper, src):
         inside = sum(1 for x in h if x in Sset)
         if 0 < inside < len(h):
-            comm += c
+            cio[u in Sset] += c
+    comm = cio[0] + cio[1]
+    base = (comp + comm, max(comp, comm), max(comp, cio[0], cio[1]))[mode]
     if replicas > 1:
         mem = float(sum(p.mem[s] for s in S))
         sync = (replicas - 1) * mem / (replicas * allreduce_bandwidth) \
             if math.isfinite(allreduce_bandwidth) else 0.0
-        base = max(comp, comm) if interleave else comp + comm
-        return max(base / replicas, sync) if interleave else base / replicas + sync
-    return max(comp, comm) if interleave else comp + comm
+        return max(base / replicas, sync) if mode else base / replicas + sync
+    return base
 
 
 def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_devs, cpu_devs,
@@ -1018,28 +674,68 @@ def _one_blas_thread():
     return threadpool_limits(1, user_api="blas")
 
 
+def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
+    """Devices for the ``on`` stages of ``res`` in stage order (each replica a device), largest
+    stage to largest memory; ``None`` when some stage fits no device left (sorted matching
+    decides this exactly). Unused devices follow."""
+    need = []
+    for si, (S, where, r) in enumerate(res.stages):
+        if where == on:
+            m = float(sum(p.mem[s] for s in S))
+            need.extend([(m, si)] * r)
+    free = sorted(range(len(devs)), key=lambda i: (-mems[i], i))
+    pick: dict = {}
+    for (m, si), i in zip(sorted(need, key=lambda x: (-x[0], x[1])), free):
+        if m > mems[i] * (1 + 1e-12) + 1e-9:
+            return None
+        pick.setdefault(si, []).append(devs[i])
+    used = {d for ds in pick.values() for d in ds}
+    return [d for si in sorted(pick) for d in pick[si]] + [d for d in devs if d not in used]
+
+
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float,
          time_limit, progress, prune: bool = True) -> Plan:
     t0 = time.perf_counter()
-    _kind, acc_devs, cpu_devs, cap = _device_kinds(cluster)
+    model = pipeline_model(cluster, method=method, cpus_pay=False)
+    acc_devs, cpu_devs = list(model.acc), list(model.cpus)
+    acc_mem, cpu_mem = list(model.acc_memory), list(model.cpu_memory)
     p = contract_for_dp(graph, cluster, contract_branches=contract_branches)
     k, l_ = len(acc_devs), len(cpu_devs)
     kw = {"interleave": interleave, "replicate": replicate,
           "allreduce_bandwidth": allreduce_bandwidth, "time_limit": time_limit,
           "progress": progress}
-    with _one_blas_thread():
+    ideals = None if linear else lattice(p.pred, p.succ, limit=max_ideals)
+
+    def run(cap: float) -> DPResult:
         if linear:
-            res = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw)
-        else:
-            ideals = enumerate_ideals(p.pred, p.succ, limit=max_ideals)
-            ub = math.inf
-            if prune and len(ideals) > 4 * (p.n + 1):  # the DPL bound pays off on big lattices
-                ub = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw).value
-            res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
-            if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
-                res = solve_dp(p, k, l_, cap, ideals=ideals, **kw)
-            res.stats["dpl_bound_ms"] = ub
+            return solve_dp(p, k, l_, cap, order=_linear_order(p), **kw)
+        ub = math.inf
+        if prune and len(ideals) > 4 * (p.n + 1):  # the DPL bound pays off on big lattices
+            ub = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw).value
+        res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
+        if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
+            res = solve_dp(p, k, l_, cap, ideals=ideals, **kw)
+        res.stats["dpl_bound_ms"] = ub
+        return res
+
+    exact = not linear and not contract_branches
+    note = None
+    # unequal accelerator memories: solve the relaxation with the largest one, then match its
+    # stages to devices; if they do not fit, fall back to the smallest memory (no proof)
+    cap = max(acc_mem, default=math.inf)
+    with _one_blas_thread():
+        res = run(cap)
+        acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") \
+            if math.isfinite(res.value) else acc_devs
+        if acc_order is None:
+            cap = min(acc_mem)
+            res = run(cap)
+            acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") or acc_devs
+            exact = False
+            note = (f"accelerator memories differ and the optimum for the largest "
+                    f"({max(acc_mem) / 2**30:.3g} GiB) does not fit the devices; solved with "
+                    f"the smallest ({cap / 2**30:.3g} GiB) for every accelerator")
     if not math.isfinite(res.value):
         total = float(p.mem.sum())
         big = int(np.argmax(p.mem))
@@ -1048,10 +744,25 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
             f"{cap / 2**30:.3g} GiB each and {l_} CPUs respects the memory caps (model "
             f"{total / 2**30:.3g} GiB; the largest colour class/fused component, with op "
             f"{graph.c.names[p.members[big][0]]!r}, needs {p.mem[big] / 2**30:.3g} GiB)")
-    return _plan_from_stages(p, res, cluster, method, acc_devs, cpu_devs,
-                             status="optimal" if not linear and not contract_branches else "heuristic",
+    cpu_order = _match_stages(res, p, cpu_devs, cpu_mem, "cpu")
+    if cpu_order is None:
+        worst = max(float(sum(p.mem[s] for s in S)) for S, on, _r in res.stages if on == "cpu")
+        raise SolverError(
+            f"{method} does not model finite CPU memory (the paper's CPUs hold any amount): "
+            f"its best split of graph {graph.name!r} puts {worst / 2**30:.3g} GiB on a CPU of "
+            f"cluster {cluster.name!r}, which has {max(cpu_mem) / 2**30:.3g} GiB at most")
+    replicated = any(r > 1 for _S, _on, r in res.stages)
+    if interleave or replicated:
+        exact = False  # the App. C value is not what max_load judges
+        note = (f"predicted max_load_ms is the value under the "
+                f"{'interleaved' if interleave else 'replicated'} model (App. C), not max_load")
+    extra = {"total_s": time.perf_counter() - t0}
+    if note:
+        extra["note"] = note
+    return _plan_from_stages(p, res, cluster, method, acc_order, cpu_order,
+                             status="optimal" if exact else "heuristic",
                              interleave=interleave, allreduce_bandwidth=allreduce_bandwidth,
-                             extra_stats={"total_s": time.perf_counter() - t0})
+                             extra_stats=extra)
 
 
 @register("dp", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
