@@ -52,7 +52,9 @@ def test_ilp_optimum_equals_simulation_and_brute_force(graph, cluster, congestio
     # a weak warm start so that the ILP has to do the work
     p = solve(g, c, method="pesto_ilp", congestion=congestion, gap=1e-9, time_limit=30,
               warm_start="round_robin")
-    assert p.status == "optimal" and p.stats["chosen"] == "ilp"
+    assert p.stats["ilp_status"] == "optimal" and p.stats["chosen"] == "ilp"
+    # "optimal" only under the judge's own model (congestion on)
+    assert p.status == ("optimal" if congestion else "feasible")
     sim = simulate(p, c, congestion=congestion).makespan
     assert _close(p.predicted["makespan_ms"], sim)
     assert _close(sim, brute_force(g, c, congestion))

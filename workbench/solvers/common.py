@@ -88,8 +88,43 @@ class MemoryBook:
 
 
 def order_by_start(graph, cluster, device: np.ndarray, start: np.ndarray) -> dict:
-    """Per-device execution order from start times (ties by topological index)."""
-    return order_from_starts(graph, cluster.names, device, start)
+    """Per-device execution order from start times (ties by topological index) that never
+    deadlocks.
+
+    Start times from a MILP may break a precedence by the solver's tolerance (an op "starting"
+    1e-7 ms before its zero-length predecessor); ordering by them alone can then deadlock.
+    The ops are therefore taken in a topological order that follows the start times (Kahn's
+    algorithm, the ready op with the earliest start first); with consistent start times this
+    is exactly the order by start.
+
+    >>> from workbench import samples, Cluster
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
+    >>> order_by_start(g, c, [0, 0, 0, 0], [0.0, 1.0, 1.0 - 1e-9, 1.0])  # c a hair early
+    {'gpu0': ['a', 'c', 'b', 'd'], 'gpu1': []}
+    >>> order_by_start(g, c, [0, 0, 0, 0], [1.0, 0.0, 2.0, 3.0])  # b "before" its input a
+    {'gpu0': ['a', 'b', 'c', 'd'], 'gpu1': []}
+    """
+    import heapq
+
+    gc = graph.c
+    st = np.asarray(start, dtype=float).tolist()
+    dev = np.asarray(device).tolist()
+    consistent = all(st[s] <= st[d] for s, d in zip(gc.src.tolist(), gc.dst.tolist()))
+    if consistent:
+        return order_from_starts(graph, cluster.names, device, start)
+    indeg = [len(p) for p in gc.pred]
+    heap = [(st[i], i) for i in range(gc.n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    names, devs = gc.names, cluster.names
+    out: dict = {d: [] for d in devs}
+    while heap:
+        _, i = heapq.heappop(heap)
+        out[devs[int(dev[i])]].append(names[i])
+        for j in gc.succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                heapq.heappush(heap, (st[j], j))
+    return out
 
 
 def plan_from_arrays(graph, cluster, device, *, method: str, start=None, status="heuristic",

@@ -472,7 +472,10 @@ def favourite_children(graph, cluster, *, threshold: float = 0.5,
                           f"({res.message})")
     parent = [-1] * n
     for e in range(m):
-        if round(res.value(x[e]) - threshold + 0.5) == 0:
+        xe = res.value(x[e])
+        if math.isnan(xe):  # a free edge (zero transfer time, in no other row): at its bound 0
+            xe = 0.0
+        if round(xe - threshold + 0.5) == 0:
             u, v = src[e], dst[e]
             fav[u] = v
             if parent[v] >= 0:
