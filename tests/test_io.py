@@ -47,7 +47,7 @@ def test_bad_files_are_named(tmp_path):
     d["version"] = 1
     del d["nodes"][0]["name"]
     (tmp_path / "m.json").write_text(json.dumps(d))
-    with pytest.raises(FormatError, match="missing or bad field 'name'"):
+    with pytest.raises(FormatError, match=r"nodes\[0\]: must contain \['name'\]"):
         load_graph(tmp_path / "m.json")
     with pytest.raises(FormatError, match="cannot read"):
         load_graph(tmp_path / "absent.json")

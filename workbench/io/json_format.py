@@ -22,20 +22,23 @@ import json
 import math
 import os
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..cluster import Cluster
-from ..errors import FormatError, PlanError, WorkbenchError
+from ..errors import FormatError, OutputError, PlanError, WorkbenchError
 from ..graph import OpGraph
 from ..plan import Plan
+from . import _outputs
+from .schema import validate
 
 __all__ = ["SCHEMA_VERSION", "dump_graph", "dump_cluster", "dump_plan", "load_graph",
            "load_cluster", "load_plan", "load_problem", "save_graph", "save_cluster",
            "save_plan", "read_json", "write_atomic", "jsonable", "graph_from_dict",
-           "plan_from_dict"]
+           "plan_from_dict", "MAX_INPUT_BYTES"]
 
 SCHEMA_VERSION = 1
 _PREFIX = "placement-workbench."
@@ -62,52 +65,141 @@ def jsonable(x: Any) -> Any:
     return repr(x)
 
 
-def write_atomic(path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+MAX_INPUT_BYTES = int(os.environ.get("WORKBENCH_MAX_INPUT_MB", "256")) * 2**20
+"""Largest input file accepted, after gzip decompression (``WORKBENCH_MAX_INPUT_MB``)."""
+
+
+def _encode(text: str, path: Path) -> bytes:
     try:
-        data = text.encode()
-        if path.suffix == ".gz":
-            data = gzip.compress(data)
+        return text.encode()
+    except UnicodeEncodeError as e:
+        bad = text[max(0, e.start - 30):e.end + 10]
+        raise OutputError(f"cannot write {path}: the text holds a character that is not valid "
+                          f"Unicode ({text[e.start]!r} near {bad!r}), e.g. a lone surrogate "
+                          f"in an op or device name") from None
+
+
+def _check_target(path: Path) -> None:
+    if path.is_dir():
+        raise OutputError(f"cannot write {path}: it is a directory")
+    parent = path.parent
+    if parent.exists() and not parent.is_dir():
+        raise OutputError(f"cannot write {path}: {parent} is not a directory")
+
+
+def write_atomic(path, text: str | bytes) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same folder and a rename.
+
+    Raises OutputError (naming the path) when the path is a directory, its folder cannot be
+    created or written, or the text cannot be encoded; an existing file is then left as it was.
+    Inside :func:`workbench.io.transaction` the rename is deferred to the end of the block.
+
+    >>> import tempfile
+    >>> write_atomic(tempfile.mkdtemp(), "x")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.OutputError: cannot write /...: it is a directory
+    """
+    path = Path(path)
+    data = text if isinstance(text, bytes) else _encode(text, path)
+    if path.suffix == ".gz":
+        data = gzip.compress(data)
+    _check_target(path)
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are for sharing
-        os.replace(tmp, path)
+        if not _outputs.defer(tmp, path):
+            os.replace(tmp, path)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise OutputError(f"cannot write {path}: {e.strerror or e}") from None
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def read_json(path) -> Any:
-    """Parse a (possibly gzipped) JSON file; FormatError naming the file on failure."""
+def _read_limited(path: Path, limit: int) -> bytes:
+    """The file's bytes, gunzipped by streaming when it is gzip, at most ``limit`` bytes."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        if head == b"\x1f\x8b":
+            src = gzip.GzipFile(fileobj=f, mode="rb")
+            what = "decompressed"
+        else:
+            src = f
+            what = "file"
+        chunks, total = [], 0
+        while True:
+            block = src.read(1 << 20)
+            if not block:
+                break
+            total += len(block)
+            if total > limit:
+                raise FormatError(f"{path}: {what} size exceeds the input limit of "
+                                  f"{limit // 2**20} MiB (set WORKBENCH_MAX_INPUT_MB to raise it)")
+            chunks.append(block)
+        return b"".join(chunks)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def read_json(path, *, limit: int | None = None) -> Any:
+    """Parse a (possibly gzipped) JSON file; FormatError naming the file on failure.
+
+    Gzip input is decompressed by streaming and refused beyond ``limit`` bytes (default
+    :data:`MAX_INPUT_BYTES`); truncated or corrupt gzip, invalid UTF-8, invalid JSON and
+    JSON nested too deeply are all FormatErrors.
+
+    >>> read_json(None)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.FormatError: expected a file path, got None
+    """
+    if not isinstance(path, (str, os.PathLike)):
+        raise FormatError(f"expected a file path, got {path!r}")
     path = Path(path)
     try:
-        raw = path.read_bytes()
+        raw = _read_limited(path, MAX_INPUT_BYTES if limit is None else limit)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        raise FormatError(f"{path} is not a valid gzip file (truncated or corrupt): {e}") \
+            from None
     except OSError as e:
         raise FormatError(f"cannot read {path}: {e.strerror or e}") from None
     try:
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
-        return json.loads(raw.decode())
-    except (ValueError, OSError, UnicodeDecodeError) as e:
+        data = json.loads(raw.decode(), parse_constant=_no_constant)
+    except RecursionError:
+        raise FormatError(f"{path}: JSON nested too deeply") from None
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{path} is not UTF-8 text: {e.reason} at byte {e.start}") from None
+    except ValueError as e:
         raise FormatError(f"{path} is not valid JSON: {e}") from None
+    return data
 
 
 def _check_header(data: Any, kind: str, where: str) -> None:
+    """Format and version first (the clearest message for a file of another kind), then the
+    schema of ``kind`` (every type, one line naming the JSON path)."""
     if not isinstance(data, dict):
-        raise FormatError(f"{where}: expected a JSON object")
+        raise FormatError(f"{where}: expected a JSON object, got {type(data).__name__}")
     fmt = data.get("format")
     if fmt != _PREFIX + kind:
         raise FormatError(f"{where}: format is {fmt!r}, expected {_PREFIX + kind!r}")
     ver = data.get("version")
-    if ver != SCHEMA_VERSION:
+    if type(ver) is not int or ver != SCHEMA_VERSION:
         raise FormatError(f"{where}: schema version {ver!r} is not supported (this workbench "
                           f"reads version {SCHEMA_VERSION})")
+    validate(data, kind, where)
 
 
 # ---------------------------------------------------------------------- graphs
@@ -135,18 +227,27 @@ def dump_graph(graph: OpGraph) -> dict:
 
 
 def graph_from_dict(data: dict, where: str = "graph") -> OpGraph:
+    """An OpGraph from the parsed JSON of a graph file (validated against its schema first).
+
+    >>> graph_from_dict({"format": "placement-workbench.graph", "version": 1, "edges": [],
+    ...                  "nodes": [{"name": "a", "compute": {"gpu": "1"}}]}, "g.json")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.FormatError: g.json: nodes[0].compute.gpu: must be number (got '1')
+    """
     _check_header(data, "graph", where)
+    ops = []
+    for n in data["nodes"]:
+        attrs = dict(n.get("attrs") or {})
+        attrs.update({k: n[k] for k in _CORE if k in n and n[k] is not None})
+        ops.append((n["name"], attrs))
+    edges = [(e["src"], e["dst"], {k: e[k] for k in ("bytes", "comm") if e.get(k) is not None})
+             for e in data["edges"]]
     try:
-        ops = []
-        for n in data["nodes"]:
-            attrs = dict(n.get("attrs") or {})
-            attrs.update({k: n[k] for k in _CORE if k in n and n[k] is not None})
-            ops.append((n["name"], attrs))
-        edges = [(e["src"], e["dst"], {k: e[k] for k in ("bytes", "comm") if k in e})
-                 for e in data["edges"]]
-    except (KeyError, TypeError) as e:
-        raise FormatError(f"{where}: malformed graph, missing or bad field {e}") from None
-    return OpGraph.from_ops(ops, edges, name=data.get("name", "graph"), meta=data.get("meta"))
+        return OpGraph.from_ops(ops, edges, name=data.get("name", "graph"),
+                                meta=data.get("meta"))
+    except WorkbenchError as e:
+        raise type(e)(f"{where}: {e}") from None
 
 
 def save_graph(graph: OpGraph, path) -> None:
@@ -154,13 +255,9 @@ def save_graph(graph: OpGraph, path) -> None:
 
 
 def load_graph(path) -> OpGraph:
-    """Load a graph from the workbench's JSON or an MSR workload file (detected)."""
-    data = read_json(path)
-    if isinstance(data, dict) and "nodes" in data and "format" not in data:
-        from .msr import msr_from_dict
-
-        return msr_from_dict(data, name=Path(path).name.split(".")[0])[0]
-    return graph_from_dict(data, str(path))
+    """Load a graph from the workbench's JSON, an MSR workload or a plan embedding its graph
+    (detected from the content)."""
+    return load_problem(path)[0]
 
 
 # ---------------------------------------------------------------------- clusters
@@ -174,9 +271,13 @@ def save_cluster(cluster: Cluster, path) -> None:
 
 
 def load_cluster(path) -> Cluster:
+    """Load a cluster file (validated against its schema)."""
     data = read_json(path)
     _check_header(data, "cluster", str(path))
-    return Cluster.from_dict(data)
+    try:
+        return Cluster.from_dict(data)
+    except WorkbenchError as e:
+        raise type(e)(f"{path}: {e}") from None
 
 
 # ---------------------------------------------------------------------- plans
@@ -208,8 +309,8 @@ def plan_from_dict(data: dict, graph: OpGraph | None = None, where: str = "plan"
                     order=data.get("order"), status=data.get("status", "heuristic"),
                     predicted=data.get("predicted") or {}, stats=data.get("stats") or {},
                     info=data.get("info") or {})
-    except (KeyError, TypeError, AttributeError) as e:
-        raise FormatError(f"{where}: malformed plan, missing or bad field {e}") from None
+    except WorkbenchError as e:
+        raise type(e)(f"{where}: {e}") from None
 
 
 def save_plan(plan: Plan, path, *, embed_graph: bool = False) -> None:
@@ -217,6 +318,8 @@ def save_plan(plan: Plan, path, *, embed_graph: bool = False) -> None:
 
 
 def load_plan(path, graph: OpGraph | None = None) -> Plan:
+    """Load a plan file; against ``graph`` when given (its fingerprint must match), else
+    against the graph it embeds."""
     return plan_from_dict(read_json(path), graph, str(path))
 
 
@@ -231,7 +334,4 @@ def load_problem(path) -> tuple[OpGraph, Cluster | None]:
     if isinstance(data, dict) and data.get("format") == _PREFIX + "plan":
         plan = plan_from_dict(data, None, str(path))
         return plan.graph, None
-    try:
-        return graph_from_dict(data, str(path)), None
-    except WorkbenchError:
-        raise
+    return graph_from_dict(data, str(path)), None
