@@ -33,6 +33,7 @@ Examples
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 from dataclasses import dataclass
@@ -44,19 +45,33 @@ import numpy as np
 
 from .errors import GraphError
 
-__all__ = ["OpGraph", "CompiledGraph", "OP_KINDS"]
+__all__ = ["OpGraph", "CompiledGraph", "OP_KINDS", "MAX_OPS"]
+
+MAX_OPS = 2_000_000
+"""Most ops a graph may have (a bound on memory and time; about 4 GB of Python objects)."""
 
 OP_KINDS = ("fwd", "bwd", "update", "other")
 _KIND_CODE = {k: i for i, k in enumerate(OP_KINDS)}
 
 
+def _check_name(name: Any, what: str) -> str:
+    """``name`` as a str that is valid Unicode (no lone surrogates), else a GraphError."""
+    name = str(name)
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise GraphError(f"{what} {name!r} is not valid Unicode (it holds a lone surrogate)") \
+            from None
+    return name
+
+
 def _number(value: Any, what: str) -> float:
     """Return ``value`` as a finite non-negative float or raise a GraphError naming ``what``."""
-    if isinstance(value, bool):
-        value = float(value)
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise GraphError(f"{what} is not a number: {value!r}")
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise GraphError(f"{what} is not a number: {value!r}") from None
     if math.isnan(x):
         raise GraphError(f"{what} is NaN")
@@ -142,9 +157,21 @@ class OpGraph:
     def __init__(self, graph: nx.DiGraph, *, name: str = "graph", meta: Mapping | None = None):
         if not isinstance(graph, nx.DiGraph) or graph.is_multigraph():
             raise GraphError("OpGraph needs a networkx.DiGraph (not a multigraph)")
+        if graph.number_of_nodes() > MAX_OPS:
+            raise GraphError(f"graph {name!r} has {graph.number_of_nodes()} ops; at most "
+                             f"{MAX_OPS} are supported")
         if any(not isinstance(v, str) for v in graph.nodes):
+            seen: dict = {}
+            for v in graph.nodes:
+                s = str(v)
+                if s in seen:
+                    raise GraphError(f"nodes {seen[s]!r} and {v!r} both become op {s!r} (op "
+                                     f"names are strings); rename one of them")
+                seen[s] = v
             graph = nx.relabel_nodes(graph, {v: str(v) for v in graph.nodes}, copy=True)
-        self.name = str(name)
+        if meta is not None and not isinstance(meta, Mapping):
+            raise GraphError(f"graph {name!r}: meta must be a dict, got {type(meta).__name__}")
+        self.name = _check_name(name, "graph name")
         self.meta = dict(meta or {})
         self._g = self._validated_copy(graph)
         order = self._topological_order(self._g)
@@ -176,18 +203,31 @@ class OpGraph:
         for item in ops:
             if isinstance(item, str):
                 raise GraphError(f"op {item!r} has no attributes (it needs at least 'compute')")
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise GraphError(f"op {item!r} must be a pair (name, attrs)")
             op, attrs = item
+            if not isinstance(op, (str, int)) or isinstance(op, bool):
+                raise GraphError(f"op name {op!r} must be a string")
             op = str(op)
+            if not isinstance(attrs, Mapping):
+                raise GraphError(f"op {op!r}: attributes must be a dict (e.g. {{'compute': "
+                                 f"{{'gpu': 1.0}}}}), got {attrs!r}")
             if op in G:
                 raise GraphError(f"op {op!r} is defined twice")
-            G.add_node(op, **dict(attrs))
+            if any(not isinstance(k, str) for k in attrs):
+                raise GraphError(f"op {op!r}: attribute names must be strings")
+            G.add_node(op, **attrs)
         for e in edges:
+            if not isinstance(e, (tuple, list)):
+                raise GraphError(f"edge {e!r} must be (src, dst) or (src, dst, attrs)")
             if len(e) == 2:
                 u, v, attrs = e[0], e[1], {}
             elif len(e) == 3:
                 u, v, attrs = e
             else:
                 raise GraphError(f"edge {e!r} must be (src, dst) or (src, dst, attrs)")
+            if attrs is not None and not isinstance(attrs, Mapping):
+                raise GraphError(f"edge {u} -> {v}: attributes must be a dict, got {attrs!r}")
             u, v = str(u), str(v)
             for end in (u, v):
                 if end not in G:
@@ -201,6 +241,7 @@ class OpGraph:
     def _validated_copy(graph: nx.DiGraph) -> nx.DiGraph:
         G = nx.DiGraph()
         for op, a in graph.nodes(data=True):
+            _check_name(op, "op name")
             comp = a.get("compute")
             if comp is None:
                 raise GraphError(
@@ -215,11 +256,18 @@ class OpGraph:
                 compute[kind] = _number(t, f"op {op!r}: compute time on {kind!r}")
             memory = _number(a.get("memory", 0.0), f"op {op!r}: memory")
             kind = a.get("kind", "fwd")
-            if kind not in _KIND_CODE:
+            if not isinstance(kind, str) or kind not in _KIND_CODE:
                 raise GraphError(f"op {op!r}: kind {kind!r} is not one of {', '.join(OP_KINDS)}")
             coloc = a.get("colocate")
-            if coloc is not None and not isinstance(coloc, (str, int)):
-                raise GraphError(f"op {op!r}: colocate must be a str/int group id or None")
+            if isinstance(coloc, np.integer):
+                coloc = int(coloc)
+            if coloc is not None and (isinstance(coloc, bool) or
+                                      not isinstance(coloc, (str, int))):
+                raise GraphError(f"op {op!r}: colocate must be a str/int group id or None, "
+                                 f"got {coloc!r}")
+            op_type = a.get("op_type", "") or ""
+            if not isinstance(op_type, str):
+                raise GraphError(f"op {op!r}: op_type must be a string, got {op_type!r}")
             splits = a.get("splits") or {}
             if not isinstance(splits, Mapping):
                 raise GraphError(f"op {op!r}: 'splits' must be a dict dimension -> size")
@@ -230,7 +278,7 @@ class OpGraph:
                         f"expected a positive integer")
             attrs = {k: v for k, v in a.items()}
             attrs.update(compute=compute, memory=memory, kind=kind, colocate=coloc,
-                         op_type=str(a.get("op_type", "") or ""),
+                         op_type=op_type,
                          splits={str(d): int(s) for d, s in splits.items()})
             G.add_node(op, **attrs)
         for u, v, a in graph.edges(data=True):
@@ -289,20 +337,24 @@ class OpGraph:
         return f"OpGraph({self.name!r}, {self.n_ops} ops, {self.n_edges} edges)"
 
     def op(self, name: str) -> dict:
-        """The attributes of op ``name`` (a copy).
+        """The attributes of op ``name`` (a deep copy: the graph is immutable).
 
         >>> from workbench import samples
-        >>> samples.diamond().op("b")["compute"]
+        >>> g = samples.diamond()
+        >>> g.op("b")["compute"]
         {'gpu': 2.0, 'cpu': 8.0}
+        >>> g.op("b")["compute"]["gpu"] = 99.0
+        >>> g.op("b")["compute"]["gpu"]
+        2.0
         """
         self._check_op(name)
-        return dict(self._g.nodes[name])
+        return copy.deepcopy(dict(self._g.nodes[name]))
 
     def edge(self, u: str, v: str) -> dict:
-        """The attributes of edge ``u -> v`` (a copy)."""
-        if not self._g.has_edge(u, v):
+        """The attributes of edge ``u -> v`` (a deep copy)."""
+        if not isinstance(u, str) or not isinstance(v, str) or not self._g.has_edge(u, v):
             raise GraphError(f"no edge {u} -> {v} in graph {self.name!r}")
-        return dict(self._g.edges[u, v])
+        return copy.deepcopy(dict(self._g.edges[u, v]))
 
     def edges(self) -> list[tuple[str, str]]:
         """All edges as (src, dst) pairs, ordered by the topological index of src then dst."""
@@ -310,7 +362,7 @@ class OpGraph:
         return [(c.names[s], c.names[d]) for s, d in zip(c.src.tolist(), c.dst.tolist())]
 
     def _check_op(self, name: str) -> None:
-        if name not in self.index:
+        if not isinstance(name, str) or name not in self.index:
             raise GraphError(f"op {name!r} is not in graph {self.name!r}")
 
     def predecessors(self, op: str) -> list[str]:

@@ -119,9 +119,16 @@ class _Builder:
         return OpGraph.from_ops(self.ops, edges, name=name, meta=meta)
 
 
+MAX_SAMPLE_OPS = 1_000_000
+"""Largest generated sample (a 1,000,000-op graph takes about a minute and 3 GB to build)."""
+
+
 def _check_size(n_ops: int, minimum: int) -> None:
-    if not isinstance(n_ops, (int, np.integer)) or n_ops < minimum:
+    if isinstance(n_ops, bool) or not isinstance(n_ops, (int, np.integer)) or n_ops < minimum:
         raise GraphError(f"n_ops must be an integer >= {minimum}, got {n_ops!r}")
+    if n_ops > MAX_SAMPLE_OPS:
+        raise GraphError(f"n_ops={n_ops} is above the limit of {MAX_SAMPLE_OPS} ops for a "
+                         f"generated sample")
 
 
 def cnn(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: float = 8.0,
@@ -378,14 +385,27 @@ def load_sample(name: str, **kwargs) -> OpGraph:
     ...
     workbench.errors.GraphError: unknown sample 'nope'; known: diamond, pesto_fig2, two_branch, cnn, inception, transformer, lstm, random (and files in sample_graphs/: ...)
     """
+    if not isinstance(name, str):
+        raise GraphError(f"sample name must be a string, got {name!r}")
     if name in SAMPLES:
+        import inspect
+
+        params = inspect.signature(SAMPLES[name]).parameters
+        for k in kwargs:
+            if k not in params:
+                what = ("does not take a size" if k == "n_ops" else f"has no parameter {k!r}")
+                raise GraphError(f"sample {name!r} {what}; its parameters: "
+                                 f"{', '.join(params) or 'none'}")
         return SAMPLES[name](**kwargs)
     from pathlib import Path
 
     root = Path(__file__).resolve().parent.parent / "sample_graphs"
-    for ext in (".json", ".json.gz"):
+    for ext in (".json", ".json.gz") if name and "/" not in name and "\\" not in name else ():
         p = root / (name + ext)
         if p.exists():
+            if kwargs:
+                raise GraphError(f"sample {name!r} is a file of sample_graphs/ and does not "
+                                 f"take {', '.join(kwargs)} (e.g. a size)")
             from .io import load_graph
 
             return load_graph(p)
