@@ -1,0 +1,430 @@
+"""Single-sample latency (Tarnawski et al., NeurIPS 2020, Section 4): the latency IP and the
+paper's greedy baseline, judged by :func:`workbench.pipeline.latency`.
+
+* ``latency_ip``: the IP of Fig. 3 (``q = 1``) and Fig. 4 (``q`` contiguous subgraphs per
+  accelerator, run one after another). Per accelerator its own speed and memory; CPUs are one
+  pool with as many cores as the graph is wide (the fastest CPU; one slot per CPU with its
+  memory when CPU memory is finite). Warm start: the better of ``greedy_latency`` and the DP's
+  max-load split; big-M from it; static critical-path lower bounds on every finish time;
+  HiGHS's ``mip_heuristic_effort`` raised. Times are scaled by the warm start's latency.
+* ``greedy_latency``: contract colocated ops and the strongly connected components this
+  creates, fix a DFS topological order, fill accelerators one after another with as many
+  blocks as fit (each its own memory), the rest on the CPUs.
+
+Examples
+--------
+>>> from workbench import samples, Cluster, solve
+>>> from workbench.cluster import Device, Link
+>>> from workbench.pipeline import latency
+>>> c = Cluster([Device(f"gpu{i}", "gpu", 1e9) for i in range(2)] + [Device("cpu0", "cpu")],
+...             mode="host", host_link=Link(0.0, 1e6))
+>>> g = samples.two_branch()
+>>> gr = solve(g, c, method="greedy_latency")
+>>> p = solve(g, c, method="latency_ip", time_limit=20)
+>>> p.predicted["latency_ms"] <= gr.predicted["latency_ms"] + 1e-9
+True
+>>> abs(p.predicted["latency_ms"] - latency(p, c)) < 1e-9
+True
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pulp
+
+from ..errors import InfeasibleError, SolverError
+from ..pipeline_costs import pipeline_model
+from ..plan import Plan
+from . import register
+from .milp import solve_milp
+from .pipeline_ip import (_Deadline, _dp_units, _OutOfTime, _placement, _plan_status,
+                          _unit_assignment)
+
+__all__ = ["greedy_latency", "latency_ip"]
+
+
+def _greedy_units(graph, cluster):
+    return _dp_units(graph, cluster, merge_trivial=False, tiers=False)
+
+
+def _dfs_order(n: int, succ: list) -> list:
+    indeg = [0] * n
+    for ss in succ:
+        for w in ss:
+            indeg[w] += 1
+    stack = [v for v in range(n - 1, -1, -1) if indeg[v] == 0]
+    out = []
+    while stack:
+        v = stack.pop()
+        out.append(v)
+        for w in succ[v]:
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                stack.append(w)
+    return out
+
+
+def _cpu_slots(cluster, model) -> list:
+    """CPU devices the latency model distinguishes: the fastest one (a pool with unlimited
+    cores) when CPU memory is unlimited, else every CPU (each with its memory)."""
+    cpus = list(model.cpus)
+    if not cpus:
+        return []
+    if all(math.isinf(m) for m in model.cpu_memory):
+        return [max(cpus, key=lambda i: (cluster.devices[i].speed, -i))]
+    return cpus
+
+
+@register("greedy_latency", family="pipeline", paper="Tarnawski et al. NeurIPS'20 (baseline)",
+          objective="latency",
+          description="Greedy: fill accelerators in DFS topological order as far as memory allows")
+def greedy_latency(graph, cluster) -> Plan:
+    """The greedy baseline of Section 7: contiguous, memory-feasible, blind to time. Status
+    ``infeasible`` when some block fits neither an accelerator nor a CPU."""
+    from ..pipeline import latency
+
+    model = pipeline_model(cluster, method="greedy_latency", identical=False)
+    U, p = _greedy_units(graph, cluster)
+    acc, cpus = list(model.acc), _cpu_slots(cluster, model)
+    caps = [d.memory for d in cluster.devices]
+    gc = graph.c
+    # successors in the graph's edge order (as the authors' DFS-like toposort visits them)
+    succ: list = [[] for _ in range(p.n)]
+    for u in graph.ops:
+        a = int(p.owner[gc.index[u]])
+        for v in graph.nx.successors(u):
+            b = int(p.owner[gc.index[v]])
+            if a != b:
+                succ[a].append(b)
+    order = _dfs_order(p.n, succ)
+    asg = np.full(U.n, -1, dtype=np.int64)
+    cpu_used = {d: 0.0 for d in cpus}
+    status = "heuristic"
+    ok = lambda v, d: math.isfinite(U.comp[v, d])  # noqa: E731
+    i, used_acc, n = 0, 0, len(order)
+    while i < n:
+        v = order[i]
+        if used_acc == len(acc) or U.mem[v] > caps[acc[used_acc]] or not ok(v, acc[used_acc]):
+            room = [d for d in cpus if ok(v, d) and cpu_used[d] + U.mem[v] <= caps[d]]
+            if room:
+                asg[v] = room[0]
+                cpu_used[room[0]] += U.mem[v]
+            else:
+                status = "infeasible"
+                cands = [d for d in cpus + acc if ok(v, d)]
+                asg[v] = cands[0] if cands else (acc + cpus)[0]
+            i += 1
+            continue
+        d = acc[used_acc]
+        used_acc += 1
+        size = 0.0
+        while i < n and ok(order[i], d) and size + U.mem[order[i]] <= caps[d]:
+            size += U.mem[order[i]]
+            asg[order[i]] = d
+            i += 1
+    if not np.isfinite(U.comp[np.arange(U.n), asg]).all():
+        bad = int(np.flatnonzero(~np.isfinite(U.comp[np.arange(U.n), asg]))[0])
+        raise InfeasibleError(f"greedy_latency: op {U.op_of(bad)!r} (with its colour class) can "
+                              f"run on no device of cluster {cluster.name!r}")
+    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="greedy_latency",
+                status=status)
+    plan.predicted["latency_ms"] = latency(plan, cluster)
+    return plan
+
+
+def _critical_path_bounds(U, slots_dev) -> np.ndarray:
+    """Per unit: the longest chain of fastest compute times ending with it (a lower bound of
+    its finish time whatever the split)."""
+    fastest = np.array([min((U.comp[v, d] for d in slots_dev), default=math.inf)
+                        for v in range(U.n)])
+    fastest[~np.isfinite(fastest)] = 0.0
+    pred: list = [[] for _ in range(U.n)]
+    succ: list = [[] for _ in range(U.n)]
+    for a, b in U.edges:
+        pred[b].append(a)
+        succ[a].append(b)
+    lb = np.zeros(U.n)
+    for v in _dfs_order(U.n, succ):
+        lb[v] = fastest[v] + max((lb[a] for a in pred[v]), default=0.0)
+    return lb
+
+
+@register("latency_ip", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
+          objective="latency", exact=True, contract_params={"time_limit": 10},
+          description="Single-sample latency IP (Fig. 3; Fig. 4 with q subgraphs per device)")
+def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool = True,
+               heuristic_effort: float = 0.3, time_limit: float | None = 60.0) -> Plan:
+    """Latency-minimising split (Section 4).
+
+    Parameters
+    ----------
+    q : int
+        Contiguous subgraphs per accelerator (``q = 1``: Fig. 3; ``q > 1``: Fig. 4).
+    gap : float
+        Relative gap at which HiGHS stops (default 0: the time limit is the stop).
+    warm_start : bool
+        Start from the better of ``greedy_latency`` and the DP's max-load split.
+    heuristic_effort : float
+        HiGHS ``mip_heuristic_effort`` (its default is 0.05).
+    time_limit : float, optional
+        Seconds for the whole call (warm starts and model build included).
+    """
+    from ..pipeline import latency
+
+    dl = _Deadline(time_limit)
+    if q < 1:
+        raise SolverError(f"latency_ip: q must be >= 1, got {q}")
+    model = pipeline_model(cluster, method="latency_ip", identical=False)
+    U, _p = _greedy_units(graph, cluster)
+    acc, cpus = list(model.acc), _cpu_slots(cluster, model)
+    caps = [d.memory for d in cluster.devices]
+    greedy = greedy_latency(graph, cluster)
+    cands = [greedy] if greedy.status != "infeasible" else []
+    if warm_start:
+        dpp = _dp_split(graph, cluster, dl)
+        if dpp is not None:
+            cands.append(dpp)
+    warm, wval = None, math.inf
+    for c in cands:
+        pl = _to_slots(c, U, cluster, acc, cpus, q)
+        if pl is not None and _fits(pl, U, cluster, caps):
+            v = latency(pl, cluster)
+            if v < wval - 1e-12:
+                warm, wval = pl, v
+    # slots: CPUs first (each a pool of cores), then q per accelerator
+    slots = [(d, 0) for d in cpus] + [(d, r) for d in acc for r in range(q)]
+    ncpu = len(cpus)
+    acc_slots = range(ncpu, len(slots))
+    lb = _critical_path_bounds(U, [d for d, _ in slots])
+    if math.isfinite(wval):
+        T = wval
+    else:
+        fin = np.where(np.isfinite(U.comp), U.comp, 0.0)
+        T = float(fin.max(axis=1).sum() + 2 * sum(w for *_x, w in U.hyper)) or 1.0
+    H = 1.0001  # big-M: every finish time is at most the warm start's latency (scaled)
+    if not math.isfinite(wval):
+        H = 2.0
+    try:
+        prob, x, ws = _build(U, cluster, slots, ncpu, acc_slots, q, caps, lb / T, T, H, warm,
+                             dl)
+    except _OutOfTime:
+        return _keep(warm, wval, dl, "building the model")
+    left = dl.left()
+    if left <= 0.05:
+        return _keep(warm, wval, dl, "building the model")
+    res = solve_milp(prob, time_limit=None if time_limit is None else left, gap=gap,
+                     warm_start=ws, options={"mip_heuristic_effort": float(heuristic_effort)})
+    if not res.has_solution:
+        if res.status == "infeasible" and warm is None:
+            raise InfeasibleError(f"latency_ip: no split of {graph.name!r} into {q} contiguous "
+                                  f"subgraph(s) per accelerator fits the memory of cluster "
+                                  f"{cluster.name!r}")
+        if warm is not None:
+            return _keep(warm, wval, dl, f"the MILP ({res.status})")
+        raise SolverError(f"latency_ip: no solution ({res.status}: {res.message})")
+    asg = np.empty(U.n, dtype=np.int64)
+    for (v, j), var in x.items():
+        if res.value(var) > 0.5:
+            asg[v] = slots[j][0]
+    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="latency_ip")
+    judged = latency(plan, cluster)
+    if warm is not None and wval < judged - 1e-9 * max(1.0, judged):
+        return _keep(warm, wval, dl, "the MILP (its solution was worse than the warm start)",
+                     res=res, T=T)
+    status, note = _plan_status(res, judged, res.objective * T)
+    plan.status = status
+    plan.predicted = {"latency_ms": judged}
+    plan.stats = {"bound": max(res.bound * T, float(lb.max(initial=0.0))), "gap": res.gap,
+                  "milp_s": res.seconds, "milp_status": res.status,
+                  "milp_objective": res.objective * T, "critical_path_ms": float(lb.max(initial=0.0)),
+                  "greedy_latency_ms": greedy.predicted.get("latency_ms"),
+                  "warm_start": warm.method if warm is not None else None,
+                  "warm_start_ms": wval if warm is not None else None, "q": q,
+                  "evaluated_latency_ms": judged, "total_s": dl.elapsed()}
+    if note:
+        plan.stats["note"] = note
+    plan.info = {"q": q}
+    return plan
+
+
+def _keep(warm, wval, dl, where, *, res=None, T=1.0) -> Plan:
+    if warm is None:
+        raise SolverError(f"latency_ip: the time limit ({dl.limit} s) ran out while {where}, "
+                          f"before any solution was found; raise time_limit")
+    plan = Plan(warm.graph, dict(warm.placement), method="latency_ip", status="time_limit")
+    plan.predicted = {"latency_ms": wval}
+    plan.stats = {"note": f"{where}; the warm start ({warm.method}) is returned",
+                  "warm_start": warm.method, "total_s": dl.elapsed()}
+    if res is not None:
+        plan.stats.update(bound=res.bound * T, milp_status=res.status)
+    return plan
+
+
+def _dp_split(graph, cluster, dl):
+    from .pipeline_dp import dp, dpl
+
+    for f, share, kw in ((dp, 0.2, {"max_ideals": 20_000}), (dpl, 0.2, {})):
+        left = dl.left()
+        try:
+            return f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
+                     **kw)
+        except (SolverError, InfeasibleError):
+            continue
+    return None
+
+
+def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
+    """``plan`` with its CPU ops on the latency model's CPU slots; None when some accelerator
+    needs more than ``q`` subgraphs."""
+    from ..pipeline import latency_pieces
+
+    dev = plan.device_array(cluster)
+    staged = np.array([d.kind != "cpu" for d in cluster.devices])
+    piece = latency_pieces(plan.graph, dev, staged)
+    if (piece >= q).any():
+        return None
+    cpuset = set(cpus)
+    names = cluster.names
+    place = dict(plan.placement)
+    if len(cpus) == 1:
+        for v, d in place.items():
+            if cluster.devices[cluster.index[d]].kind == "cpu" and cluster.index[d] not in cpuset:
+                place[v] = names[cpus[0]]
+    out = Plan(plan.graph, place, method=plan.method)
+    asg = _unit_assignment(U, out, cluster)
+    if not np.isfinite(U.comp[np.arange(U.n), asg]).all():
+        return None
+    return out
+
+
+def _fits(plan, U, cluster, caps) -> bool:
+    asg = _unit_assignment(U, plan, cluster)
+    used = np.bincount(asg, weights=U.mem, minlength=len(cluster))
+    return bool((used <= np.array(caps) * (1 + 1e-12) + 1e-9).all())
+
+
+def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
+    """The PuLP model (times divided by ``T``) and the warm start's values."""
+    prob = pulp.LpProblem("latency_ip", pulp.LpMinimize)
+    x = {}
+    for v in range(U.n):
+        for j, (d, _r) in enumerate(slots):
+            if math.isfinite(U.comp[v, d]) and U.mem[v] <= caps[d] * (1 + 1e-12):
+                x[v, j] = pulp.LpVariable(f"x_{v}_{j}", cat="Binary")
+    X = lambda v, j: x.get((v, j), 0)  # noqa: E731
+    for v in range(U.n):
+        opts = [x[v, j] for j in range(len(slots)) if (v, j) in x]
+        if not opts:
+            raise InfeasibleError(f"latency_ip: op {U.op_of(v)!r} (with its colour class) fits "
+                                  f"no device of cluster {cluster.name!r}")
+        prob += pulp.lpSum(opts) == 1, f"assign_{v}"
+    lat = [pulp.LpVariable(f"L_{v}", lowBound=min(float(lbs[v]), H), upBound=H)
+           for v in range(U.n)]
+    tot = pulp.LpVariable("TotalLatency", lowBound=min(float(lbs.max(initial=0.0)), H),
+                          upBound=H)
+    st = {j: pulp.LpVariable(f"start_{j}", lowBound=0, upBound=H) for j in acc_slots}
+    fi = {j: pulp.LpVariable(f"finish_{j}", lowBound=0, upBound=H) for j in acc_slots}
+    cin, cout, z = {}, {}, {}
+    for h, (a, T_, w) in enumerate(U.hyper):
+        if dl.over():
+            raise _OutOfTime
+        for j in acc_slots:
+            cin[h, j] = pulp.LpVariable(f"cin_{h}_{j}", lowBound=0, upBound=1)
+            cout[h, j] = pulp.LpVariable(f"cout_{h}_{j}", lowBound=0, upBound=1)
+            for t in T_:
+                prob += cin[h, j] >= X(t, j) - X(a, j), f"in_{h}_{j}_{t}"
+                prob += cout[h, j] >= X(a, j) - X(t, j), f"out_{h}_{j}_{t}"
+            prob += st[j] >= lat[a] - (1 - cin[h, j]) * H, f"start_{h}_{j}"
+    by_dev: dict = {}
+    for j, (d, _r) in enumerate(slots):
+        by_dev.setdefault(d, []).append(j)
+    for d, js in by_dev.items():
+        if math.isfinite(caps[d]) and caps[d] > 0:
+            used = [(U.mem[v] / caps[d], x[v, j]) for j in js for v in range(U.n)
+                    if (v, j) in x and U.mem[v] > 0]
+            if sum(c for c, _ in used) > 1:
+                prob += pulp.lpSum(c * var for c, var in used) <= 1, f"mem_{d}"
+    for j in acc_slots:
+        if dl.over():
+            raise _OutOfTime
+        d = slots[j][0]
+        prob += fi[j] == st[j] + pulp.lpSum(w / T * (cin[h, j] + cout[h, j])
+                                            for h, (_a, _T, w) in enumerate(U.hyper)) \
+            + pulp.lpSum(U.comp[v, d] / T * x[v, j] for v in range(U.n) if (v, j) in x), \
+            f"finish_{j}"
+        if slots[j][1] > 0:
+            prob += st[j] >= fi[j - 1], f"seq_{j}"
+        for v in range(U.n):
+            if (v, j) in x:
+                prob += lat[v] >= fi[j] - (1 - x[v, j]) * H, f"lat_sub_{v}_{j}"
+            z[v, j] = pulp.LpVariable(f"z_{v}_{j}", lowBound=0, upBound=1)
+            prob += z[v, j] >= X(v, j), f"z_ge_x_{v}_{j}"
+        for (a, b) in U.edges:
+            prob += z[b, j] <= z[a, j], f"z_mono_{a}_{b}_{j}"
+            prob += z[b, j] <= X(b, j) - X(a, j) + 1, f"z_cut_{a}_{b}_{j}"
+    cpu_t = lambda v: pulp.lpSum(U.comp[v, slots[j][0]] / T * x[v, j]  # noqa: E731
+                                 for j in range(ncpu) if (v, j) in x)
+    for v in range(U.n):
+        prob += lat[v] >= cpu_t(v), f"cpu0_{v}"
+        prob += tot >= lat[v], f"tot_{v}"
+    for (a, b) in U.edges:
+        prob += lat[b] >= cpu_t(b) + lat[a], f"prec_{a}_{b}"
+    prob += tot
+    ws = None
+    if warm is not None:
+        ws = _warm_values(U, warm, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st, fi,
+                          cin, cout, z)
+    return prob, x, ws
+
+
+def _warm_values(U, plan, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st, fi, cin,
+                 cout, z) -> dict | None:
+    from ..pipeline import latency
+
+    total, finish, piece = latency(plan, cluster, detail=True)
+    asg = _unit_assignment(U, plan, cluster)
+    upiece = np.zeros(U.n, dtype=np.int64)
+    upiece[U.owner] = np.maximum(piece, 0)
+    slot_of = {(d, r): j for j, (d, r) in enumerate(slots)}
+    slot = np.full(U.n, -1, dtype=np.int64)
+    for v in range(U.n):
+        d = int(asg[v])
+        key = (d, int(upiece[v])) if cluster.devices[d].kind != "cpu" else (d, 0)
+        if key not in slot_of or (v, slot_of[key]) not in x:
+            return None
+        slot[v] = slot_of[key]
+    ws = {var: float(slot[v] == j) for (v, j), var in x.items()}
+    ulat = np.zeros(U.n)
+    np.maximum.at(ulat, U.owner, finish)
+    for v in range(U.n):
+        ws[lat[v]] = float(ulat[v]) / T
+    ws[tot] = float(total) / T
+    succ = [[] for _ in range(U.n)]
+    for a, b in U.edges:
+        succ[a].append(b)
+    topo = _dfs_order(U.n, succ)
+    prev_f = 0.0
+    for j in acc_slots:
+        d = slots[j][0]
+        if slots[j][1] == 0:
+            prev_f = 0.0
+        ins = {}
+        for h, (a, T_, w) in enumerate(U.hyper):
+            inn = [slot[t] == j for t in T_]
+            ws[cin[h, j]] = float(slot[a] != j and any(inn))
+            ws[cout[h, j]] = float(slot[a] == j and not all(inn))
+            ins[h] = ws[cin[h, j]]
+        start = max([prev_f] + [ulat[a] / T for h, (a, T_, w) in enumerate(U.hyper) if ins[h]])
+        f = start + sum(w / T * (ws[cin[h, j]] + ws[cout[h, j]])
+                        for h, (a, T_, w) in enumerate(U.hyper)) \
+            + float(sum(U.comp[v, d] for v in range(U.n) if slot[v] == j)) / T
+        ws[st[j]], ws[fi[j]] = start, f
+        prev_f = f
+        reach = np.zeros(U.n, dtype=bool)
+        for v in reversed(topo):
+            reach[v] = slot[v] == j or any(reach[w] for w in succ[v])
+        for v in range(U.n):
+            ws[z[v, j]] = float(reach[v])
+    return ws
