@@ -273,23 +273,101 @@ def test_pipeline_stages_are_in_graph_order():
 
 
 # ---------------------------------------------------------------- compare
-def test_compare_figure_bars_bounds_and_log_axis():
-    g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
+def _compare_frame():
+    g = wb.samples.transformer(80, seed=0)
+    c = wb.Cluster.preset("2xV100-pcie")
     df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "boom"}
+    return df
+
+
+def test_compare_figure_sorted_bars_own_bounds_and_log_axis():
+    df = _compare_frame()
     fig = compare_figure(df)
     mk = _trace(fig, "makespan")
-    assert list(mk.y) == ["single", "round_robin", "m_topo"]
-    assert np.allclose(mk.x, df["makespan_ms"][:3])
-    assert list(_trace(fig, "makespan lower bound").x) == [df["makespan_lb"].iloc[0]] * 2
-    assert set(_trace(fig, "makespan lower bound").y) <= set(mk.y)  # no extra categories
-    assert list(_trace(fig, "max-load lower bound").x) == [df["max_load_lb"].iloc[0]] * 2
+    ok = df[df["status"] != "error"]
+    assert list(mk.y) == ok.sort_values("makespan_ms", kind="stable")["method"].tolist()
+    assert np.all(np.diff(np.asarray(mk.x, float)) >= 0)  # best first
+    ml = _trace(fig, "max load")
+    assert list(ml.y) == ok.sort_values("max_load_ms", kind="stable")["method"].tolist()
+    lb = _trace(fig, "makespan lower bound")
+    byname = ok.set_index("method")
+    assert list(lb.y) == list(mk.y)  # one bound tick per row, on its own row
+    assert np.allclose(lb.x, byname.loc[list(mk.y), "makespan_lb"])
     assert fig.layout.xaxis3.type == "log"
     assert fig.layout.meta["failed"] == ["broken"]
     assert "broken" in fig.layout.title.text
     with pytest.raises(ValueError, match="method"):
         compare_figure(pd.DataFrame({"x": [1]}))
+
+
+def test_compare_figure_per_method_bounds_and_markers():
+    # os_dpos-like row: its own (lower) bound on its changed graph; heft-like row infeasible
+    df = pd.DataFrame({
+        "method": ["dpos", "os_dpos", "heft", "pesto"],
+        "status": ["heuristic", "heuristic", "heuristic", "time_limit"],
+        "makespan_ms": [125.4, 98.9, 90.0, 130.0], "max_load_ms": [40.0, 38.0, 30.0, 41.0],
+        "makespan_lb": [124.9, 71.8, 124.9, 124.9], "max_load_lb": [30.0, 29.0, 30.0, 30.0],
+        "feasible": [True, True, False, True], "solve_s": [0.1, 1.0, 0.1, 10.0]})
+    fig = compare_figure(df)
+    mk = _trace(fig, "makespan")
+    # the infeasible row sinks below every feasible one, whatever its makespan
+    assert list(mk.y) == ["os_dpos", "dpos", "pesto", "heft"]
+    lb = _trace(fig, "makespan lower bound")
+    assert dict(zip(lb.y, lb.x)) == {"os_dpos": 71.8, "dpos": 124.9, "pesto": 124.9,
+                                     "heft": 124.9}
+    assert "+37.7 %" in mk.text[0]  # gap to its own bound, not to the largest one
+    flags = fig.layout.meta["flags"]
+    assert flags == {"dpos": [], "os_dpos": ["changed_graph"], "heft": ["infeasible"],
+                     "pesto": ["time_limit"]}
+    assert list(mk.marker.pattern.shape) == ["", "", "/", "x"]
+    assert mk.marker.opacity[-1] < 1
+    ticks = dict(zip(fig.layout.yaxis.tickvals, fig.layout.yaxis.ticktext))
+    assert ticks["heft"] == "heft ⚠" and ticks["os_dpos"] == "os_dpos ◆"
+    assert "⚠" in mk.text[-1]
+    legend = [t.name for t in fig.data if t.legendgroup == "flags"]
+    assert any("infeasible" in n for n in legend) and any("time limit" in n for n in legend)
+    assert any("changed graph" in n for n in legend)
+
+
+def test_method_colours_are_stable_and_distinct_across_views():
+    from widgets.figures.methods import METHOD_PALETTE, method_color, method_colors
+
+    names = list(wb.SOLVERS)
+    cols = [method_color(m) for m in names]
+    assert len(set(cols)) == min(len(names), len(METHOD_PALETTE))  # no repeats
+    assert "#d62728" not in cols  # red stays the critical path's
+    df = _compare_frame()
+    a = compare_figure(df)
+    b = compare_figure(df.iloc[::-1].reset_index(drop=True))
+    for fig in (a, b):
+        mk = _trace(fig, "makespan")
+        assert list(mk.marker.color) == [method_color(m) for m in mk.y]
+    assert a.layout.meta["colors"] == b.layout.meta["colors"] == method_colors(
+        ["single", "round_robin", "m_topo"])
+    assert method_color("not_registered") == method_color("not_registered")
+
+
+def test_verdict_names_winners_and_explains_the_critical_path():
+    from widgets.figures.methods import critical_breakdown, verdict
+
+    g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
+    df, plans = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False,
+                           return_plans=True)
+    v = {x["objective"]: x for x in verdict(df, plans=plans, cluster=c, graph=g)}
+    best = df.sort_values("makespan_ms").iloc[0]
+    assert v["makespan"]["winner"] == best["method"]
+    assert v["makespan"]["value"] == pytest.approx(best["makespan_ms"])
+    assert "critical path" in v["makespan"]["why"] and "moves" in v["makespan"]["why"]
+    assert v["max_load"]["winner"] == df.sort_values("max_load_ms").iloc[0]["method"]
+    for m, p in plans.items():
+        b = critical_breakdown(wb.simulate(p, c))
+        assert b["compute_ms"] + b["transfer_ms"] + b["idle_ms"] == pytest.approx(b["makespan"])
+    # an infeasible row never wins
+    df2 = df.copy()
+    df2.loc[df2["method"] == best["method"], "feasible"] = False
+    assert verdict(df2)[0]["winner"] != best["method"]
 
 
 def test_figures_draw_into_a_given_figure(problem):

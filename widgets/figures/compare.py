@@ -1,9 +1,19 @@
-"""Comparison of methods on one problem: both objectives with their lower bounds, and the
-solve time on a log axis. Input is the DataFrame of :func:`workbench.compare`.
+"""Comparison of methods on one problem: both objectives, each against the method's own lower
+bound, and the solve time on a log axis. Input is the DataFrame of :func:`workbench.compare`.
+
+What keeps it truthful:
+
+- one colour per method, the same in every view (:func:`~widgets.figures.methods.method_color`);
+- each panel is sorted by its own objective, best first; rows that cannot win (infeasible)
+  sink below the feasible ones;
+- each row shows its **own** lower bound (a tick) and its gap to it in %: a method that solved
+  a changed graph (split, coarsened) has another bound than the rest, and is flagged;
+- infeasible (⚠, cross-hatched), time-limited (⏱, striped) and changed-graph (◆) rows carry
+  their symbol in the axis label, the bar text and the legend; failed rows are named in the
+  title.
 
 Traces: ``makespan``, ``makespan lower bound``, ``max load``, ``max-load lower bound``,
-``solve time``. Rows whose ``status`` is ``error`` are left out of the bars and named in the
-title.
+``solve time``, then one legend entry per flag present (``legendgroup="flags"``).
 
 Examples
 --------
@@ -15,8 +25,8 @@ Examples
 >>> fig = compare_figure(df)
 >>> [t.name for t in fig.data]
 ['makespan', 'makespan lower bound', 'max load', 'max-load lower bound', 'solve time']
->>> fig.layout.xaxis3.type
-'log'
+>>> list(fig.data[0].y), fig.layout.xaxis3.type
+(['b', 'a'], 'log')
 """
 
 from __future__ import annotations
@@ -25,33 +35,53 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ._common import CRITICAL, color_cycle
+from .methods import FLAGS, flag_label, method_colors, row_flags
 
-__all__ = ["compare_figure"]
+__all__ = ["compare_figure", "ranked"]
 
-_STATUS_OPACITY = {"optimal": 1.0, "feasible": 0.85, "time_limit": 0.7, "heuristic": 0.85,
-                   "infeasible": 0.35}
+_PATTERN = {"infeasible": "x", "time_limit": "/"}
 
 
 def _col(df, name, default=np.nan):
     return df[name].to_numpy(dtype=float) if name in df else np.full(len(df), default)
 
 
-def compare_figure(df, *, title: str | None = None, height: int | None = None,
-                   fig: go.Figure | None = None) -> go.Figure:
+def ranked(df, col: str, flags: dict) -> list[int]:
+    """Row positions of ``df`` sorted by ``col``: feasible rows first, NaN last (stable).
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"method": ["a", "b", "c"], "x": [3.0, 1.0, 2.0]})
+    >>> ranked(df, "x", {"a": [], "b": ["infeasible"], "c": []})
+    [2, 0, 1]
+    """
+    vals = _col(df, col)
+    meth = df["method"].astype(str).tolist()
+    key = [(("infeasible" in flags.get(m, [])), not np.isfinite(v),
+            v if np.isfinite(v) else 0.0, i) for i, (m, v) in enumerate(zip(meth, vals))]
+    return [k[-1] for k in sorted(key)]
+
+
+def compare_figure(df, *, plans: dict | None = None, graph=None, title: str | None = None,
+                   height: int | None = None, fig: go.Figure | None = None) -> go.Figure:
     """Horizontal bars per method for makespan, max load and solve time.
 
     Parameters
     ----------
     df : pandas.DataFrame
         Columns ``method``, ``makespan_ms``, ``max_load_ms`` and optionally ``status``,
-        ``makespan_lb``, ``max_load_lb``, ``solve_s``, ``makespan_gap``, ``max_load_gap``.
+        ``feasible``, ``makespan_lb``, ``max_load_lb``, ``solve_s``, ``makespan_gap``,
+        ``max_load_gap``, ``graph_changed``.
+    plans : dict, optional
+        Method -> Plan; with ``graph`` it tells which methods solved a changed graph.
+    graph : OpGraph, optional
+        The graph the comparison was asked for.
     fig : Figure, optional
         Cleared and drawn into (its subplot grid is replaced).
     """
     if "method" not in df or "makespan_ms" not in df or "max_load_ms" not in df:
         raise ValueError("compare_figure needs columns method, makespan_ms and max_load_ms "
                          f"(got {', '.join(map(str, df.columns))})")
+    flags = row_flags(df, plans=plans, graph=graph)
     status = (df["status"].astype(str).to_numpy() if "status" in df
               else np.full(len(df), "heuristic"))
     ok = status != "error"
@@ -59,54 +89,85 @@ def compare_figure(df, *, title: str | None = None, height: int | None = None,
     d = df[ok].reset_index(drop=True)
     st = status[ok]
     methods = d["method"].astype(str).tolist()
-    colors = [color_cycle(i) for i in range(len(methods))]
-    opac = [_STATUS_OPACITY.get(s, 0.85) for s in st]
-    mk, ml = _col(d, "makespan_ms"), _col(d, "max_load_ms")
-    solve = np.maximum(_col(d, "solve_s", 0.0), 1e-4)
-    hover_status = [f"{m}: {s}" for m, s in zip(methods, st)]
-    new = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.03,
-                        subplot_titles=("makespan (ms)", "max load per sample (ms)",
+    colors = method_colors(methods)
+    labels = {m: m + (" " + flag_label(flags[m]) if flags[m] else "") for m in methods}
+    new = make_subplots(rows=1, cols=3, shared_yaxes=False, horizontal_spacing=0.11,
+                        subplot_titles=("makespan (ms), best first; | own bound",
+                                        "max load per sample (ms); | own bound",
                                         "solve time (s, log)"))
     if fig is None:
         fig = new
     else:
         fig.data = []
         fig.layout = new.layout
-    for col, (name, vals, lbname) in enumerate((("makespan", mk, "makespan_lb"),
-                                                ("max load", ml, "max_load_lb")), start=1):
-        gapname = "makespan_gap" if col == 1 else "max_load_gap"
-        gaps = _col(d, gapname)
-        text = [f"{v:.4g}" + (f" (+{100 * g_:.0f}%)" if np.isfinite(g_) else "")
-                for v, g_ in zip(vals, gaps)]
-        fig.add_trace(go.Bar(name=name, y=methods, x=vals, orientation="h", text=text,
-                             textposition="auto", customdata=hover_status,
-                             marker=dict(color=colors, opacity=opac),
-                             hovertemplate="%{customdata}<br>" + name
-                                           + " %{x:.4g} ms<extra></extra>",
-                             showlegend=False), row=1, col=col)
-        lb = _col(d, lbname)
-        lbv = float(np.nanmax(lb)) if np.isfinite(lb).any() else np.nan
-        lbtitle = "makespan lower bound" if col == 1 else "max-load lower bound"
-        fig.add_trace(go.Scatter(name=lbtitle, x=[lbv, lbv],
-                                 y=[methods[0], methods[-1]] if methods else [],
-                                 mode="lines+markers", marker=dict(symbol="line-ns", size=14,
-                                                                   line=dict(width=2,
-                                                                             color=CRITICAL)),
-                                 line=dict(color=CRITICAL, dash="dash", width=2),
-                                 hovertemplate=f"lower bound {lbv:.4g} ms<extra></extra>",
-                                 showlegend=col == 1), row=1, col=col)
-    fig.add_trace(go.Bar(name="solve time", y=methods, x=solve, orientation="h",
-                         marker=dict(color=colors, opacity=opac), showlegend=False,
-                         customdata=hover_status,
-                         hovertemplate="%{customdata}<br>%{x:.3g} s<extra></extra>"),
+    orders = {}
+    for col, (name, vcol, lbcol, gapcol, lbname) in enumerate((
+            ("makespan", "makespan_ms", "makespan_lb", "makespan_gap", "makespan lower bound"),
+            ("max load", "max_load_ms", "max_load_lb", "max_load_gap",
+             "max-load lower bound")), start=1):
+        pos = ranked(d, vcol, flags)
+        orders[vcol] = [methods[i] for i in pos]
+        vals, lb, gaps = _col(d, vcol)[pos], _col(d, lbcol)[pos], _col(d, gapcol)[pos]
+        if gapcol not in d:  # derive the gap from the row's own bound
+            gaps = np.where(lb > 0, vals / np.where(lb > 0, lb, 1) - 1, np.nan)
+        ms = orders[vcol]
+        text, hover = [], []
+        for m, v, g_, b in zip(ms, vals, gaps, lb):
+            f = flags[m]
+            gtxt = f"+{100 * g_:.1f} %" if np.isfinite(g_) else ""
+            t = f"{v:.4g} ms" + (f"  {gtxt}" if gtxt else "")
+            if f:
+                t += "  " + flag_label(f)
+            text.append(t)
+            hover.append(f"<b>{m}</b> ({st[methods.index(m)]})<br>{name} {v:.4g} ms<br>"
+                         f"own lower bound {b:.4g} ms" + (f", gap {gtxt}" if gtxt else "")
+                         + "".join(f"<br>{FLAGS[x][0]} {FLAGS[x][1]}" for x in f))
+        fig.add_trace(go.Bar(
+            name=name, y=ms, x=vals, orientation="h", text=text, textposition="inside",
+            insidetextanchor="start", constraintext="none",
+            customdata=hover, hovertemplate="%{customdata}<extra></extra>", showlegend=False,
+            marker=dict(color=[colors[m] for m in ms],
+                        opacity=[0.45 if "infeasible" in flags[m] else 1.0 for m in ms],
+                        pattern=dict(shape=[next((_PATTERN[x] for x in flags[m]
+                                                  if x in _PATTERN), "") for m in ms],
+                                     fgcolor="#333333", size=7, solidity=0.25))),
+            row=1, col=col)
+        fig.add_trace(go.Scatter(
+            name=lbname, x=lb, y=ms,
+            mode="markers", legendgroup="bound", showlegend=col == 1,
+            marker=dict(symbol="line-ns-open", size=22, color="#111111",
+                        line=dict(width=3, color="#111111")),
+            customdata=[f"<b>{m}</b>: {lbname} {b:.4g} ms" for m, b in zip(ms, lb)],
+            hovertemplate="%{customdata}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(categoryorder="array", categoryarray=ms, autorange="reversed",
+                         tickvals=ms, ticktext=[labels[m] for m in ms], row=1, col=col)
+    pos = [methods.index(m) for m in orders["makespan_ms"]]
+    solve = np.maximum(_col(d, "solve_s", 0.0), 1e-4)[pos]
+    ms = orders["makespan_ms"]
+    fig.add_trace(go.Bar(name="solve time", y=ms, x=solve, orientation="h",
+                         marker=dict(color=[colors[m] for m in ms]), showlegend=False,
+                         text=[f"{s:.3g} s" for s in solve], textposition="auto",
+                         hovertemplate="<b>%{y}</b>: %{x:.3g} s<extra></extra>"),
                   row=1, col=3)
+    fig.update_yaxes(categoryorder="array", categoryarray=ms, autorange="reversed",
+                     tickvals=ms, ticktext=[labels[m] for m in ms], row=1, col=3)
+    present = [x for x in FLAGS if any(x in flags[m] for m in methods)]
+    for x in present:
+        fig.add_trace(go.Scatter(
+            name=f"{FLAGS[x][0]} {FLAGS[x][1]}", x=[None], y=[None], mode="markers",
+            legendgroup="flags", showlegend=True,
+            marker=dict(symbol="square", size=12, color="#bbbbbb",
+                        line=dict(color="#333333", width=1))))
     fig.update_xaxes(type="log", dtick=1, row=1, col=3)
-    fig.update_yaxes(autorange="reversed", range=None)
     if title is None:
-        title = "methods compared" + (f" (failed: {', '.join(failed)})" if failed else "")
-    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white",
-                      height=height or max(260, 90 + 34 * len(methods)),
-                      margin=dict(l=10, r=10, t=70, b=30), legend=dict(orientation="h",
-                                                                       y=-0.15),
-                      meta={"figure": "compare", "methods": methods, "failed": failed})
+        title = "methods compared"
+    if failed:
+        title += f" (failed: {', '.join(failed)})"
+    fig.update_layout(title=dict(text=title, x=0.01, y=0.98, yanchor="top"),
+                      template="plotly_white", autosize=True,
+                      height=height or max(300, 130 + 30 * len(methods)),
+                      margin=dict(l=10, r=10, t=80, b=40), bargap=0.25,
+                      legend=dict(orientation="h", y=-0.12, yanchor="top", x=0),
+                      meta={"figure": "compare", "methods": methods, "failed": failed,
+                            "colors": colors, "flags": flags, "order": orders})
     return fig
