@@ -17,10 +17,10 @@ from collections import deque
 
 import numpy as np
 
-from ..errors import InfeasibleError, SolverError
+from ..errors import InfeasibleError, PlanError, SolverError
 from ..plan import Plan
 from . import register
-from .common import MemoryBook, plan_from_arrays, runnable
+from .common import MemoryBook, group_runnable, plan_from_arrays
 
 __all__ = ["single", "round_robin", "m_topo", "expert", "bfs_topo_order"]
 
@@ -34,7 +34,7 @@ def single(graph, cluster, *, device: str | None = None) -> Plan:
     can. Raises InfeasibleError when no device can hold the model, naming the shortfall.
     """
     times = cluster.op_times(graph)
-    ok = np.isfinite(times)
+    ok = group_runnable(graph, cluster)
     mem = graph.c.memory
     cands = range(len(cluster)) if device is None else [cluster.index[cluster.device(device).name]]
     fitting = [d for d in cands if float(mem[ok[:, d]].sum()) <= cluster.devices[d].memory]
@@ -48,10 +48,24 @@ def single(graph, cluster, *, device: str | None = None) -> Plan:
             f"graph {graph.name!r} needs {total / 2**30:.2f} GiB but the largest device holds "
             f"{cap / 2**30:.2f} GiB (short by {(total - cap) / 2**30:.2f} GiB): it does not fit "
             f"on a single device")
-    dev = np.full(graph.n_ops, best)
-    fallback = np.argmin(times, axis=1)
-    dev = np.where(ok[:, best], dev, fallback)
-    return plan_from_arrays(graph, cluster, dev, method="single")
+    # ops the chosen device cannot run (CPU-only ops, say) go to the fastest device that can
+    # run them (and their whole colocation group) and still has room
+    book = MemoryBook(graph, cluster)
+    dev = np.empty(graph.n_ops, dtype=np.int64)
+    status = "heuristic"
+    for i in range(graph.n_ops):
+        d = book.forced_device(i)
+        if d < 0:
+            if ok[i, best]:
+                d = best
+            else:
+                order = [int(k) for k in np.argsort(times[i], kind="stable") if ok[i, k]]
+                d = next((k for k in order if book.fits(i, k)), order[0])
+        if not book.fits(i, d):
+            status = "infeasible"
+        book.place(i, d)
+        dev[i] = d
+    return plan_from_arrays(graph, cluster, dev, method="single", status=status)
 
 
 @register("round_robin", family="baseline", paper="-",
@@ -60,7 +74,7 @@ def round_robin(graph, cluster) -> Plan:
     """Deal ops to devices in turn (topological order), skipping devices that cannot run an
     op or have no memory left; colocated ops follow their group. Status ``infeasible`` when an
     op fits nowhere (it is then put where it can run, to keep the plan inspectable)."""
-    ok = runnable(graph, cluster)
+    ok = group_runnable(graph, cluster)
     book = MemoryBook(graph, cluster)
     nd = len(cluster)
     dev = np.empty(graph.n_ops, dtype=np.int64)
@@ -119,7 +133,7 @@ def m_topo(graph, cluster) -> Plan:
     when every device is full the op goes where most memory is left (status ``infeasible``).
     """
     gc = graph.c
-    ok = runnable(graph, cluster)
+    ok = group_runnable(graph, cluster)
     book = MemoryBook(graph, cluster)
     nd = len(cluster)
     weight = gc.memory if gc.memory.sum() > 0 else gc.min_compute()
@@ -170,7 +184,7 @@ def expert(graph, cluster, *, split=None) -> Plan:
     if isinstance(split, (str, bytes)) or hasattr(split, "__fspath__"):
         from ..io.msr import read_expert
 
-        return read_expert(split, graph, cluster)
+        return _checked_split(read_expert(split, graph, cluster), cluster)
     if isinstance(split, dict):
         placement = {str(k): str(v) for k, v in split.items()}
     else:
@@ -184,4 +198,23 @@ def expert(graph, cluster, *, split=None) -> Plan:
                 placement[str(v)] = d
     plan = Plan(graph, placement, method="expert")
     plan.validate(cluster)
+    return _checked_split(plan, cluster)
+
+
+def _checked_split(plan: Plan, cluster) -> Plan:
+    """A PlanError for a split colocation group; status ``infeasible`` (with the devices in
+    ``info["memory_over"]``) when the split overfills a device's memory."""
+    g = plan.graph
+    for grp, members in g.colocation_groups.items():
+        devs = sorted({plan.placement[v] for v in members})
+        if len(devs) > 1:
+            raise PlanError(f"expert split puts colocation group {grp!r} (e.g. op "
+                            f"{members[0]!r}) on several devices: {', '.join(devs)}")
+    used = dict.fromkeys(cluster.names, 0.0)
+    for v, m in zip(g.c.names, g.c.memory.tolist()):
+        used[plan.placement[v]] += m
+    over = [d.name for d in cluster.devices if used[d.name] > d.memory * (1 + 1e-9)]
+    if over:
+        plan.status = "infeasible"
+        plan.info["memory_over"] = over
     return plan

@@ -16,6 +16,8 @@ place the coarse nodes in the CPD-TOPO order of the coarse graph:
     When every device is full, best effort: the device with the least memory used. EST ties
     go to the device with the most free memory; ``anchor="pred"`` takes ``d_k`` from the
     node's heaviest predecessor instead of the previous node (see :func:`celeritas`).
+    Devices on which a node is more than ``slow_factor`` (2) times slower than on its fastest
+    device are used only when no other has room (an extension for mixed clusters).
 
 The coarse placement is expanded to the original ops; colocation groups follow their first
 member (as in Baechi, Celeritas Section 6.1) and memory is charged per group when its first
@@ -44,7 +46,7 @@ import numpy as np
 from ..errors import SolverError
 from ..plan import Plan
 from . import register
-from .common import MemoryBook
+from .common import SLOW_FACTOR, MemoryBook
 
 __all__ = ["celeritas", "default_M", "default_R", "order_place"]
 
@@ -244,7 +246,7 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
           memory=True, colocation=True, orders=True, contract_params={"R": 8},
           description="Celeritas: optimal operation fusion + Adjusting Placement (EST, back cost)")
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
-              anchor: str = "previous") -> Plan:
+              anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR) -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
 
     Parameters
@@ -264,6 +266,12 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         when the previous node feeds the current one, the usual case in CPD-TOPO order; they
         differ after a source (e.g. a variable) was moved to another device, which with
         ``"previous"`` drags the next node of the chain after it.
+    slow_factor : float or None
+        A node only goes to a device where it takes at most this many times its fastest time,
+        unless no such device has room for it (default 2). The paper's EST rule assumes
+        identical devices: beside GPUs an idle host CPU ties on EST, has the most free memory
+        and would take the whole graph (see :func:`~workbench.solvers.common.fast_devices`).
+        ``None`` is the rule as written.
 
     Returns
     -------
@@ -290,8 +298,13 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
             e = max(pb.in_edges[k], key=lambda e: (pb.cmean[e], -e))
             prev = pb.dev[pb.src[e]]
         need = pb.need(k)
-        est = [pb.est(k, d) if pb.book.free(d) >= need * (1 - 1e-12) else math.inf
-               for d in range(nd)]
+        room = [pb.book.free(d) >= need * (1 - 1e-12) for d in range(nd)]
+        if slow_factor is not None:
+            tk = pb.times[k]
+            quick = min(tk) * slow_factor * (1 + 1e-12)
+            if any(r and t <= quick for r, t in zip(room, tk)):
+                room = [r and t <= quick for r, t in zip(room, tk)]
+        est = [pb.est(k, d) if room[d] else math.inf for d in range(nd)]
         # earliest EST; ties (idle devices) go to the one with the most free memory
         d1 = min(range(nd), key=lambda d: (est[d], -pb.book.free(d), d))
         if prev < 0:

@@ -18,12 +18,57 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["MemoryBook", "plan_from_arrays", "order_by_start", "runnable"]
+__all__ = ["MemoryBook", "SLOW_FACTOR", "fast_devices", "group_runnable", "plan_from_arrays", "order_by_start", "runnable"]
 
 
 def runnable(graph, cluster) -> np.ndarray:
     """Boolean matrix (ops x devices): can op i run on device d."""
     return np.isfinite(cluster.op_times(graph))
+
+
+def group_runnable(graph, cluster) -> np.ndarray:
+    """Like :func:`runnable`, but a colocated op may only use devices that can run every
+    member of its group.
+
+    >>> from workbench import samples, Cluster
+    >>> bool(group_runnable(samples.diamond(), Cluster.preset("2xV100-pcie")).all())
+    True
+    """
+    ok = runnable(graph, cluster)
+    gc = graph.c
+    if len(gc.coloc_groups):
+        grp_ok = np.ones((len(gc.coloc_groups), ok.shape[1]), dtype=bool)
+        has = gc.coloc >= 0
+        np.logical_and.at(grp_ok, gc.coloc[has], ok[has])
+        ok[has] &= grp_ok[gc.coloc[has]]
+    return ok
+
+
+SLOW_FACTOR = 2.0
+"""An op counts as *slow* on a device where it takes more than this many times its fastest
+time (see :func:`fast_devices`)."""
+
+
+def fast_devices(graph, cluster, *, factor: float = SLOW_FACTOR) -> np.ndarray:
+    """Boolean matrix (ops x devices): op i may run on device d (group-aware, as
+    :func:`group_runnable`) and takes at most ``factor`` times its fastest time there.
+
+    The earliest-start rules of ETF, m-ETF, m-SCT and Celeritas's Adjusting Placement assume
+    identical devices: an idle device that is 10x slower (a host CPU beside GPUs) starts an op
+    "earliest" and gets it. Their authors' systems keep such devices for the ops that need them
+    (Baechi places only CPU-only ops on the CPU); these solvers therefore choose among an op's
+    fast devices and fall back to the slow ones only when no fast device has room for it
+    (docs/decisions.md).
+
+    >>> from workbench import samples, Cluster, Device
+    >>> c = Cluster([Device("gpu0"), Device("cpu0", kind="cpu")])
+    >>> fast_devices(samples.diamond(), c)[:, 1].tolist()  # the CPU is 4x slower
+    [False, False, False, False]
+    """
+    ok = group_runnable(graph, cluster)
+    times = cluster.op_times(graph)
+    best = np.where(ok, times, np.inf).min(axis=1, keepdims=True)
+    return ok & (times <= best * factor * (1 + 1e-12))
 
 
 class MemoryBook:

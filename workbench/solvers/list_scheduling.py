@@ -55,7 +55,7 @@ from ..analysis import critical_path, levels
 from ..errors import InfeasibleError
 from ..plan import Plan
 from . import register
-from .common import MemoryBook
+from .common import SLOW_FACTOR, MemoryBook, fast_devices
 
 __all__ = [
     "ListCore",
@@ -113,6 +113,7 @@ class ListCore:
             ok[has] &= grp_ok[gc.coloc[has]]
         self.ok: list = ok.tolist()
         self.memory_aware = memory
+        self.fast = None  # per op, per device: not slow (see prefer_fast_devices)
         self.book = MemoryBook(graph, cluster)
         self.dev = [-1] * self.n
         self.start = [_INF] * self.n
@@ -178,7 +179,18 @@ class ListCore:
         if self.memory_aware:
             fits = self.book.fits
             cands = [d for d in cands if fits(i, d)]
+        if self.fast is not None and len(cands) > 1:
+            fast = self.fast[i]
+            quick = [d for d in cands if fast[d]]
+            if quick:
+                cands = quick
         return cands
+
+    def prefer_fast_devices(self, factor: float = SLOW_FACTOR) -> None:
+        """Restrict :meth:`allowed` to devices where an op is not slow (at most ``factor``
+        times its fastest time), unless none of those has room for it (see
+        :func:`~workbench.solvers.common.fast_devices`)."""
+        self.fast = fast_devices(self.graph, self.cluster, factor=factor).tolist()
 
     def no_room(self, i: int) -> InfeasibleError:
         """The error for an op that fits on no device."""
@@ -508,8 +520,10 @@ def heft(graph, cluster, *, insertion: bool = True, progress=None) -> Plan:
 
 
 def _etf_like(graph, cluster, method: str, *, memory: bool, favourite=None,
-              extra_info=None) -> Plan:
+              extra_info=None, slow_factor: float | None = SLOW_FACTOR) -> Plan:
     core = ListCore(graph, cluster, memory=memory)
+    if slow_factor is not None:
+        core.prefer_fast_devices(slow_factor)
     level = levels(graph, cluster, agg="mean", comm="zero").blevel.tolist()
     stats = event_list_schedule(core, level, favourite)
     return core.plan(method, info=extra_info, stats=stats)
@@ -517,39 +531,47 @@ def _etf_like(graph, cluster, method: str, *, memory: bool, favourite=None,
 
 @register("etf", family="list", paper="Hwang et al. (SIAM J. Comput. 1989)", memory=False,
           orders=True, description="ETF: start the ready op that can start earliest")
-def etf(graph, cluster) -> Plan:
+def etf(graph, cluster, *, slow_factor: float | None = SLOW_FACTOR) -> Plan:
     """Earliest Task First, event-driven as in Baechi, without memory limits (status
     ``infeasible`` if a device overflows). Ties: larger static level (compute only).
+
+    ``slow_factor``: an op only goes to a device where it takes at most this many times its
+    fastest time (an idle host CPU beside GPUs would otherwise "start earliest" and get the
+    work; see :func:`~workbench.solvers.common.fast_devices`); ``None`` is the paper's rule.
 
     >>> from workbench import samples, Cluster
     >>> etf(samples.diamond(), Cluster.preset("2xV100-pcie")).predicted["makespan_ms"]
     5.02
     """
-    return _etf_like(graph, cluster, "etf", memory=False)
+    return _etf_like(graph, cluster, "etf", memory=False, slow_factor=slow_factor)
 
 
 @register("m_etf", family="list", paper="Baechi (SoCC'20)", memory=True, orders=True,
           description="Baechi m-ETF: earliest task first among devices with room")
-def m_etf(graph, cluster) -> Plan:
+def m_etf(graph, cluster, *, slow_factor: float | None = SLOW_FACTOR) -> Plan:
     """Baechi's memory-constrained ETF: like :func:`etf`, but an op only goes to a device with
     room for it (a colocation group is charged whole on its first member). Raises
-    InfeasibleError naming the op and the shortfall when a ready op fits nowhere.
+    InfeasibleError naming the op and the shortfall when a ready op fits nowhere. A device
+    where the op is slow (``slow_factor``, as in :func:`etf`) is used only when no other
+    device has room for it.
 
     >>> from workbench import samples, Cluster
     >>> g = samples.diamond().map_ops(lambda v, a: {**a, "memory": 6e9})
     >>> sorted(set(m_etf(g, Cluster.preset("2xV100-pcie").with_memory(13e9)).placement.values()))
     ['gpu0', 'gpu1']
     """
-    return _etf_like(graph, cluster, "m_etf", memory=True)
+    return _etf_like(graph, cluster, "m_etf", memory=True, slow_factor=slow_factor)
 
 
 @register("m_sct", family="list", paper="Baechi (SoCC'20)", memory=True, orders=True,
           description="Baechi m-SCT: ETF with favourite children from an LP relaxation")
-def m_sct(graph, cluster, *, threshold: float = 0.5, time_limit: float | None = None) -> Plan:
+def m_sct(graph, cluster, *, threshold: float = 0.5, time_limit: float | None = None,
+          slow_factor: float | None = SLOW_FACTOR) -> Plan:
     """Baechi's memory-constrained Small Communication Time scheduler.
 
     Favourite children come from :func:`favourite_children` (LP relaxation, HiGHS); scheduling
-    is :func:`event_list_schedule` with the favourite-child rule. ``info`` reports the number of
+    is :func:`event_list_schedule` with the favourite-child rule, among the devices where an op
+    is not slow (``slow_factor``, as in :func:`m_etf`). ``info`` reports the number of
     favourite pairs and the LP's relaxed makespan.
 
     >>> from workbench import samples, Cluster
@@ -558,7 +580,7 @@ def m_sct(graph, cluster, *, threshold: float = 0.5, time_limit: float | None = 
     (True, 'heuristic')
     """
     fav, lp_w = favourite_children(graph, cluster, threshold=threshold, time_limit=time_limit)
-    return _etf_like(graph, cluster, "m_sct", memory=True, favourite=fav,
+    return _etf_like(graph, cluster, "m_sct", memory=True, favourite=fav, slow_factor=slow_factor,
                      extra_info={"favourites": sum(f >= 0 for f in fav), "lp_makespan_ms": lp_w})
 
 
