@@ -407,3 +407,24 @@ def test_report_leaves_out_heavy_drawings(tmp_path):
     html = out.read_text()
     assert "its drawing is left out" in html and "Gantt chart is left out" in html
     assert 'id="dag"' not in html and 'id="gantt-' not in html
+
+
+# ---------------------------------------------------------------- shared time axis
+def test_gantts_share_one_time_axis_and_show_utilisation(problem):
+    from widgets.figures import gantt_multiples, utilisation
+
+    g, c, plan, s = problem
+    other = wb.simulate(wb.solve(g, c, method="single"), c)
+    fig = gantt_multiples({"m_topo": s, "single": other})
+    slow = max(s.makespan, other.makespan)
+    assert fig.layout.meta["order"][0] == min(("m_topo", s.makespan), ("single", other.makespan),
+                                              key=lambda x: x[1])[0]
+    assert fig.layout.xaxis.range[1] == pytest.approx(slow * 1.02)
+    assert fig.layout.xaxis.matches == "x2"  # one axis for every panel
+    # a lone Gantt given the other's makespan draws the same axis
+    a = gantt_figure(s, xmax=slow)
+    assert a.layout.xaxis.range[1] == pytest.approx(slow * 1.02)
+    u = utilisation(s)
+    busy = sum(float((s.end - s.start)[s.device == i].sum()) for i in range(len(c.names)))
+    assert sum(u.values()) * s.makespan == pytest.approx(busy)
+    assert any(t.endswith(f"{100 * u['gpu0']:.0f} %") for t in a.layout.yaxis.ticktext)

@@ -38,6 +38,9 @@ def test_dag_view_recolours_in_place(problem):
     assert len(set(cols)) == len(set(types_))
     assert fw.layout.meta["color_by"] == "op_type"
     assert {t.name for t in fw.data if t.legendgroup == "colors"} == set(types_)
+    assert fw.layout.title.text.endswith("coloured by op type")  # the title follows
+    view.color_picker.value = "kind"
+    assert fw.layout.title.text.endswith("coloured by op kind")
 
 
 def test_linked_selection_both_ways(problem):
@@ -64,6 +67,11 @@ def test_linked_selection_both_ways(problem):
     assert gantt.selected == g.ops[7]
     gantt.idle_box.value = False
     assert _trace(gantt.figure, "idle").visible is False
+    # the critical-path outline lies on top of its bars: a click on it selects the op
+    crit = _trace(gantt.figure, "critical path")
+    k = next(i for i, v in enumerate(crit.customdata) if v in g.index)
+    gantt._on_click(crit, types.SimpleNamespace(point_inds=[k]), None)
+    assert gantt.selected == crit.customdata[k]
 
 
 def test_gantt_view_show_redraws_in_place(problem):

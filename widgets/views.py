@@ -141,6 +141,11 @@ class DagView(_Selectable):
             fw.data[_trace_index(fw, "ops")].marker.color = colors
             fw.layout.legend.title.text = change["new"]
             fw.layout.meta = {**(fw.layout.meta or {}), "color_by": change["new"]}
+            title = fw.layout.title.text or ""
+            if " coloured by " in title:  # the default title names the colouring: follow it
+                what = {"device": "placement", "kind": "op kind", "op_type": "op type",
+                        "cluster": "cluster"}.get(change["new"], change["new"])
+                fw.layout.title.text = title.rsplit(" coloured by ", 1)[0] + f" coloured by {what}"
         keep = [t for t in fw.data if t.legendgroup != "colors"]
         fw.data = keep
         fw.add_traces([Sc(x=[None], y=[None], mode="markers", name=str(k),
@@ -168,13 +173,17 @@ class GanttView(_Selectable):
         self.children = [self.idle_box, self.figure]
 
     def _hook_clicks(self) -> None:
+        # the critical-path outline and the selection outline lie on top of the op bars and
+        # take their clicks: they select the op they outline too
         for t in self.figure.data:
-            if t.name.endswith(" ops"):
+            if t.name.endswith(" ops") or t.name in ("critical path", "selected"):
                 t.on_click(self._on_click)
 
     def _on_click(self, trace, points, state) -> None:
         if points.point_inds:
-            self.selected = str(trace.customdata[points.point_inds[0]])
+            v = str(trace.customdata[points.point_inds[0]])
+            if v in self.schedule.graph.index:  # transfers on the critical path select nothing
+                self.selected = v
 
     def _on_idle(self, change) -> None:
         with self.figure.batch_update():

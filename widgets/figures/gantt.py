@@ -29,8 +29,10 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ._common import CRITICAL, KIND_NAMES, device_colors, fmt_bytes, fmt_ms
+from .methods import method_color
 
-__all__ = ["gantt_figure", "gantt_lanes", "idle_gaps", "transfer_lanes"]
+__all__ = ["gantt_figure", "gantt_lanes", "gantt_multiples", "idle_gaps", "transfer_lanes",
+           "utilisation"]
 
 _PATTERN = {"fwd": "", "bwd": "/", "update": ".", "other": "x"}
 _MIN_BAR = 1e-9
@@ -79,10 +81,27 @@ def idle_gaps(schedule, *, min_ms: float = 0.0) -> list[tuple[str, float, float]
     return out
 
 
+def utilisation(schedule) -> dict:
+    """Device name -> busy fraction of the makespan (0..1).
+
+    >>> from workbench import samples, Cluster, Plan, simulate
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
+    >>> utilisation(simulate(Plan(g, {v: "gpu0" for v in g.ops}), c))
+    {'gpu0': 1.0, 'gpu1': 0.0}
+    """
+    T = float(schedule.makespan)
+    dur = schedule.end - schedule.start
+    out = {}
+    for i, d in enumerate(schedule.cluster.names):
+        busy = float(dur[schedule.device == i].sum())
+        out[d] = min(1.0, busy / T) if T > 0 else 0.0
+    return out
+
+
 def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = True,
                  show_critical: bool = True, all_devices: bool = True,
                  title: str | None = None, height: int | None = None,
-                 fig: go.Figure | None = None) -> go.Figure:
+                 xmax: float | None = None, fig: go.Figure | None = None) -> go.Figure:
     """Draw ``schedule`` as a Gantt chart (see the module docstring for the traces).
 
     Parameters
@@ -95,6 +114,9 @@ def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = Tr
         Draw the idle gaps / the realised critical path.
     all_devices : bool
         Keep a lane for devices that run nothing.
+    xmax : float, optional
+        End of the time axis (ms): give several Gantts the same ``xmax`` to share one time
+        axis (default: this schedule's makespan).
     fig : Figure, optional
         Cleared and drawn into.
     """
@@ -171,18 +193,89 @@ def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = Tr
     fig.data = []
     fig.add_traces(traces)
     if title is None:
-        title = (f"{schedule.method or 'plan'} on {schedule.cluster.name}: "
-                 f"makespan {fmt_ms(T)}")
+        m = schedule.method or "plan"
+        title = (f"<span style='color:{method_color(m)}'>■</span> {m} on "
+                 f"{schedule.cluster.name}: makespan {fmt_ms(T)}")
+    util = utilisation(schedule)
+    ticktext = [f"{ln} · {100 * util[ln]:.0f} %" if ln in util else ln for ln in lanes]
+    xend = max(float(xmax), T) if xmax is not None else T
     fig.update_layout(
         title=dict(text=title, x=0.01), template="plotly_white", barmode="overlay",
         bargap=0.25, height=height or max(260, 60 + 34 * len(lanes)),
-        margin=dict(l=10, r=10, t=45, b=40), hovermode="closest",
-        xaxis=dict(title="time (ms)", range=[0, T * 1.02 if T > 0 else 1], zeroline=False),
-        yaxis=dict(categoryorder="array", categoryarray=list(reversed(lanes)), type="category"),
-        legend=dict(orientation="h", y=-0.18),
+        margin=dict(l=10, r=10, t=60, b=40), hovermode="closest", autosize=True,
+        xaxis=dict(title="time (ms)", range=[0, xend * 1.02 if xend > 0 else 1],
+                   zeroline=False),
+        yaxis=dict(categoryorder="array", categoryarray=list(reversed(lanes)), type="category",
+                   tickvals=lanes, ticktext=ticktext),
+        legend=dict(orientation="h", y=-0.18, yanchor="top"),
         shapes=[dict(type="line", x0=T, x1=T, y0=0, y1=1, yref="paper",
                      line=dict(color=CRITICAL, dash="dot", width=1.5))],
-        meta={"figure": "gantt", "method": schedule.method, "makespan": T, "lanes": lanes})
+        meta={"figure": "gantt", "method": schedule.method, "makespan": T, "lanes": lanes,
+              "utilisation": util, "xmax": xend})
+    return fig
+
+
+def gantt_multiples(schedules: dict, *, max_plans: int = 12, height_per_lane: int = 22,
+                    fig: go.Figure | None = None) -> go.Figure:
+    """Small multiples: one Gantt per plan, stacked on **one shared time axis**, fastest first.
+
+    Parameters
+    ----------
+    schedules : dict
+        Method -> Schedule.
+    max_plans : int
+        At most this many panels (the fastest); the rest are named in the title.
+
+    >>> import workbench as wb
+    >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+    >>> ss = {m: wb.simulate(wb.solve(g, c, method=m), c) for m in ("single", "m_topo")}
+    >>> fig = gantt_multiples(ss)
+    >>> fig.layout.meta["order"], fig.layout.xaxis.matches  # every panel's x follows the last
+    (['m_topo', 'single'], 'x2')
+    """
+    from plotly.subplots import make_subplots
+
+    order = sorted(schedules, key=lambda m: (float(schedules[m].makespan), str(m)))
+    shown, rest = order[:max_plans], order[max_plans:]
+    figs = {m: gantt_figure(schedules[m], show_idle=False) for m in shown}
+    lanes = {m: figs[m].layout.meta["lanes"] for m in shown}
+    weights = [max(2, len(lanes[m])) for m in shown] or [1]
+    new = make_subplots(rows=max(1, len(shown)), cols=1, shared_xaxes=True,
+                        vertical_spacing=min(0.08, 0.3 / max(1, len(shown))),
+                        row_heights=[w / sum(weights) for w in weights],
+                        subplot_titles=[figs[m].layout.title.text for m in shown])
+    if fig is None:
+        fig = new
+    else:
+        fig.data = []
+        fig.layout = new.layout
+    seen = set()
+    for r, m in enumerate(shown, start=1):
+        for t in figs[m].data:
+            t = go.Bar(t)
+            t.showlegend = t.name not in seen and t.name not in ("selected",)
+            seen.add(t.name)
+            t.legendgroup = t.name
+            fig.add_trace(t, row=r, col=1)
+        ya = figs[m].layout.yaxis
+        fig.update_yaxes(categoryorder="array", categoryarray=ya.categoryarray,
+                         type="category", tickvals=ya.tickvals, ticktext=ya.ticktext,
+                         row=r, col=1)
+    T = max((float(schedules[m].makespan) for m in shown), default=1.0)
+    fig.update_xaxes(range=[0, T * 1.02 if T > 0 else 1])
+    if shown:
+        fig.update_xaxes(title="time (ms), one axis for every plan", row=len(shown), col=1)
+    title = f"{len(shown)} plans on one time axis, fastest first"
+    if rest:
+        title += f" ({len(rest)} more not drawn: {', '.join(rest)})"
+    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white",
+                      barmode="overlay", bargap=0.25, autosize=True,
+                      height=90 + height_per_lane * sum(weights) + 40 * len(shown),
+                      margin=dict(l=10, r=10, t=70, b=40),
+                      legend=dict(orientation="h", y=1.0, yanchor="bottom", x=0.5,
+                                  xanchor="left"),
+                      meta={"figure": "gantt_multiples", "order": shown, "left_out": rest,
+                            "xmax": T})
     return fig
 
 
