@@ -60,7 +60,7 @@ def test_dict_roundtrip():
     d = Cluster.from_dict(c.to_dict())
     assert d.names == c.names and d.transfer_ms("gpu0", "gpu5", 1e6) == c.transfer_ms(
         "gpu0", "gpu5", 1e6)
-    with pytest.raises(ClusterError, match="missing or bad field"):
+    with pytest.raises(ClusterError, match=r"devices\[0\] must be a dict with a .name."):
         Cluster.from_dict({"devices": [{"kind": "gpu"}]})
     c = Cluster([Device("cpu0", "cpu", recv_overhead=0.012), Device("cpu1", "cpu")])
     d = Cluster.from_dict(c.to_dict())

@@ -40,10 +40,33 @@ import numpy as np
 
 from .errors import ClusterError, InfeasibleError
 
-__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB"]
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB", "MAX_DEVICES"]
 
 GiB = float(2**30)
 _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
+MAX_DEVICES = 4096
+"""Most devices a cluster may have (per-pair link data is sparse, but solvers use dense
+``n x n`` numpy matrices: 4,096 devices take 2 x 134 MB)."""
+
+
+def _float(value, what: str) -> float:
+    """``value`` as a float, or a ClusterError naming ``what`` (strings and bools refused)."""
+    if isinstance(value, (bool, str, bytes)) or value is None:
+        raise ClusterError(f"{what} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ClusterError(f"{what} must be a number, got {value!r}") from None
+
+
+def _text(value, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ClusterError(f"{what} must be a non-empty string, got {value!r}")
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ClusterError(f"{what} {value!r} is not valid Unicode (a lone surrogate)") from None
+    return value
 
 
 @dataclass(frozen=True)
@@ -65,17 +88,16 @@ class Device:
     recv_overhead: float = 0.0
 
     def __post_init__(self):
-        if not isinstance(self.name, str) or not self.name:
-            raise ClusterError(f"device name must be a non-empty string, got {self.name!r}")
-        if not isinstance(self.kind, str) or not self.kind:
-            raise ClusterError(f"device {self.name!r}: kind must be a non-empty string")
-        mem = float(self.memory)
+        _text(self.name, "device name")
+        _text(self.kind, f"device {self.name!r}: kind")
+        _text(self.host, f"device {self.name!r}: host")
+        mem = _float(self.memory, f"device {self.name!r}: memory")
         if math.isnan(mem) or mem < 0:
             raise ClusterError(f"device {self.name!r}: memory must be >= 0 bytes, got {mem}")
-        sp = float(self.speed)
+        sp = _float(self.speed, f"device {self.name!r}: speed")
         if not (sp > 0 and math.isfinite(sp)):
             raise ClusterError(f"device {self.name!r}: speed must be a positive number, got {sp}")
-        ro = float(self.recv_overhead)
+        ro = _float(self.recv_overhead, f"device {self.name!r}: recv_overhead")
         if not (ro >= 0 and math.isfinite(ro)):
             raise ClusterError(f"device {self.name!r}: recv_overhead must be finite and >= 0 ms, "
                                f"got {ro}")
@@ -97,7 +119,10 @@ class Link:
     r2: float | None = None  # goodness of fit when the link was calibrated
 
     def __post_init__(self):
-        lat, bw = float(self.latency), float(self.bandwidth)
+        lat = _float(self.latency, "link latency")
+        bw = _float(self.bandwidth, "link bandwidth")
+        if self.r2 is not None:
+            object.__setattr__(self, "r2", _float(self.r2, "link r2"))
         if math.isnan(lat) or lat < 0 or math.isinf(lat):
             raise ClusterError(f"link latency must be finite and >= 0 ms, got {self.latency}")
         if math.isnan(bw) or bw <= 0:
@@ -109,20 +134,39 @@ class Link:
         return self.latency + (0.0 if math.isinf(self.bandwidth) else nbytes / self.bandwidth)
 
 
+def _inv(bw: float) -> float:
+    return 0.0 if math.isinf(bw) else 1.0 / bw
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledCluster:
     """Numpy form of a cluster for hot loops.
 
-    ``lat[i, j]``/``inv_bw[i, j]`` direct link parameters (0 on the diagonal); ``up_lat``,
-    ``up_inv_bw`` (device -> host) and ``down_lat``, ``down_inv_bw`` (host -> device) host-staging
-    parameters, zero for host-resident (``cpu``) devices in host mode; ``speed``, ``memory``
-    and ``recv_overhead`` per device; ``kind_of[i]`` device kind name.
+    Per-pair link data is kept sparse: ``host_id[i]`` (index of the device's host), the
+    intra-/inter-host defaults and the overridden pairs ``ov_src``, ``ov_dst``, ``ov_lat``,
+    ``ov_inv_bw``. :meth:`pair_lat_inv` gives the parameters of many pairs at once;
+    ``lat[i, j]``/``inv_bw[i, j]`` are the dense ``n x n`` matrices (0 on the diagonal), built
+    by vectorised numpy on first use. ``up_lat``, ``up_inv_bw`` (device <-> host DRAM)
+    host-staging parameters, zero for host-resident (``cpu``) devices in host mode;
+    ``speed``, ``memory`` and ``recv_overhead`` per device; ``kind_of[i]`` device kind name.
+
+    >>> from workbench.cluster import Cluster
+    >>> cc = Cluster.preset("2x4xV100").c
+    >>> cc.lat[0, [1, 4, 0]].tolist()
+    [0.01, 0.03, 0.0]
+    >>> cc.pair_lat_inv([0, 0], [1, 4])[0].tolist()
+    [0.01, 0.03]
     """
 
     n: int
     host_mode: bool
-    lat: np.ndarray
-    inv_bw: np.ndarray
+    host_id: np.ndarray
+    intra: tuple
+    inter: tuple
+    ov_src: np.ndarray
+    ov_dst: np.ndarray
+    ov_lat: np.ndarray
+    ov_inv_bw: np.ndarray
     up_lat: np.ndarray
     up_inv_bw: np.ndarray
     staged: np.ndarray
@@ -130,6 +174,50 @@ class CompiledCluster:
     memory: np.ndarray
     kind_of: tuple
     recv_overhead: np.ndarray
+
+    def pair_lat_inv(self, src, dst) -> tuple[np.ndarray, np.ndarray]:
+        """Latency and inverse bandwidth of the direct links ``src[k] -> dst[k]`` (device
+        indices; 0 where ``src == dst``), without building the dense matrices."""
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        same = self.host_id[src] == self.host_id[dst]
+        lat = np.where(same, self.intra[0], self.inter[0])
+        inv = np.where(same, self.intra[1], self.inter[1])
+        if len(self.ov_src):
+            key = self.ov_src * self.n + self.ov_dst  # sorted
+            q = src * self.n + dst
+            pos = np.minimum(np.searchsorted(key, q), len(key) - 1)
+            hit = key[pos] == q
+            lat = np.where(hit, self.ov_lat[pos], lat)
+            inv = np.where(hit, self.ov_inv_bw[pos], inv)
+        diag = src == dst
+        return np.where(diag, 0.0, lat), np.where(diag, 0.0, inv)
+
+    def _dense(self) -> tuple[np.ndarray, np.ndarray]:
+        same = self.host_id[:, None] == self.host_id[None, :]
+        lat = np.where(same, self.intra[0], self.inter[0])
+        inv = np.where(same, self.intra[1], self.inter[1])
+        lat[self.ov_src, self.ov_dst] = self.ov_lat
+        inv[self.ov_src, self.ov_dst] = self.ov_inv_bw
+        np.fill_diagonal(lat, 0.0)
+        np.fill_diagonal(inv, 0.0)
+        lat.setflags(write=False)
+        inv.setflags(write=False)
+        return lat, inv
+
+    @cached_property
+    def lat(self) -> np.ndarray:
+        """Dense ``n x n`` link latencies (ms), read-only."""
+        lat, inv = self._dense()
+        self.__dict__["inv_bw"] = inv
+        return lat
+
+    @cached_property
+    def inv_bw(self) -> np.ndarray:
+        """Dense ``n x n`` inverse bandwidths (ms per byte), read-only."""
+        lat, inv = self._dense()
+        self.__dict__["lat"] = lat
+        return inv
 
 
 class Cluster:
@@ -156,9 +244,19 @@ class Cluster:
     def __init__(self, devices: Iterable[Device], *, intra_host: Link | None = None,
                  inter_host: Link | None = None, host_link: Link | None = None,
                  links: Mapping | None = None, mode: str = "direct", name: str = "cluster"):
-        self.devices: tuple[Device, ...] = tuple(devices)
+        if isinstance(devices, (str, bytes, Mapping)):
+            raise ClusterError(f"cluster {name!r}: devices must be a list of Device, got "
+                               f"{type(devices).__name__}")
+        try:
+            self.devices: tuple[Device, ...] = tuple(devices)
+        except TypeError:
+            raise ClusterError(f"cluster {name!r}: devices must be a list of Device, got "
+                               f"{type(devices).__name__}") from None
         if not self.devices:
             raise ClusterError(f"cluster {name!r} has no devices")
+        if len(self.devices) > MAX_DEVICES:
+            raise ClusterError(f"cluster {name!r} has {len(self.devices)} devices; at most "
+                               f"{MAX_DEVICES} are supported")
         for d in self.devices:
             if not isinstance(d, Device):
                 raise ClusterError(f"cluster {name!r}: {d!r} is not a Device")
@@ -170,17 +268,32 @@ class Cluster:
         if mode not in ("direct", "host"):
             raise ClusterError(f"cluster mode must be 'direct' or 'host', got {mode!r}")
         self.mode = mode
-        self.name = name
+        self.name = _text(name, "cluster name")
+        for what, lk in (("intra_host", intra_host), ("inter_host", inter_host),
+                         ("host_link", host_link)):
+            if lk is not None and not isinstance(lk, Link):
+                raise ClusterError(f"cluster {name!r}: {what} must be a Link, got {lk!r}")
         self.intra_host = intra_host or Link(0.01, 10 * _GBps)
         self.inter_host = inter_host or self.intra_host
         self.host_link = host_link or Link(0.01, 12 * _GBps)
         self.links: dict[tuple[str, str], Link] = {}
-        for (a, b), link in dict(links or {}).items():
+        if links is not None and not isinstance(links, Mapping):
+            raise ClusterError(f"cluster {name!r}: links must be a dict (src, dst) -> Link")
+        for key, link in dict(links or {}).items():
+            if not isinstance(key, tuple) or len(key) != 2:
+                raise ClusterError(f"cluster {name!r}: link key {key!r} must be (src, dst)")
+            a, b = key
             for end in (a, b):
                 if end not in self.index:
                     raise ClusterError(f"link {a} -> {b} names unknown device {end!r}")
+            if a == b:
+                raise ClusterError(f"link {a} -> {b} connects a device to itself")
             if not isinstance(link, Link):
-                link = Link(**link) if isinstance(link, Mapping) else Link(*link)
+                try:
+                    link = Link(**link) if isinstance(link, Mapping) else Link(*link)
+                except TypeError:
+                    raise ClusterError(f"link {a} -> {b}: expected a Link, a dict or a "
+                                       f"(latency, bandwidth) pair, got {link!r}") from None
             self.links[(a, b)] = link
 
     # ------------------------------------------------------------------ queries
@@ -263,10 +376,19 @@ class Cluster:
         if c.host_mode:
             lat = float(2 * c.up_lat[c.staged].mean()) if c.staged.any() else 0.0
             inv = float(2 * c.up_inv_bw[c.staged].mean()) if c.staged.any() else 0.0
-        else:
-            mask = ~np.eye(n, dtype=bool)
-            lat = float(c.lat[mask].mean())
-            inv = float(c.inv_bw[mask].mean())
+        else:  # sums over host groups and the sparse overrides: no n x n matrix
+            sizes = np.bincount(c.host_id).astype(float)
+            same = float((sizes * (sizes - 1)).sum())
+            pairs = float(n) * (n - 1)
+            cross = pairs - same
+            lat_sum = same * c.intra[0] + cross * c.inter[0]
+            inv_sum = same * c.intra[1] + cross * c.inter[1]
+            if len(c.ov_src):
+                dl, di = c.pair_lat_inv(c.ov_src, c.ov_dst)
+                base_same = c.host_id[c.ov_src] == c.host_id[c.ov_dst]
+                lat_sum += float((dl - np.where(base_same, c.intra[0], c.inter[0])).sum())
+                inv_sum += float((di - np.where(base_same, c.intra[1], c.inter[1])).sum())
+            lat, inv = lat_sum / pairs, inv_sum / pairs
         return (lat, (1.0 / inv) if inv > 0 else math.inf)
 
     def total_memory(self) -> float:
@@ -327,23 +449,26 @@ class Cluster:
     @cached_property
     def c(self) -> CompiledCluster:
         n = len(self.devices)
-        lat = np.zeros((n, n))
-        inv = np.zeros((n, n))
-        for i, a in enumerate(self.devices):
-            for j, b in enumerate(self.devices):
-                if i != j:
-                    lk = self.link(a.name, b.name)
-                    lat[i, j] = lk.latency
-                    inv[i, j] = 0.0 if math.isinf(lk.bandwidth) else 1.0 / lk.bandwidth
+        hosts = {h: k for k, h in enumerate(self.hosts())}
+        host_id = np.array([hosts[d.host] for d in self.devices], dtype=np.int64)
+        idx = self.index
+        ov = sorted((idx[a], idx[b], lk) for (a, b), lk in self.links.items())
+        ov_src = np.array([i for i, _, _ in ov], dtype=np.int64)
+        ov_dst = np.array([j for _, j, _ in ov], dtype=np.int64)
+        ov_lat = np.array([lk.latency for _, _, lk in ov], dtype=float)
+        ov_inv = np.array([_inv(lk.bandwidth) for _, _, lk in ov], dtype=float)
         staged = np.array([self.mode == "host" and d.kind != "cpu" for d in self.devices])
         hl = self.host_link
         up_lat = np.where(staged, hl.latency, 0.0)
         up_inv = np.where(staged, 0.0 if math.isinf(hl.bandwidth) else 1.0 / hl.bandwidth, 0.0)
-        for arr in (lat, inv, up_lat, up_inv, staged):
+        for arr in (host_id, ov_src, ov_dst, ov_lat, ov_inv, up_lat, up_inv, staged):
             arr.setflags(write=False)
         return CompiledCluster(
-            n=n, host_mode=self.mode == "host", lat=lat, inv_bw=inv, up_lat=up_lat,
-            up_inv_bw=up_inv, staged=staged,
+            n=n, host_mode=self.mode == "host", host_id=host_id,
+            intra=(self.intra_host.latency, _inv(self.intra_host.bandwidth)),
+            inter=(self.inter_host.latency, _inv(self.inter_host.bandwidth)),
+            ov_src=ov_src, ov_dst=ov_dst, ov_lat=ov_lat, ov_inv_bw=ov_inv,
+            up_lat=up_lat, up_inv_bw=up_inv, staged=staged,
             speed=np.array([d.speed for d in self.devices]),
             memory=np.array([d.memory for d in self.devices]),
             kind_of=tuple(d.kind for d in self.devices),
@@ -374,26 +499,55 @@ class Cluster:
 
     @classmethod
     def from_dict(cls, data: Mapping) -> "Cluster":
-        def link(d) -> Link:
+        """A cluster from its dict form (see :meth:`to_dict`; files are schema-checked first).
+
+        >>> Cluster.from_dict({"devices": [{"name": "g", "memory": "x"}]})
+        Traceback (most recent call last):
+        ...
+        workbench.errors.ClusterError: device 'g': memory must be a number, got 'x'
+        """
+        if not isinstance(data, Mapping):
+            raise ClusterError(f"a cluster description must be a dict, got {type(data).__name__}")
+
+        def link(d, what) -> Link | None:
             if d is None:
                 return None
+            if not isinstance(d, Mapping):
+                raise ClusterError(f"{what} must be a dict with latency_ms and "
+                                   f"bandwidth_bytes_per_ms, got {d!r}")
             bw = d.get("bandwidth_bytes_per_ms")
-            return Link(float(d.get("latency_ms", 0.0)), math.inf if bw is None else float(bw),
-                        d.get("r2"))
+            try:
+                return Link(d.get("latency_ms", 0.0), math.inf if bw is None else bw,
+                            d.get("r2"))
+            except ClusterError as e:
+                raise ClusterError(f"{what}: {e}") from None
 
-        try:
-            devices = [Device(name=d["name"], kind=d.get("kind", "gpu"),
-                              memory=math.inf if d.get("memory") is None else float(d["memory"]),
-                              speed=float(d.get("speed", 1.0)), host=d.get("host", "host0"),
-                              recv_overhead=float(d.get("recv_overhead_ms", 0.0)))
-                       for d in data["devices"]]
-            links = {(x["src"], x["dst"]): link(x) for x in data.get("links", [])}
-            return cls(devices, intra_host=link(data.get("intra_host")),
-                       inter_host=link(data.get("inter_host")),
-                       host_link=link(data.get("host_link")), links=links,
-                       mode=data.get("mode", "direct"), name=data.get("name", "cluster"))
-        except (KeyError, TypeError) as e:
-            raise ClusterError(f"malformed cluster description: missing or bad field {e}") from None
+        devs = data.get("devices")
+        if not isinstance(devs, (list, tuple)):
+            raise ClusterError(f"cluster 'devices' must be a list, got {devs!r}"[:200])
+        if len(devs) > MAX_DEVICES:
+            raise ClusterError(f"cluster has {len(devs)} devices; at most {MAX_DEVICES} are "
+                               f"supported")
+        devices = []
+        for k, d in enumerate(devs):
+            if not isinstance(d, Mapping) or "name" not in d:
+                raise ClusterError(f"devices[{k}] must be a dict with a 'name', got {d!r}"[:200])
+            devices.append(Device(name=d["name"], kind=d.get("kind", "gpu"),
+                                  memory=math.inf if d.get("memory") is None else d["memory"],
+                                  speed=d.get("speed", 1.0), host=d.get("host", "host0"),
+                                  recv_overhead=d.get("recv_overhead_ms", 0.0)))
+        links: dict = {}
+        for k, x in enumerate(data.get("links") or []):
+            if not isinstance(x, Mapping) or "src" not in x or "dst" not in x:
+                raise ClusterError(f"links[{k}] must be a dict with 'src' and 'dst'")
+            key = (x["src"], x["dst"])
+            if key in links:
+                raise ClusterError(f"link {key[0]} -> {key[1]} is given twice")
+            links[key] = link(x, f"link {key[0]} -> {key[1]}")
+        return cls(devices, intra_host=link(data.get("intra_host"), "intra_host"),
+                   inter_host=link(data.get("inter_host"), "inter_host"),
+                   host_link=link(data.get("host_link"), "host_link"), links=links,
+                   mode=data.get("mode", "direct"), name=data.get("name", "cluster"))
 
     # ------------------------------------------------------------------ presets
     @classmethod
