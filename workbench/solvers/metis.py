@@ -3,7 +3,8 @@
 Colocation groups are contracted to one vertex; vertex weights balance compute (time on the
 partitioned device kind) and memory (two constraints when the graph has memory figures); edge
 weights are the transfer times. The parts go to the accelerators (every device when the cluster
-has none); ops an accelerator cannot run go to a CPU. Splits are usually non-contiguous.
+has none); a unit its part's device cannot run goes to the least loaded accelerator that can run
+it, else to a CPU. Splits are usually non-contiguous.
 
 Examples
 --------
@@ -41,21 +42,24 @@ def metis(graph, cluster, *, balance_memory: bool = True, seed: int | None = Non
     uniq, owner = np.unique(cls, return_inverse=True)
     n = len(uniq)
     times = cluster.op_times(graph)
-    t = times[:, devs[0]]
-    runnable = np.isfinite(t)
-    ok_unit = np.bincount(owner, weights=~runnable, minlength=n) == 0
-    tw = np.bincount(owner, weights=np.where(runnable, t, 0.0), minlength=n)
+    # a unit (colour class / colocation group) can use a device that runs all of its ops
+    bad = np.zeros((n, len(cluster)))
+    np.add.at(bad, owner, ~np.isfinite(times))
+    unit_ok = bad == 0
+    best_acc = np.where(np.isfinite(times[:, devs]), times[:, devs], np.inf).min(axis=1)
+    t = np.where(np.isfinite(best_acc), best_acc, 0.0)   # balance on the fastest accelerator
+    tw = np.bincount(owner, weights=t, minlength=n)
     mw = np.bincount(owner, weights=gc.memory, minlength=n)
-    # undirected unit graph with summed transfer times
-    from ..pipeline import out_costs
+    # undirected unit graph with summed transfer times (mean over device pairs)
+    from ..analysis import edge_weights
 
-    c = out_costs(graph, cluster) if gc.m else np.zeros(gc.n)
+    c = edge_weights(graph, cluster, "mean")
     w: dict = {}
-    for u, v in zip(gc.src.tolist(), gc.dst.tolist()):
+    for e, (u, v) in enumerate(zip(gc.src.tolist(), gc.dst.tolist())):
         a, b = int(owner[u]), int(owner[v])
         if a != b:
             key = (min(a, b), max(a, b))
-            w[key] = w.get(key, 0.0) + float(c[u]) + 1e-9
+            w[key] = w.get(key, 0.0) + float(c[e]) + 1e-9
     adj: list = [[] for _ in range(n)]
     for (a, b), x in w.items():
         adj[a].append((b, x))
@@ -70,6 +74,8 @@ def metis(graph, cluster, *, balance_memory: bool = True, seed: int | None = Non
     k = len(devs)
     if k == 1 or n <= 1:
         part = np.zeros(n, dtype=np.int64)
+    elif n <= k:  # METIS cannot cut n vertices into more than n parts
+        part = np.arange(n, dtype=np.int64)
     else:
         st = 1e6 / max(tw.sum(), 1e-12)
         vt = [max(1, round(x * st)) for x in tw]
@@ -88,8 +94,15 @@ def metis(graph, cluster, *, balance_memory: bool = True, seed: int | None = Non
                                             eweights=ew, options=opts)
         part = np.asarray(part, dtype=np.int64)
     unit_dev = np.array([devs[int(p)] for p in part], dtype=np.int64)
-    if cpus:
-        unit_dev[~ok_unit] = cpus[0]
+    # units their part's device cannot run: the least loaded accelerator that can, else a CPU
+    load = np.bincount(unit_dev, weights=tw, minlength=len(cluster))
+    for u in np.flatnonzero(~unit_ok[np.arange(n), unit_dev]).tolist():
+        cands = [d for d in devs if unit_ok[u, d]] or [d for d in cpus if unit_ok[u, d]] \
+            or np.flatnonzero(unit_ok[u]).tolist()
+        d = min(cands, key=lambda d: (load[d], d))
+        load[unit_dev[u]] -= tw[u]
+        load[d] += tw[u]
+        unit_dev[u] = d
     dev = unit_dev[owner]
     names = cluster.names
     placement = {gc.names[j]: names[int(d)] for j, d in enumerate(dev.tolist())}
