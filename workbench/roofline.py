@@ -167,11 +167,12 @@ FAMILIES: dict[str, frozenset] = {
     "update": frozenset({"ResourceApplyGradientDescent", "ApplyGradientDescent",
                          "ResourceApplyMomentum", "ResourceApplyKerasMomentum",
                          "ResourceApplyAdam", "ApplyAdam", "AssignAddVariableOp",
-                         "AssignSubVariableOp", "AssignVariableOp", "AssignAdd", "AssignSub"}),
+                         "AssignSubVariableOp", "AssignVariableOp", "AssignAdd", "AssignSub",
+                         "ResourceScatterAdd", "ResourceScatterSub", "ScatterAdd"}),
     "elementwise": frozenset({
         "Add", "AddV2", "AddN", "Sub", "Mul", "Div", "RealDiv", "DivNoNan", "FloorDiv",
         "Maximum", "Minimum", "Pow", "SquaredDifference", "Neg", "Abs", "Sign", "Exp", "Log",
-        "Log1p", "Sqrt", "Rsqrt", "RsqrtGrad", "SqrtGrad", "Square", "Reciprocal", "Tanh",
+        "Log1p", "Erfc", "MatrixBandPart", "Sqrt", "Rsqrt", "RsqrtGrad", "SqrtGrad", "Square", "Reciprocal", "Tanh",
         "TanhGrad", "Sigmoid", "SigmoidGrad", "Relu", "ReluGrad", "Relu6", "Relu6Grad", "Elu",
         "EluGrad", "Selu", "Gelu", "Erf", "Softplus", "LeakyRelu", "LeakyReluGrad", "BiasAdd",
         "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd",
@@ -186,7 +187,7 @@ FAMILIES: dict[str, frozenset] = {
         "GatherElements", "ResourceGather", "Split", "SplitV", "Pack", "Unpack", "Cast",
         "Reverse", "ReverseV2", "UnsortedSegmentSum", "ScatterNd", "TensorScatterUpdate",
         "DynamicStitch", "Copy", "Resize", "Upsample", "DepthToSpace", "SpaceToDepth",
-        "ConcatOffset", "BroadcastGradientArgs"}),
+        "ConcatOffset", "BroadcastGradientArgs", "InvertPermutation"}),
     "view": frozenset({
         "NoOp", "VarHandleOp", "VariableV2", "Variable", "Const", "Constant", "Placeholder",
         "PlaceholderWithDefault", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims",

@@ -18,7 +18,12 @@ unplaced). :func:`extract` turns the step into an :class:`~workbench.graph.OpGra
 * ``colocate``: a variable, its reads and its updates form one group (TensorFlow runs resource
   ops where the resource lives), as do nodes tied by ``_class`` colocation attributes;
 * ``compute``: an analytic estimate (FLOPs at a nominal rate) until :func:`~workbench.runtime.
-  profile.profile` replaces it with measured times; ``graph.meta["costs"]`` says which.
+  profile.profile` replaces it with measured times; ``graph.meta["costs"]`` says which;
+* ``flops``, ``bytes_moved`` and ``shapes`` (output shapes): the work of the op for the device
+  cost model (:mod:`workbench.roofline`): TensorFlow's registered ``flops`` statistics
+  (``ops.get_stats_for_node_def``) where the op type has one, the formulas of
+  :func:`workbench.roofline.op_work` otherwise; op types without a formula are costed as
+  element-wise and listed in ``graph.meta["cost_fallback_types"]``.
 
 ``graph.meta["program"]`` records how to rebuild the program (model name, batch, sizes, seed,
 learning rate), which is what the runner uses to apply plans to the saved sample graphs.
@@ -256,6 +261,59 @@ def _estimate_ms(node, out: list, shapes_in: list) -> float:
     return 0.002 + flops / _NOMINAL_FLOPS_PER_MS
 
 
+def _shape(t) -> list | None:
+    """Static shape of a tensor as a list (None: unknown rank or a resource handle)."""
+    if t.shape.rank is None:
+        return None
+    return [(-1 if d is None else int(d)) for d in t.shape.as_list()]
+
+
+def op_work_tf(op, out_bytes: list, fallback: set) -> tuple[float, float]:
+    """FLOPs (TensorFlow's registered statistics first) and bytes moved of one tf.Operation."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    from ..roofline import op_family, op_work
+
+    t = tf()
+    flops = None
+    try:
+        stat = tf_ops.get_stats_for_node_def(op.graph, op.node_def, "flops")
+        flops = None if stat.value is None else float(stat.value)
+    except Exception:  # noqa: BLE001 - a statistic that cannot evaluate its shapes
+        flops = None
+    in_shapes, in_sizes = [], []
+    for x in op.inputs:
+        if x.dtype in (t.resource, t.variant):
+            in_shapes.append(None), in_sizes.append(0)
+            continue
+        shp = _shape(x)
+        n = 1
+        for d in shp or [-1]:
+            n = n * d if d >= 0 else 0
+        in_shapes.append(shp), in_sizes.append(n * x.dtype.size)
+    out_shapes = [None if o.dtype in (t.resource, t.variant) else _shape(o) for o in op.outputs]
+    attrs = {}
+    for a in ("transpose_a", "adj_x"):
+        try:
+            attrs[a] = bool(op.get_attr(a))
+        except (ValueError, TypeError):
+            pass
+    if op.type.startswith("ResourceApply") and op.inputs:
+        # the update reads and writes the variable: its size is the gradient's
+        in_shapes = [s for s in in_shapes if s is not None]
+    if op_family(op.type) is None:
+        fallback.add(op.type)
+    try:
+        f, b = op_work(op.type, in_shapes, out_shapes, in_sizes=in_sizes,
+                       out_sizes=list(out_bytes), attrs=attrs, unknown="elementwise",
+                       op=op.name)
+    except GraphError:  # a matmul/conv of unknown shape: bytes only
+        f, b = 0.0, float(sum(in_sizes) + sum(out_bytes))
+    if flops is None or op_family(op.type) == "update":
+        flops = f
+    return float(flops), float(b)
+
+
 def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | None = None,
                        name: str | None = None, meta: dict | None = None) -> OpGraph:
     """The OpGraph of a program's step; ``times`` (node -> ms) replaces the estimates."""
@@ -267,9 +325,14 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
     g = t.Graph()
     with g.as_default():
         t.graph_util.import_graph_def(program.graph_def, name="")
+    work: dict = {}
+    shapes: dict = {}
+    fallback: set = set()
     for op in g.get_operations():
         if op.name not in step:
             continue
+        work[op.name] = op_work_tf(op, program.out_bytes.get(op.name, []), fallback)
+        shapes[op.name] = [None if o.dtype == t.resource else _shape(o) for o in op.outputs]
         if op.type in ("MatMul",) and op.inputs[0].shape.rank == 2:
             ta = op.get_attr("transpose_a")
             inner[op.name] = [int(op.inputs[0].shape[0 if ta else 1])]
@@ -335,7 +398,9 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
             ms = _estimate_ms(nd, program.out_bytes.get(v, []), inner.get(v, []))
         ops.append((v, {"compute": {kind: ms}, "memory": memory[v], "kind": kinds[v],
                         "colocate": groups.get(v), "op_type": nd.op,
-                        "out_bytes": float(sum(program.out_bytes.get(v, [])))}))
+                        "out_bytes": float(sum(program.out_bytes.get(v, []))),
+                        "flops": work[v][0], "bytes_moved": work[v][1],
+                        "shapes": shapes[v]}))
     spec = program.spec
     param_bytes = sum(memory[v] for v in program.step_nodes
                       if nodes[v].op == "VarHandleOp" and kinds[v] == "other"
@@ -344,7 +409,8 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
          "batch": spec.get("batch"), "tf_version": t.__version__, "device": cpu_name(),
          "device_kind": kind, "costs": "profiled" if times is not None else "estimated",
          "param_bytes": float(param_bytes), "program": spec,
-         "unknown_shapes": program.unknown_shapes}
+         "unknown_shapes": program.unknown_shapes,
+         "cost_fallback_types": sorted(fallback)}
     m.update(meta or {})
     try:
         return OpGraph.from_ops(ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],

@@ -14,12 +14,16 @@ of the step, inputs included, can be given a device.
 ``lstm_seq2seq``              two-layer LSTM encoder and decoder, unrolled in time
 ============================  =================================================================
 
+The models of the papers at their published sizes (ResNet-50, Inception-V3, BERT-base, GNMT,
+RNNLM, Transformer base) are in :mod:`workbench.runtime.paper_models` and registered here too.
+
 Sizes are keyword arguments (e.g. ``layers=``, ``width=``); :data:`TINY` holds sizes that keep
 tests fast. Node names are deterministic, so a graph extracted once can be rebuilt later to run
 plans on it.
 
->>> sorted(MODELS)
-['inception_small', 'lstm_seq2seq', 'mlp', 'resnet_small', 'transformer_small']
+>>> sorted(MODELS)  # doctest: +NORMALIZE_WHITESPACE
+['bert_base', 'gnmt', 'inception_small', 'inception_v3', 'lstm_seq2seq', 'mlp', 'resnet50',
+ 'resnet_small', 'rnnlm', 'transformer_base', 'transformer_small']
 """
 
 from __future__ import annotations
@@ -258,3 +262,14 @@ TINY: dict[str, dict] = {
     "lstm_seq2seq": {"steps": 2, "units": 8, "in_dim": 8, "layers": 2},
 }
 """Sizes that make each model a few hundred ops at most (for tests)."""
+
+
+def _register_paper_models() -> None:
+    from .paper_models import PAPER_BATCH, PAPER_MODELS, PAPER_TINY
+
+    MODELS.update(PAPER_MODELS)
+    DEFAULT_BATCH.update(PAPER_BATCH)
+    TINY.update(PAPER_TINY)
+
+
+_register_paper_models()

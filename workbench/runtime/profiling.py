@@ -133,7 +133,7 @@ def _match_step(times: dict, step_ms: float) -> dict:
 def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, *,
             kind: str | None = None, steps: int = 10, warmup: int = 3, overhead: bool = True,
             device: str = "cpu0", program: Program | None = None, intra_op: int = 1,
-            name: str | None = None, **sizes) -> OpGraph:
+            name: str | None = None, timed_steps: int = 20, **sizes) -> OpGraph:
     """An OpGraph whose compute costs (for device kind ``kind``) are measured times.
 
     Parameters
@@ -154,6 +154,8 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
         :func:`_match_step`); the raw traced sum is kept in ``meta["profile"]``.
     device : str
         Device to profile on (``cpu0``, ``gpu0``, ...).
+    timed_steps : int
+        Untraced steps whose median is the measured step time.
 
     Examples
     --------
@@ -177,13 +179,14 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
     if kind is None:
         kind = "gpu" if is_gpu_device(device) else "cpu"
     res = profile_program(program, device=device, steps=steps, warmup=warmup,
-                          intra_op=intra_op)
+                          intra_op=intra_op, timed_steps=timed_steps)
     times = dict(res["times"])
     n = len(times)
     extra = (res["step_ms"] - res["traced_sum_ms"]) if overhead and n else 0.0
     if extra:
         times = _match_step(times, res["step_ms"])
-    info = {"steps": steps, "warmup": warmup, "device": device, "step_ms": res["step_ms"],
+    info = {"steps": steps, "warmup": warmup, "timed_steps": timed_steps, "device": device,
+            "step_ms": res["step_ms"],
             "traced_sum_ms": res["traced_sum_ms"], "per_op_adjust_ms": extra / n if n else 0.0,
             "calibrated_to_step": bool(extra),
             "untraced_nodes": len(res["untraced_nodes"]), "intra_op_threads": intra_op,
