@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError, InfeasibleError, SolverError
-from ..pipeline_costs import out_costs, pipeline_model, transfer_tiers
+from ..pipeline_costs import (check_finite_costs, edge_costs, out_costs, pipeline_model,
+                              transfer_tiers)
 from ..plan import Plan
 from . import register
 from .pipeline_dp_kernel import Lattice, interleave_mode, lattice, linear_lattice, solve_lattice
@@ -573,7 +574,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
              interleave=False, replicate: bool = False,
              allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
              progress=None, ideals: Lattice | None = None,
-             useful: np.ndarray | None = None) -> DPResult:
+             feasibility: bool = True) -> DPResult:
     """Run the DP over the ideals of ``p`` (``ideals``, a :class:`Lattice`, else enumerated), or
     over the prefixes of ``order`` for the linearised variant, with the compiled kernel of
     :mod:`workbench.solvers.pipeline_dp_kernel`. ``upper_bound`` prunes transitions that cannot
@@ -590,7 +591,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
     value, stages, stats = solve_lattice(
         p, k, l, cap, lat, upper_bound=upper_bound, interleave=interleave,
         replicate=replicate, allreduce_bandwidth=allreduce_bandwidth, time_limit=time_limit,
-        progress=progress, useful=useful)
+        progress=progress, feasibility=feasibility)
     stats["enumerate_s"] = t_enum
     return DPResult(value, stages, stats)
 
@@ -698,6 +699,9 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
          time_limit, progress, prune: bool = True) -> Plan:
     t0 = time.perf_counter()
     model = pipeline_model(cluster, method=method, cpus_pay=False)
+    times = cluster.op_times(graph)
+    check_finite_costs(np.concatenate([times[np.isfinite(times)], edge_costs(graph, cluster)]),
+                       what="compute and transfer times", method=method)
     acc_devs, cpu_devs = list(model.acc), list(model.cpus)
     acc_mem, cpu_mem = list(model.acc_memory), list(model.cpu_memory)
     p = contract_for_dp(graph, cluster, contract_branches=contract_branches)

@@ -319,20 +319,31 @@ def _maxload_warm(U, warm, cluster, x, y, z, ml, cedges, pays, T) -> dict | None
 
 
 def _dp_warm(graph, cluster, dl: _Deadline | None = None):
-    """The DP split (else the linearised DP) within part of the time budget; None if neither
-    can serve this cluster in time."""
+    """The better of the linearised DP and the exact DP, each within a share of the time
+    budget (the greedy latency split as a last resort); None if none can serve the cluster."""
+    from ..simulate import max_load
     from .pipeline_dp import dp, dpl
+    from .pipeline_latency import greedy_latency
 
-    left = dl.left() if dl is not None else math.inf
-    for f, share, kw in ((dp, 0.35, {"max_ideals": 20_000}), (dpl, 0.5, {})):
-        budget = left * share if math.isfinite(left) else None
+    best, best_v = None, math.inf
+    for f, share, kw in ((dpl, 0.3, {}), (dp, 0.4, {"max_ideals": 20_000})):
+        left = dl.left() if dl is not None else math.inf
         try:
-            plan = f(graph, cluster, time_limit=budget, **kw)
+            plan = f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
+                     **kw)
         except (SolverError, InfeasibleError):
-            left = dl.left() if dl is not None else math.inf
             continue
-        return plan
-    return None
+        v = max_load(plan, cluster)
+        if v < best_v:
+            best, best_v = plan, v
+    if best is None:
+        try:
+            plan = greedy_latency(graph, cluster)
+        except (SolverError, InfeasibleError):
+            return None
+        if plan.status != "infeasible":
+            best = plan
+    return best
 
 
 @register("ip_contig", family="pipeline", paper="Tarnawski et al. NeurIPS'20",

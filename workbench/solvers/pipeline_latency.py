@@ -272,7 +272,7 @@ def _dp_split(graph, cluster, dl):
                      **kw)
         except (SolverError, InfeasibleError):
             continue
-    return None
+    return None  # greedy_latency is the other candidate
 
 
 def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
