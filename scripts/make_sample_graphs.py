@@ -29,8 +29,25 @@ ROOT = Path(__file__).resolve().parent.parent
 LIMIT_MB = 40.0  # all checked-in sample files together
 
 
+def _with_work(saved, extract):
+    """The saved graph with the per-op work of a fresh extraction of the same program."""
+    from workbench import OpGraph
+
+    spec = saved.meta["program"]
+    fresh = extract(spec["model"], spec["batch"], seed=spec.get("seed", 0),
+                    lr=spec.get("lr", 0.01), **(spec.get("sizes") or {}))
+    if set(fresh.ops) != set(saved.ops):
+        raise SystemExit(f"{saved.name}: the rebuilt program differs from the saved graph")
+    G = saved.to_networkx()
+    for v in G.nodes:
+        for k in ("flops", "bytes_moved", "shapes"):
+            G.nodes[v][k] = fresh.op(v)[k]
+    meta = {**saved.meta, "cost_fallback_types": fresh.meta["cost_fallback_types"]}
+    return OpGraph(G, name=saved.name, meta=meta)
+
+
 def main(argv: list[str] | None = None) -> int:
-    from workbench.io import save_graph
+    from workbench.io import load_graph, save_graph
     from workbench.roofline import with_device_costs
     from workbench.runtime import DEFAULT_BATCH, MODELS, extract, profile
     from workbench.runtime.paper_models import PAPER_MODELS
@@ -42,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     ap.add_argument("--timed", type=int, default=20, help="untraced steps timed for the step")
     ap.add_argument("--out", type=Path, default=ROOT / "sample_graphs")
+    ap.add_argument("--work-only", action="store_true",
+                    help="keep the saved profile; only add per-op FLOPs/bytes/shapes and the "
+                         "V100 roofline costs to the existing files (no profiling)")
     args = ap.parse_args(argv)
     names = args.models or (list(PAPER_MODELS) if args.paper
                             else [m for m in MODELS if m not in PAPER_MODELS])
@@ -49,10 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         if name not in MODELS:
             ap.error(f"unknown model {name!r}; known: {', '.join(MODELS)}")
         t0 = time.perf_counter()
-        g = profile(extract(name, DEFAULT_BATCH[name]), steps=args.steps, warmup=args.warmup,
-                    timed_steps=args.timed)
-        g = with_device_costs(g, "V100", kind="gpu")
         path = args.out / f"{name}.json.gz"
+        if args.work_only:
+            g = _with_work(load_graph(path), extract)
+        else:
+            g = profile(extract(name, DEFAULT_BATCH[name]), steps=args.steps,
+                        warmup=args.warmup, timed_steps=args.timed)
+        g = with_device_costs(g, "V100", kind="gpu")
         save_graph(g, path)
         print(f"{name:18s} {g.n_ops:6d} ops {g.n_edges:6d} edges  batch {DEFAULT_BATCH[name]:3d}"
               f"  step {g.meta['profile']['step_ms']:9.2f} ms  params "
