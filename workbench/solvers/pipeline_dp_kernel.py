@@ -1,0 +1,563 @@
+"""Compiled inner loop of the DP over ideals (Tarnawski et al., NeurIPS 2020, Section 5.1.1).
+
+The DP of :mod:`workbench.solvers.pipeline_dp` sets, for every ideal ``I`` and every count of
+``a`` accelerators and ``b`` CPUs,
+
+``dp[a, b, I] = min(dp[a-1, b, I], dp[a, b-1, I], min_J max(dp[a-r, b, J], acc(I \\ J, r)),
+min_J max(dp[a, b-1, J], cpu(I \\ J)))``
+
+over the sub-ideals ``J ⊊ I``. This module runs it with numba (``cache=True``: the first call in a
+fresh environment compiles for a few seconds, later processes load the cache in well under a
+second):
+
+* **Sub-ideal descent.** The sub-ideals of ``I`` are visited by a depth-first walk down the
+  lattice's covering edges (remove one maximal element), each once (a stamp per ideal). Along the
+  walk the stage ``S = I \\ J`` grows by one supernode per step, so compute, memory and the
+  communication cut are **updated incrementally per pair** (a counter per hyperedge; the walk
+  restores the parent's sums on the way back, so no rounding accumulates across siblings).
+* **Stopping the descent.** Compute and memory only grow down the walk, so once neither an
+  accelerator stage (compute / ``r_max`` above the bound, memory above the cap, or an op that
+  cannot run there) nor a CPU stage can stay within the bound, nothing below can either.
+* **Fused min-max passes.** The cost of a pair is computed once and relaxes every ``(a, b)`` in
+  one pass; the ``dp[a-1, b, I]``/``dp[a, b-1, I]`` terms are a prefix minimum afterwards.
+* **Exactness.** Everything is float64; the cut is an exact sum of float64 edge costs along one
+  path (relative rounding at most ``depth * 2**-52``, far below the ``1e-7`` tolerance of the
+  bound). Ties between equal values are broken by the smallest sub-ideal id, the same on every
+  run.
+
+Examples
+--------
+>>> lat = lattice([[], [0], [0], [1, 2]], [[1, 2], [3], [3], []])
+>>> lat.ideals
+[0, 1, 3, 5, 7, 15]
+>>> lat.dptr.tolist()        # covering edges of each ideal (remove one maximal element)
+[0, 0, 1, 2, 3, 5, 6]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from ..errors import SolverError
+
+__all__ = ["Lattice", "backtrack_moves", "feasible_ideals", "forward", "interleave_mode", "lattice", "linear_lattice",
+           "solve_lattice"]
+
+
+@dataclass
+class Lattice:
+    """Ideals (bitmask ints, sizes non-decreasing so sub-ideals come first) and their covering
+    edges in CSR form: ideal ``i`` loses supernode ``dv[e]`` to become ideal ``dj[e]`` for
+    ``e`` in ``dptr[i]:dptr[i+1]``."""
+
+    ideals: list
+    dptr: np.ndarray
+    dv: np.ndarray
+    dj: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ideals)
+
+    def __len__(self) -> int:
+        return len(self.ideals)
+
+
+def lattice(pred: list, succ: list, *, limit: int = 100_000) -> Lattice:
+    """All ideals of a DAG (breadth-first growth) with their covering edges.
+
+    Raises SolverError naming the count when there are more than ``limit``.
+    """
+    n = len(pred)
+    bits = [1 << v for v in range(n)]
+    predmask = [sum(bits[u] for u in pred[v]) for v in range(n)]
+    seen = {0: 0}
+    out = [0]
+    frontier = [tuple(v for v in range(n) if not pred[v])]
+    up_from: list = []  # (upper id, removed v, lower id)
+    pos = 0
+    while pos < len(out):
+        ideal = out[pos]
+        addable = frontier[pos]
+        for v in addable:
+            new = ideal | bits[v]
+            j = seen.get(new)
+            if j is None:
+                j = len(out)
+                seen[new] = j
+                fr = [w for w in addable if w != v]
+                for w in succ[v]:
+                    pm = predmask[w]
+                    if new & pm == pm:
+                        fr.append(w)
+                out.append(new)
+                frontier.append(tuple(fr))
+                if len(out) > limit:
+                    raise SolverError(
+                        f"the forward graph has more than {limit:,} ideals (stopped counting at "
+                        f"{len(out):,}): too branching for the exact DP within its limits; use "
+                        f"method='dpl' (linearised, polynomial) or raise max_ideals")
+            up_from.append((j, v, pos))
+        pos += 1
+    return _csr(out, up_from)
+
+
+def linear_lattice(order: list[int]) -> Lattice:
+    """The chain of prefixes of ``order`` (the linearised DP of Section 5.1.2).
+
+    >>> linear_lattice([2, 0, 1]).ideals
+    [0, 4, 5, 7]
+    """
+    ideals = [0]
+    m = 0
+    edges = []
+    for i, v in enumerate(order):
+        m |= 1 << v
+        ideals.append(m)
+        edges.append((i + 1, v, i))
+    return _csr(ideals, edges)
+
+
+def _csr(ideals: list, edges: list) -> Lattice:
+    N = len(ideals)
+    e = np.array(edges, dtype=np.int64).reshape(-1, 3)
+    order = np.argsort(e[:, 0], kind="stable")
+    e = e[order]
+    dptr = np.zeros(N + 1, dtype=np.int64)
+    np.add.at(dptr, e[:, 0] + 1, 1)
+    return Lattice(ideals, np.cumsum(dptr), e[:, 1].astype(np.int32).copy(),
+                   e[:, 2].astype(np.int32).copy())
+
+
+def hyper_csr(n: int, hyper: list, hsrc: list):
+    """Per supernode, the hyperedges holding it (CSR), with sizes, costs and producers."""
+    H = len(hyper)
+    hsize = np.array([len(h) for h, _c in hyper], dtype=np.int32)
+    hcost = np.array([c for _h, c in hyper], dtype=np.float64)
+    src = np.array(hsrc, dtype=np.int32) if H else np.zeros(0, dtype=np.int32)
+    pairs = sorted((v, e) for e, (h, _c) in enumerate(hyper) for v in h)
+    nptr = np.zeros(n + 1, dtype=np.int64)
+    for v, _e in pairs:
+        nptr[v + 1] += 1
+    nptr = np.cumsum(nptr)
+    nh = np.array([e for _v, e in pairs], dtype=np.int32)
+    return nptr, nh, hsize, hcost, src
+
+
+@njit(cache=True)
+def _stage(comp, cin, cout, mem, r, mode, replicate, sync_inv):
+    """Load of one accelerator stage on ``r`` replicas. ``mode``: 0 compute + communication,
+    1 max(compute, communication) (App. C.1), 2 max(in-transfer, compute, out-transfer)
+    (full duplex, App. C.1)."""
+    if mode == 0:
+        base = comp + cin + cout
+    elif mode == 1:
+        base = max(comp, cin + cout)
+    else:
+        base = max(comp, max(cin, cout))
+    if r == 1 and not replicate:
+        return base
+    syn = (r - 1) * mem * sync_inv / r
+    if mode > 0:
+        return max(base / r, syn)
+    return base / r + syn
+
+
+@njit(cache=True)
+def _apply(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
+    """Add (sign=1) or remove (sign=-1) supernode ``v`` from the stage; ``cio`` holds the in- and
+    out-communication of the stage and is updated in place."""
+    for q in range(nptr[v], nptr[v + 1]):
+        h = nh[q]
+        c = cnt[h]
+        if 0 < c < hsize[h]:
+            cio[srcin[h]] -= hcost[h]
+        c += sign
+        cnt[h] = c
+        if hsrc[h] == v:
+            srcin[h] = 1 if sign > 0 else 0
+        if 0 < c < hsize[h]:
+            cio[srcin[h]] += hcost[h]
+
+
+@njit(cache=True)
+def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucpu, K, L,
+            cap, tolB, reps_max, mode, replicate, sync_inv, lo, hi, dpv, I0, I1):
+    """Fill ``dpv[a, b, I]`` (``inf`` above ``tolB``) for the ideals ``I0 <= I < I1`` (their
+    sub-ideals done before); returns the number of (ideal, sub-ideal) pairs visited. Only the
+    states ``lo[b, I] <= a <= hi[b, I]`` are filled (the others stay ``inf``)."""
+    N = len(dptr) - 1
+    n = len(acc)
+    H = len(hsize)
+    cnt = np.zeros(H, np.int64)
+    srcin = np.zeros(H, np.int64)
+    stamp = np.full(N, -1, np.int64)
+    best = np.empty((K + 1, L + 1))
+    cio = np.zeros(2)
+    st_node = np.empty(n + 2, np.int64)
+    st_ptr = np.empty(n + 2, np.int64)
+    st_v = np.empty(n + 2, np.int64)
+    st_val = np.empty((n + 2, 7))
+    pairs = 0
+    for I in range(I0, I1):
+        if dptr[I] == dptr[I + 1]:
+            continue
+        live = False
+        for b in range(L + 1):
+            if lo[b, I] <= hi[b, I]:
+                live = True
+        if not live:
+            continue
+        best[:, :] = np.inf
+        depth = 0
+        st_node[0] = I
+        st_ptr[0] = dptr[I]
+        st_val[0, :] = 0.0
+        comp = cp = mm = 0.0
+        ua = uc = 0.0
+        cio[0] = 0.0
+        cio[1] = 0.0
+        while depth >= 0:
+            node = st_node[depth]
+            p = st_ptr[depth]
+            if p == dptr[node + 1]:
+                if depth > 0:
+                    _apply(st_v[depth], -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+                    comp, cp, mm, ua, uc = (st_val[depth - 1, 0], st_val[depth - 1, 1],
+                                            st_val[depth - 1, 2], st_val[depth - 1, 3],
+                                            st_val[depth - 1, 4])
+                    cio[0] = st_val[depth - 1, 5]
+                    cio[1] = st_val[depth - 1, 6]
+                depth -= 1
+                continue
+            st_ptr[depth] = p + 1
+            j = dj[p]
+            if stamp[j] == I:
+                continue
+            stamp[j] = I
+            v = dv[p]
+            _apply(v, 1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+            comp += acc[v]
+            cp += cpu[v]
+            mm += mem[v]
+            ua += uacc[v]
+            uc += ucpu[v]
+            pairs += 1
+            acc_alive = K > 0 and ua < 0.5 and mm <= cap and comp <= tolB * reps_max
+            cpu_alive = L > 0 and uc < 0.5 and cp <= tolB
+            if not acc_alive and not cpu_alive:
+                _apply(v, -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+                comp, cp, mm, ua, uc = (st_val[depth, 0], st_val[depth, 1], st_val[depth, 2],
+                                        st_val[depth, 3], st_val[depth, 4])
+                cio[0] = st_val[depth, 5]
+                cio[1] = st_val[depth, 6]
+                continue
+            if acc_alive:
+                for r in range(1, reps_max + 1):
+                    c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
+                    if c > tolB:
+                        continue
+                    for b in range(L + 1):
+                        for a in range(max(r, lo[b, I]), min(K, hi[b, I]) + 1):
+                            x = dpv[a - r, b, j]
+                            if x < c:
+                                x = c
+                            if x < best[a, b]:
+                                best[a, b] = x
+            if cpu_alive:
+                for b in range(1, L + 1):
+                    for a in range(max(0, lo[b, I]), min(K, hi[b, I]) + 1):
+                        x = dpv[a, b - 1, j]
+                        if x < cp:
+                            x = cp
+                        if x < best[a, b]:
+                            best[a, b] = x
+            depth += 1
+            st_node[depth] = j
+            st_ptr[depth] = dptr[j]
+            st_v[depth] = v
+            st_val[depth, 0] = comp
+            st_val[depth, 1] = cp
+            st_val[depth, 2] = mm
+            st_val[depth, 3] = ua
+            st_val[depth, 4] = uc
+            st_val[depth, 5] = cio[0]
+            st_val[depth, 6] = cio[1]
+        for a in range(K + 1):
+            for b in range(L + 1):
+                if a < lo[b, I] or a > hi[b, I]:
+                    best[a, b] = np.inf
+                    continue
+                x = best[a, b]
+                if a > 0 and best[a - 1, b] < x:
+                    x = best[a - 1, b]
+                if b > 0 and best[a, b - 1] < x:
+                    x = best[a, b - 1]
+                best[a, b] = x
+                dpv[a, b, I] = x
+    return pairs
+
+
+@njit(cache=True)
+def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc,
+                    ucpu, K, L, cap, tolB, reps_max, mode, replicate, sync_inv, dpv):
+    """Best move out of state ``(a, b, I)``: ``vals[0]``/``js[0]`` for a CPU stage and
+    ``vals[r]``/``js[r]`` for an accelerator stage on ``r`` replicas (value, sub-ideal; the
+    smallest sub-ideal id among equal values; ``inf``/-1 where there is none)."""
+    N = len(dptr) - 1
+    n = len(acc)
+    H = len(hsize)
+    cnt = np.zeros(H, np.int64)
+    srcin = np.zeros(H, np.int64)
+    stamp = np.zeros(N, np.uint8)
+    vals = np.full(reps_max + 1, np.inf)
+    js = np.full(reps_max + 1, -1, np.int64)
+    cio = np.zeros(2)
+    st_node = np.empty(n + 2, np.int64)
+    st_ptr = np.empty(n + 2, np.int64)
+    st_v = np.empty(n + 2, np.int64)
+    st_val = np.zeros((n + 2, 7))
+    depth = 0
+    st_node[0] = I
+    st_ptr[0] = dptr[I]
+    comp = cp = mm = ua = uc = 0.0
+    while depth >= 0:
+        node = st_node[depth]
+        p = st_ptr[depth]
+        if p == dptr[node + 1]:
+            if depth > 0:
+                _apply(st_v[depth], -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+                comp, cp, mm, ua, uc = (st_val[depth - 1, 0], st_val[depth - 1, 1],
+                                        st_val[depth - 1, 2], st_val[depth - 1, 3],
+                                        st_val[depth - 1, 4])
+                cio[0] = st_val[depth - 1, 5]
+                cio[1] = st_val[depth - 1, 6]
+            depth -= 1
+            continue
+        st_ptr[depth] = p + 1
+        j = dj[p]
+        if stamp[j]:
+            continue
+        stamp[j] = 1
+        v = dv[p]
+        _apply(v, 1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+        comp += acc[v]
+        cp += cpu[v]
+        mm += mem[v]
+        ua += uacc[v]
+        uc += ucpu[v]
+        acc_alive = K > 0 and ua < 0.5 and mm <= cap and comp <= tolB * reps_max
+        cpu_alive = L > 0 and uc < 0.5 and cp <= tolB
+        if not acc_alive and not cpu_alive:
+            _apply(v, -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+            comp, cp, mm, ua, uc = (st_val[depth, 0], st_val[depth, 1], st_val[depth, 2],
+                                    st_val[depth, 3], st_val[depth, 4])
+            cio[0] = st_val[depth, 5]
+            cio[1] = st_val[depth, 6]
+            continue
+        if acc_alive:
+            for r in range(1, min(reps_max, a) + 1):
+                c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
+                if c > tolB:
+                    continue
+                x = max(dpv[a - r, b, j], c)
+                if x < vals[r] or (x == vals[r] and j < js[r]):
+                    vals[r] = x
+                    js[r] = j
+        if cpu_alive and b > 0:
+            x = max(dpv[a, b - 1, j], cp)
+            if x < vals[0] or (x == vals[0] and j < js[0]):
+                vals[0] = x
+                js[0] = j
+        depth += 1
+        st_node[depth] = j
+        st_ptr[depth] = dptr[j]
+        st_v[depth] = v
+        st_val[depth, 0] = comp
+        st_val[depth, 1] = cp
+        st_val[depth, 2] = mm
+        st_val[depth, 3] = ua
+        st_val[depth, 4] = uc
+        st_val[depth, 5] = cio[0]
+        st_val[depth, 6] = cio[1]
+    return vals, js
+
+
+@njit(cache=True)
+def ideal_sums(dptr, dv, dj, w):
+    """``sum(w[v] for v in I)`` for every ideal (along its first covering edge)."""
+    N = len(dptr) - 1
+    out = np.zeros(N)
+    for i in range(N):
+        if dptr[i] < dptr[i + 1]:
+            e = dptr[i]
+            out[i] = out[dj[e]] + w[dv[e]]
+    return out
+
+
+def feasible_ideals(lat: Lattice, acc: np.ndarray, cpu: np.ndarray, k: int, l: int,
+                    bound: float, *, ranges: bool = False):
+    """The feasibility pass: a flag per ideal ``I``, False when no split with every load at
+    most ``bound`` can have ``I`` as a prefix.
+
+    Every load is at least its compute, an accelerator stage holds at most ``bound`` of
+    accelerator compute, and a CPU stage at most ``rho * bound`` of it (``rho`` the largest
+    ratio of accelerator to CPU time of a supernode). So ``I`` needs at least
+    ``ceil((acc(I) - b1 * rho * bound) / bound)`` accelerators when ``b1`` CPUs help, its
+    complement likewise; ``I`` stays when some ``b1 + b2 <= l`` lets both fit in ``k``.
+    ``ranges=True`` returns those bounds per CPU count instead (:func:`layer_ranges`).
+
+    >>> lat = linear_lattice([0, 1, 2, 3])
+    >>> feasible_ideals(lat, np.ones(4), np.full(4, np.inf), 2, 0, 2.0).tolist()
+    [True, False, True, False, True]
+    """
+    N = lat.n
+    if not math.isfinite(bound) or N == 0:
+        return _all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
+    a = np.where(np.isfinite(acc), acc, 0.0)
+    okc = np.isfinite(cpu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(okc & (a > 0), a / np.where(cpu > 0, cpu, 1.0), 0.0)
+    if (okc & (a > 0) & (cpu <= 0)).any():
+        ratio[:] = np.inf
+    rho = float(ratio.max()) if l > 0 and len(ratio) else 0.0
+    if not math.isfinite(rho):
+        return _all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
+    pre = ideal_sums(lat.dptr, lat.dv, lat.dj, a)
+    rest = float(a.sum()) - pre
+    tol = bound * (1 + 1e-9) + 1e-12
+    lo, hi = layer_ranges(pre, rest, k, l, rho, tol)
+    return (lo, hi) if ranges else (lo <= hi).any(axis=0)
+
+
+def _all_layers(N: int, k: int, l: int):
+    return np.zeros((l + 1, N), dtype=np.int64), np.full((l + 1, N), k, dtype=np.int64)
+
+
+def layer_ranges(pre, rest, k: int, l: int, rho: float, tol: float):
+    """``lo[b, I]``/``hi[b, I]``: the fewest accelerators that can cover ideal ``I`` with ``b``
+    CPUs, and ``k`` minus the fewest that cover its complement with the other ``l - b``
+    (states outside ``lo..hi`` lie on no split within ``tol``)."""
+    lo = np.empty((l + 1, len(pre)), dtype=np.int64)
+    hi = np.empty((l + 1, len(pre)), dtype=np.int64)
+    for b in range(l + 1):
+        lo[b] = np.ceil(np.maximum(pre - b * rho * tol, 0.0) / tol - 1e-9)
+        hi[b] = k - np.ceil(np.maximum(rest - (l - b) * rho * tol, 0.0) / tol - 1e-9)
+    return lo, hi
+
+
+_MODES = {False: 0, True: 1, "half_duplex": 1, "full_duplex": 2}
+
+
+def interleave_mode(interleave) -> int:
+    """0 (sum), 1 (max of compute and communication) or 2 (full duplex) for ``interleave``.
+
+    >>> interleave_mode(False), interleave_mode(True), interleave_mode("full_duplex")
+    (0, 1, 2)
+    """
+    try:
+        return _MODES[interleave]
+    except (KeyError, TypeError):
+        raise SolverError(f"interleave must be False, True (half duplex) or 'full_duplex', "
+                          f"got {interleave!r}") from None
+
+
+def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: float = math.inf,
+                  interleave=False, replicate: bool = False,
+                  allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
+                  progress=None, feasibility: bool = True, chunk: int = 4096):
+    """Run the DP of the module text over ``lat`` for problem ``p`` (a
+    :class:`~workbench.solvers.pipeline_dp.DPProblem`) with ``k`` accelerators of memory
+    ``cap`` and ``l`` CPUs. Returns ``(value, stages, stats)``; ``stages`` lists
+    ``(supernodes, "acc" | "cpu", replicas)`` in pipeline order (empty when infeasible).
+
+    ``upper_bound`` must be at least the optimum (e.g. the DPL value): values above it are
+    dropped and the sub-ideal descent stops where compute alone exceeds it. With
+    ``feasibility`` the pass of :func:`feasible_ideals` at that bound first restricts every
+    ideal to the device counts that can lie on a split within it (exact: only states that no
+    split within the bound passes through are left out).
+    """
+    t0 = time.perf_counter()
+    ns = p.n
+    N = lat.n
+    mode = interleave_mode(interleave)
+    hsrc = getattr(p, "hyper_src", None) or [h[0] for h, _c in p.hyper]
+    nptr, nh, hsize, hcost, src = hyper_csr(ns, p.hyper, hsrc)
+    acc = np.where(np.isfinite(p.acc), p.acc, 0.0).astype(np.float64)
+    cpu = np.where(np.isfinite(p.cpu), p.cpu, 0.0).astype(np.float64)
+    uacc = (~np.isfinite(p.acc)).astype(np.float64)
+    ucpu = (~np.isfinite(p.cpu)).astype(np.float64)
+    mem = np.asarray(p.mem, dtype=np.float64)
+    B = float(upper_bound)
+    tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
+    capt = cap * (1 + 1e-12) + 1e-9 if math.isfinite(cap) else math.inf
+    reps_max = max(1, k) if replicate else 1
+    sync_inv = 1.0 / allreduce_bandwidth if math.isfinite(allreduce_bandwidth) else 0.0
+    dpv = np.full((k + 1, l + 1, N), np.inf)
+    empty = 0
+    dpv[:, :, empty] = 0.0
+    if feasibility:
+        lo, hi = feasible_ideals(lat, p.acc, p.cpu, k, l, tolB, ranges=True)
+    else:
+        lo, hi = _all_layers(N, k, l)
+    t_feas = time.perf_counter() - t0
+    args = (lat.dptr, lat.dv, lat.dj, nptr, nh, hsize, hcost, src, acc, cpu, mem, uacc, ucpu,
+            k, l, capt, tolB, reps_max, mode, bool(replicate), sync_inv)
+    pairs = 0
+    for start in range(0, N, chunk):
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
+                              f"{start:,} of {N:,} ideals")
+        pairs += forward(*args, lo, hi, dpv, start, min(N, start + chunk))
+        if progress is not None:
+            progress({"ideals_done": min(N, start + chunk), "ideals": N})
+    full = N - 1
+    value = float(dpv[k, l, full])
+    stats = {"ideals": N, "ideal_pairs": int(pairs), "supernodes": ns, "upper_bound": B,
+             "feasible_ideals": int((lo <= hi).any(axis=0).sum()), "feasibility_s": t_feas,
+             "dp_s": time.perf_counter() - t0}
+    if not math.isfinite(value):
+        return value, [], stats
+    stages = []
+    a, b, cur = k, l, full
+    while cur != empty:
+        target = dpv[a, b, cur]
+        vals, js = backtrack_moves(cur, a, b, *args, dpv)
+        # tie-break as the authors' code: leave a CPU unused, then a CPU stage, then leave an
+        # accelerator unused, then an accelerator stage (first option within tolerance wins)
+        tol = target + 1e-6 * (1.0 + abs(target))
+        opts = []
+        if b > 0:
+            opts.append((dpv[a, b - 1, cur], 2, cur, 1))
+            if js[0] >= 0:
+                opts.append((float(vals[0]), 4, int(js[0]), 1))
+        if a > 0:
+            opts.append((dpv[a - 1, b, cur], 1, cur, 1))
+            for r in range(1, min(a, reps_max) + 1):
+                if js[r] >= 0:
+                    opts.append((float(vals[r]), 3, int(js[r]), r))
+        best = next((o for o in opts if o[0] <= tol), min(opts, default=(np.inf, 0, 0, 0)))
+        _v, t, j, r = best
+        if t == 1:
+            a -= 1
+            continue
+        if t == 2:
+            b -= 1
+            continue
+        if t == 0:  # pragma: no cover
+            raise SolverError("DP backtracking failed")
+        diff = lat.ideals[cur] & ~lat.ideals[j]
+        stages.append(([v for v in range(ns) if (diff >> v) & 1], "acc" if t == 3 else "cpu", r))
+        if t == 3:
+            a -= r
+        else:
+            b -= 1
+        cur = j
+    stages.reverse()
+    stats["dp_s"] = time.perf_counter() - t0
+    return value, stages, stats
