@@ -1,8 +1,8 @@
 """Command line over the public API: ``workbench`` or ``python -m workbench``.
 
-Subcommands: ``info``, ``methods``, ``solve``, ``simulate``, ``compare``, ``demo`` and ``run``
-(measure plans on local devices with TensorFlow). A GRAPH argument is a file (the workbench's
-JSON, an MSR workload, a plan with an embedded graph; detected from the content) or the name of a
+Subcommands: ``info``, ``methods``, ``solve``, ``simulate``, ``compare``, ``demo``, ``run``
+(measure plans on local devices with TensorFlow) and ``sweep`` (grids of problems on Dask).
+A GRAPH argument is a file (the workbench's JSON, an MSR workload, a plan with an embedded graph; detected from the content) or the name of a
 bundled sample (``transformer``, ``cnn:500`` for a 500-op generated graph, a file of
 ``sample_graphs/``). Library errors are printed on one line and exit with status 2.
 
@@ -95,7 +95,9 @@ def _num(x):
 def _problem(args):
     graph, own = load_graph_arg(args.graph)
     cluster = load_cluster_arg(args.cluster, own, memory=getattr(args, "memory_gib", None))
-    return graph, cluster
+    from .roofline import costs_for_cluster  # roofline costs for kinds not profiled
+
+    return costs_for_cluster(graph, cluster), cluster
 
 
 def _cmd_info(args) -> int:
@@ -173,8 +175,7 @@ def _cmd_simulate(args) -> int:
     from . import evaluate, simulate
     from .io import load_plan, save_chrome_trace
 
-    graph, own = load_graph_arg(args.graph)
-    cluster = load_cluster_arg(args.cluster, own)
+    graph, cluster = _problem(args)
     plan = load_plan(args.plan, graph)
     sched = simulate(plan, cluster, congestion=not args.no_congestion, order=args.order)
     met = evaluate(plan, cluster, schedule=sched)
@@ -241,8 +242,7 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    graph, own = load_graph_arg(args.graph)
-    cluster = load_cluster_arg(args.cluster, own)
+    graph, cluster = _problem(args)
     if args.memory_fraction:
         if not (args.memory_fraction > 0):
             raise WorkbenchError(f"--memory-fraction must be positive, got {args.memory_fraction}")
@@ -313,6 +313,45 @@ def _cmd_run(args) -> int:
             print(f"  {r['method']:<12} simulated {r['simulated_ms']:8.3f} ms   measured "
                   f"{r['measured_ms']:8.3f} (median, std {r['measured_std_ms']:.3f}) ms   error "
                   f"{100 * r['sim_error']:5.1f} %   {r['devices_used']} devices")
+    return 0
+
+
+def _cmd_sweep(args) -> int:
+    """Run a sweep spec on Dask (local cluster or --scheduler); print a summary."""
+    from . import sweep
+
+    spec = sweep.load_spec(args.spec)
+    if args.time_limit is not None:
+        if not args.time_limit > 0:
+            raise WorkbenchError(f"--time-limit must be positive, got {args.time_limit}")
+        spec.time_limit = args.time_limit
+    if args.dry_run:
+        cells = spec.cells()
+        print(f"sweep {spec.name}: {len(cells)} cells")
+        for c in cells:
+            print(f"  {c.key}  {c.workload} {c.preset} devices={c.devices or '-'} "
+                  f"bw x{c.bandwidth_scale:g} {c.method} seed={c.seed}")
+        return 0
+    out = args.out or os.path.join("results", spec.name)
+    df = sweep.run(spec, out, scheduler=args.scheduler, workers=args.workers,
+                   isolate=not args.no_isolate, progress=not args.json)
+    if args.json:
+        from .io.json_format import jsonable
+
+        print(json.dumps(jsonable(df.to_dict(orient="records"))))
+        return 0
+    counts = df.groupby(["method", "status"]).size().unstack(fill_value=0)
+    obj = spec.objective
+    prof = sweep.performance_profile(df, obj, taus=[1.0, 1.05, 1.25])
+    best = prof.pivot(index="method", columns="tau", values="fraction")
+    best.columns = [f"within x{t:g}" for t in best.columns]
+    summary = counts.join(df.groupby("method")[obj].mean().rename(f"mean {obj}")).join(best)
+    with __import__("pandas").option_context("display.width", 160, "display.max_columns", 20):
+        print(summary.to_string(float_format=lambda x: f"{x:.4g}"))
+    for _, r in df[df["status"].isin(["error", "timeout"])].head(10).iterrows():
+        print(f"  {r['method']} on {r['workload']}: {r['status']}: {r['error'][:160]}")
+    print(f"results in {os.path.abspath(out)} ({len(df)} cells; "
+          f"workbench.sweep.load(path) reads them)")
     return 0
 
 
@@ -394,6 +433,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=30.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_run)
+
+    p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask")
+    p.add_argument("spec", help="sweep spec (TOML file, or a bundled spec name in sweeps/)")
+    p.add_argument("--out", help="results folder (default results/SPEC_NAME); reruns resume")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
+                   "tcp://HOST:8786 (default: a local cluster of worker processes)")
+    p.add_argument("--workers", type=int, help="worker processes of the local cluster")
+    p.add_argument("--time-limit", type=float,
+                   help="seconds per solver, overriding the spec's (a different cell key)")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="run cells inside the workers (faster; no hard per-cell time limit)")
+    p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(fn=_cmd_sweep)
     return ap
 
 

@@ -60,8 +60,9 @@ import numpy as np
 
 from .errors import ClusterError, GraphError
 
-__all__ = ["DEVICE_MODELS", "PRESET_DEVICE_MODELS", "DeviceModel", "FAMILIES", "fit_device",
-           "op_family", "op_work", "roofline_times", "with_device_costs"]
+__all__ = ["DEVICE_MODELS", "PRESET_DEVICE_MODELS", "DeviceModel", "FAMILIES",
+           "costs_for_cluster", "fit_device", "op_family", "op_work", "roofline_times",
+           "with_device_costs"]
 
 _T = 1e9   # 1 TFLOP/s in FLOP per millisecond
 _G = 1e6   # 1 GB/s in bytes per millisecond
@@ -449,6 +450,36 @@ def with_device_costs(graph, target="V100", *, kind: str = "gpu", precision: str
     meta["device_costs"] = dc
     out = graph.map_ops(upd)
     return OpGraph(out.to_networkx(), name=graph.name, meta=meta)
+
+
+def costs_for_cluster(graph, cluster):
+    """``graph`` with roofline costs for the device kinds of a preset cluster it was not
+    measured on; unchanged when it has no FLOP figures or the cluster is no known preset.
+
+    Measured costs (``meta["device_kind"]``, the kind a graph was profiled on) are kept, so a
+    CPU-profiled sample on ``4xcpu`` keeps its profile and on ``8xA100-nvlink`` gets A100
+    roofline times. The command line applies this to every graph it loads.
+
+    >>> from workbench import Cluster, OpGraph
+    >>> g = OpGraph.from_ops([("mm", {"compute": {"cpu": 3.0}, "op_type": "MatMul",
+    ...                               "flops": 2e9, "bytes_moved": 1e7})],
+    ...                      meta={"device_kind": "cpu"})
+    >>> round(costs_for_cluster(g, Cluster.preset("2x4xV100")).op("mm")["compute"]["gpu"], 4)
+    0.1324
+    >>> costs_for_cluster(g, Cluster.preset("4xcpu")) is g
+    True
+    """
+    models = PRESET_DEVICE_MODELS.get(getattr(cluster, "name", None))
+    measured = (graph.meta or {}).get("device_kind")
+    if not models or any(graph.op(v).get("flops") is None for v in graph.ops):
+        return graph
+    out = graph
+    for k in cluster.kinds:
+        if k == measured or k not in models:
+            continue
+        speeds = sorted({d.speed for d in cluster.devices if d.kind == k})
+        out = with_device_costs(out, models[k], kind=k, speed=speeds[0])
+    return out
 
 
 # ---------------------------------------------------------------------- fitting
