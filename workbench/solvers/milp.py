@@ -177,6 +177,9 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> Mil
         prob.solve(s)
     except pulp.PulpSolverError as e:
         return MilpResult("error", message=str(e))
+    except (IndexError, ValueError, OverflowError) as e:  # PuLP's HiGHS glue on a bad model
+        return MilpResult("error", message=f"HiGHS could not solve model {prob.name!r} "
+                                           f"(badly scaled coefficients?): {e}")
     h = prob.solverModel
     st = h.getModelStatus()
     info = h.getInfo()
