@@ -40,8 +40,9 @@ def contiguous(g: OpGraph, ops: set) -> bool:
     return True
 
 
-def brute_force(g: OpGraph, c: Cluster) -> float:
-    """Best max_load over all assignments whose device sets are contiguous."""
+def brute_force(g: OpGraph, c: Cluster, metric=None) -> float:
+    """Best ``metric`` (max_load) over all assignments whose device sets are contiguous."""
+    metric = metric or max_load
     best = math.inf
     names = c.names
     for combo in itertools.product(range(len(names)), repeat=g.n_ops):
@@ -54,7 +55,7 @@ def brute_force(g: OpGraph, c: Cluster) -> float:
         mem = [sum(g.op(v)["memory"] for v in s) for s in sets]
         if any(m > c.devices[i].memory for i, m in enumerate(mem)):
             continue
-        best = min(best, max_load(plan, c))
+        best = min(best, metric(plan, c))
     return best
 
 
@@ -183,3 +184,30 @@ def test_large_lattice_is_solved_quickly():
     assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
     assert p.predicted["max_load_ms"] <= solve(g, c, method="dpl").predicted["max_load_ms"] + 1e-9
     assert np.isfinite(p.predicted["max_load_ms"])
+
+
+@pytest.mark.parametrize("mode", [True, "full_duplex"])
+@pytest.mark.parametrize("seed", range(4))
+def test_interleaved_dp_equals_brute_force(mode, seed):
+    from workbench.pipeline import pipelined_time
+
+    g = uniform(samples.random_dag(6, edge_prob=0.4, seed=10 + seed))
+    c = host(2, 1, bw=2e5)
+    p = solve(g, c, method="dp", interleave=mode)
+    best = brute_force(g, c, lambda plan, cl: pipelined_time(plan, cl, interleave=mode))
+    assert p.predicted["max_load_ms"] == pytest.approx(best, rel=1e-9)
+    assert pipelined_time(p, c, interleave=mode) == pytest.approx(best, rel=1e-9)
+
+
+def test_full_duplex_is_between_compute_and_half_duplex():
+    from workbench.pipeline import pipelined_time
+
+    g = uniform(samples.transformer(30, seed=4))
+    c = host(3, 0, bw=1e5)
+    vals = [solve(g, c, method="dp", interleave=m).predicted["max_load_ms"]
+            for m in (False, True, "full_duplex")]
+    assert vals[2] <= vals[1] + 1e-9 <= vals[0] + 2e-9
+    plan = solve(g, c, method="dp")
+    assert pipelined_time(plan, c) == pytest.approx(max_load(plan, c), rel=1e-12)
+    with pytest.raises(SolverError, match="full_duplex"):
+        solve(g, c, method="dp", interleave="sideways")

@@ -27,10 +27,85 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import PlanError
-from .pipeline_costs import out_costs
+from .pipeline_costs import out_costs, transfer_tiers
 from .plan import Plan
 
-__all__ = ["expert_plan", "latency", "latency_pieces", "out_costs"]
+__all__ = ["expert_plan", "latency", "latency_pieces", "load_parts", "out_costs",
+           "pipelined_time"]
+
+
+def load_parts(plan: Plan, cluster) -> dict:
+    """Per device (cluster order) and pass (index 0 forward, 1 backward): compute, in-transfer
+    and out-transfer time per sample, in the accounting of :func:`workbench.simulate.max_load`.
+
+    A transfer belongs to the pass of the op that produces it (``bwd``/``update`` ops are
+    backward); in ``host`` mode only staged devices pay. ``compute + in + out`` summed over both
+    passes is :func:`workbench.simulate.device_loads`.
+    """
+    g = plan.graph
+    gc, cc = g.c, cluster.c
+    nd = cc.n
+    dev = plan.device_array(cluster)
+    bwd = np.isin(gc.op_kind, [1, 2])  # kinds fwd, bwd, update, other
+    times = cluster.op_times(g)[np.arange(gc.n), dev]
+    parts = {k: np.zeros((nd, 2)) for k in ("compute", "in", "out")}
+    np.add.at(parts["compute"], (dev, bwd.astype(np.int64)), times)
+    pays = cc.staged if cc.host_mode else np.ones(nd, dtype=bool)
+    for u, cons, cost in transfer_tiers(g, cluster):
+        du = int(dev[u])
+        holders = {int(dev[v]) for v in cons}
+        if holders == {du}:
+            continue
+        ph = int(bwd[u])
+        if pays[du]:
+            parts["out"][du, ph] += cost
+        for d in holders - {du}:
+            if pays[d]:
+                parts["in"][d, ph] += cost
+    return parts
+
+
+def pipelined_time(plan: Plan, cluster, *, interleave=False, objective: str = "pipedream"
+                   ) -> float:
+    """Pipelined time per sample of ``plan`` under the schedules of Section 5.3/Appendix A and
+    the communication models of Appendix C.1.
+
+    ``objective="pipedream"``: ``max_i load_i`` (forward and backward work alternate on every
+    device); ``"gpipe"``: ``max_i FW_i + max_i BW_i`` (all forward passes of a batch, then all
+    backward passes). A device's load combines compute ``p``, in-transfers ``i`` and
+    out-transfers ``o``: ``p + i + o`` (``interleave=False``), ``max(p, i + o)`` (``True``:
+    transfers overlap compute on one channel) or ``max(p, i, o)`` (``"full_duplex"``).
+    With the defaults this is :func:`workbench.simulate.max_load`.
+
+    >>> from workbench import samples, Cluster, Plan, max_load
+    >>> from workbench.cluster import Device, Link
+    >>> c = Cluster([Device("gpu0"), Device("gpu1")], mode="host", host_link=Link(0.0, 1e6))
+    >>> g = samples.diamond()
+    >>> plan = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu1"})
+    >>> pipelined_time(plan, c) == max_load(plan, c)
+    True
+    >>> pipelined_time(plan, c, interleave="full_duplex") <= pipelined_time(plan, c, interleave=True)
+    True
+    """
+    if objective not in ("pipedream", "gpipe"):
+        raise PlanError(f"objective must be 'pipedream' or 'gpipe', got {objective!r}")
+    parts = load_parts(plan, cluster)
+    p, i, o = parts["compute"], parts["in"], parts["out"]
+    if objective == "pipedream":
+        p, i, o = p.sum(axis=1), i.sum(axis=1), o.sum(axis=1)
+    if interleave is False:
+        load = p + i + o
+    elif interleave is True or interleave == "half_duplex":
+        load = np.maximum(p, i + o)
+    elif interleave == "full_duplex":
+        load = np.maximum(p, np.maximum(i, o))
+    else:
+        raise PlanError(f"interleave must be False, True or 'full_duplex', got {interleave!r}")
+    if load.size == 0:
+        return 0.0
+    if objective == "pipedream":
+        return float(load.max())
+    return float(load[:, 0].max() + load[:, 1].max())
 
 
 def latency_pieces(graph, dev: np.ndarray, staged: np.ndarray) -> np.ndarray:

@@ -772,7 +772,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
 @register("dp", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           exact=True, contract_params={"max_ideals": 20_000},
           description="Optimal contiguous pipeline split by DP over ideals (max-load)")
-def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool = False,
+def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
        replicate: bool = False, allreduce_bandwidth: float = math.inf,
        time_limit: float | None = None, progress=None) -> Plan:
     """Optimal contiguous split minimising the max device load (Section 5.1.1).
@@ -782,7 +782,9 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool = False,
     max_ideals : int
         Refuse (SolverError naming the count, suggesting ``dpl``) beyond this many ideals.
     interleave : bool
-        Appendix C.1: a device's load is max(compute, communication) instead of the sum.
+        Appendix C.1: ``True``: a device's load is max(compute, communication) instead of
+        the sum; ``"full_duplex"``: max(in-transfers, compute, out-transfers). Judged by
+        :func:`workbench.pipeline.pipelined_time`.
     replicate : bool
         Appendix C.2: a stage may be replicated over several accelerators; time per sample is
         load / r plus the all-reduce term (r - 1) * weights / (r * allreduce_bandwidth). The
@@ -799,7 +801,7 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool = False,
 
 @register("dpl", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           description="DP over the prefixes of a DFS topological order (linearisation heuristic)")
-def dpl(graph, cluster, *, interleave: bool = False, replicate: bool = False,
+def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = False,
         allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
         progress=None) -> Plan:
     """The linearised DP (Section 5.1.2): add a DFS Hamiltonian path, so the ideals are the
