@@ -392,7 +392,9 @@ def test_report_is_self_contained_and_atomic(tmp_path, problem):
     assert "http://" not in html.split("<body>")[1]
     assert plotly.offline.get_plotlyjs()[:200] in html
     assert "A &lt;b&gt;title&lt;/b&gt;" in html
-    assert html.count('id="gantt-') == len(methods)
+    assert html.count('id="gantts"') == 1 and "gantt-pick" not in html
+    assert "Verdict" in html and "wins makespan" in html
+    assert "<th>gap</th>" in html and "own bound (ms)" in html  # units in the headers
     for m in methods:
         assert m in html
     assert sorted(p.name for p in out.parent.iterdir()) == ["r.html"]
@@ -406,7 +408,21 @@ def test_report_leaves_out_heavy_drawings(tmp_path):
                        max_gantt_bars=50)
     html = out.read_text()
     assert "its drawing is left out" in html and "Gantt chart is left out" in html
-    assert 'id="dag"' not in html and 'id="gantt-' not in html
+    assert 'id="dag"' not in html and 'id="gantt' not in html
+
+
+def test_report_picker_when_many_plans_and_footnoted_errors(tmp_path, problem):
+    g, c, _, _ = problem
+    methods = ["single", "round_robin", "m_topo", "heft"]
+    df, plans = wb.compare(g, c, methods=methods, progress=False, return_plans=True)
+    df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
+                       "error": "a long message " * 20}
+    html = write_report(tmp_path / "r.html", g, c, df, plans, max_gantts=2).read_text()
+    assert "id='gantt-pick'" in html and html.count("class='wb-one'") == len(methods)
+    assert "2 more not drawn" in html
+    table = html.split("<table")[1].split("</table>")[0]
+    assert "a long message" not in table and "<sup>1</sup>" in table  # footnote, not a cell
+    assert "a long message" in html.split("</table>")[1]
 
 
 # ---------------------------------------------------------------- shared time axis

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import pandas as pd
 import pytest
 
 import workbench as wb
@@ -150,13 +151,26 @@ def test_compare_board_runs_and_switches_gantts():
     assert "3 of 3 methods ran" in board.status.value
     assert "<table" in board.table_view.value
     assert board.bars.layout.meta["figure"] == "compare"
-    assert list(_trace(board.bars, "makespan").y) == ["single", "round_robin", "m_topo"]
+    assert list(_trace(board.bars, "makespan").y) == df.sort_values(
+        "makespan_ms", kind="stable")["method"].tolist()
     best = df.sort_values("makespan_ms").iloc[0]["method"]
+    assert f"{best} wins makespan" in board.verdict_view.value
+    assert "critical path" in board.verdict_view.value
+    # the table uses the figures' colours and is sorted by makespan
+    from widgets.figures import method_color
+
+    html = board.table_view.value
+    assert method_color(best) in html and html.index(best) < html.index(
+        df.sort_values("makespan_ms").iloc[-1]["method"])
     assert board.gantt_a.figure.layout.meta["method"] == best
     board.gantt_b_picker.value = "single"
     assert board.gantt_b.figure.layout.meta["method"] == "single"
     assert board.gantt_b.figure.layout.meta["makespan"] == pytest.approx(
         df.set_index("method").loc["single", "makespan_ms"])
+    # both Gantts on one time axis, that of the slower plan
+    slow = max(board.schedules[m].makespan for m in (best, "single"))
+    for fw in (board.gantt_a.figure, board.gantt_b.figure):
+        assert fw.layout.xaxis.range[1] == pytest.approx(slow * 1.02)
     # another graph and cluster
     board.graph_picker.value = "diamond"
     board.preset_picker.value = "2xV100-pcie"
@@ -166,5 +180,27 @@ def test_compare_board_runs_and_switches_gantts():
     assert board.gantt_b.figure.layout.meta["method"] == "single"
     board.method_picker.value = ()
     assert board.run() is None and "no method" in board.status.value
+    with pytest.raises(ValueError, match="run a comparison first"):
+        CompareBoard(graphs).export_csv()
+
+
+def test_compare_board_exports(tmp_path):
+    import json
+
+    board = CompareBoard({"t": lambda: wb.samples.transformer(40, seed=0)},
+                         presets=["2xV100-pcie"], methods=["single", "m_topo"], time_limit=5)
+    df = board.run()
+    board.export_dir.value = str(tmp_path)
+    csv = board.export_csv()
+    assert pd.read_csv(csv)["method"].tolist() == df["method"].tolist()
+    plan = wb.io.load_plan(board.export_plan("m_topo"))
+    assert plan.placement == board.plans["m_topo"].placement
+    trace = json.loads(board.export_trace("m_topo").read_text())
+    assert len([e for e in trace["traceEvents"] if e.get("ph") == "X"]) >= 40
+    board._export_clicked("report")
+    assert "wrote" in board.export_status.value
+    assert (tmp_path / "transformer-2xV100-pcie.html").exists() or list(tmp_path.glob("*.html"))
+    with pytest.raises(ValueError, match="no plan for method"):
+        board.export_plan("dpos")
     with pytest.raises(ValueError, match="unknown methods"):
         CompareBoard(methods=["nope"])

@@ -1,6 +1,10 @@
 """The comparison board: choose a graph, a cluster preset, methods and a time limit, run them
-(with a progress bar) through :func:`workbench.compare`, and see the table, the comparison bars
-and the Gantt charts of any two methods side by side.
+(with a progress bar) through :func:`workbench.compare`, and see the verdict (who wins each
+objective and why), the table, the comparison bars and the Gantt charts of any two methods side
+by side on one time axis; export the table (CSV), a plan (JSON), its Perfetto trace and the
+HTML report.
+
+Every view uses the same colour per method (:func:`widgets.figures.method_color`).
 
 The board runs nothing by itself except through the public API (``workbench.compare``, which
 solves and simulates); every figure is a view of what it returns.
@@ -15,10 +19,16 @@ Examples
 (['single', 'round_robin'], 2)
 >>> board.gantt_a.figure.layout.meta["method"], board.gantt_b.figure.layout.meta["method"]
 ('round_robin', 'single')
+>>> board.gantt_a.figure.layout.xaxis.range == board.gantt_b.figure.layout.xaxis.range
+True
+>>> "round_robin wins makespan" in board.verdict_view.value
+True
 """
 
 from __future__ import annotations
 
+import html as _html
+from pathlib import Path
 from typing import Callable
 
 import ipywidgets as W
@@ -26,9 +36,15 @@ import plotly.graph_objects as go
 
 from .figures.compare import compare_figure
 from .figures.gantt import gantt_figure
+from .figures.methods import verdict
+from .tables import TABLE_CSS, results_table_html
 from .views import replace_figure
 
-__all__ = ["CompareBoard", "default_graphs", "QUICK_METHODS"]
+FILL_CSS = ("<style>.wb-fill{width:100% !important;min-width:0;max-width:100%}"
+            ".wb-half{width:50%;min-width:0;flex:1 1 0}" + TABLE_CSS + "</style>")
+"""CSS that lets figures take their cell's width (plotly then sizes to its container)."""
+
+__all__ = ["CompareBoard", "default_graphs", "verdict_html", "QUICK_METHODS", "FILL_CSS"]
 
 QUICK_METHODS = ("single", "round_robin", "m_topo", "heft", "dpos", "m_etf", "celeritas",
                  "pesto", "dp")
@@ -123,26 +139,43 @@ class CompareBoard(W.VBox):
                                       layout=W.Layout(width="260px"))
         self.status = W.HTML("choose methods and press <b>Run</b>")
         self.status.add_class("wb-status")
+        self.verdict_view = W.HTML()
+        self.verdict_view.add_class("wb-verdict")
         self.table_view = W.HTML()
         self.bars = go.FigureWidget(_empty_figure("press Run to compare"))
         self.bars.add_class("wb-compare")
+        self.bars.add_class("wb-fill")
         self.gantt_a_picker = W.Dropdown(options=[], description="Gantt A")
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
         self.gantt_a_picker.add_class("wb-gantt-a-picker")
         self.gantt_b_picker.add_class("wb-gantt-b-picker")
         self.gantt_a = _EmptyGantt("wb-gantt-a")
         self.gantt_b = _EmptyGantt("wb-gantt-b")
-        self._gantt_box = W.HBox([W.VBox([self.gantt_a_picker, self.gantt_a.figure],
-                                         layout=W.Layout(width="50%")),
-                                  W.VBox([self.gantt_b_picker, self.gantt_b.figure],
-                                         layout=W.Layout(width="50%"))])
+        self._gantt_box = W.HBox([W.VBox([self.gantt_a_picker, self.gantt_a.figure]),
+                                  W.VBox([self.gantt_b_picker, self.gantt_b.figure])],
+                                 layout=W.Layout(width="100%"))
+        for box in self._gantt_box.children:
+            box.add_class("wb-half")
+        self.export_dir = W.Text(value="reports/board", description="export to",
+                                 layout=W.Layout(width="300px"))
+        self.export_buttons = {
+            k: W.Button(description=d, icon="download", layout=W.Layout(width="auto"))
+            for k, d in (("csv", "table CSV"), ("plan", "plan A JSON"),
+                         ("trace", "trace A (Perfetto)"), ("report", "HTML report"))}
+        for k, b in self.export_buttons.items():
+            b.add_class(f"wb-export-{k}")
+            b.on_click(lambda _b, k=k: self._export_clicked(k))
+        self.export_status = W.HTML()
+        self.export_status.add_class("wb-export-status")
         self.run_button.on_click(lambda _b: self.run())
         self.gantt_a_picker.observe(lambda ch: self._show("a", ch["new"]), "value")
         self.gantt_b_picker.observe(lambda ch: self._show("b", ch["new"]), "value")
         controls = W.HBox([W.VBox([self.graph_picker, self.preset_picker, self.time_box]),
                            self.method_picker,
                            W.VBox([self.run_button, self.progress, self.status])])
-        self.children = [controls, self.table_view, self.bars, self._gantt_box]
+        exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
+        self.children = [W.HTML(FILL_CSS), controls, self.verdict_view, self.table_view,
+                         self.bars, self._gantt_box, exports]
 
     def _make_graph(self):
         g = self._graphs[self.graph_picker.value]
@@ -157,6 +190,8 @@ class CompareBoard(W.VBox):
             self.status.value = "<span style='color:#d62728'>no method chosen</span>"
             return None
         self.run_button.disabled = True
+        self.run_button.icon = "spinner"
+        self.run_button.description = "Running"
         try:
             self.graph = self._make_graph()
             self.cluster = wb.Cluster.preset(self.preset_picker.value)
@@ -180,16 +215,18 @@ class CompareBoard(W.VBox):
             return df
         finally:
             self.run_button.disabled = False
+            self.run_button.icon = "play"
+            self.run_button.description = "Run"
 
     def _draw(self) -> None:
         df = self.table
-        cols = [c for c in ("method", "status", "makespan_ms", "max_load_ms", "makespan_gap",
-                            "max_load_gap", "comm_ms", "peak_mem_frac", "devices_used",
-                            "solve_s", "error") if c in df]
-        self.table_view.value = df[cols].to_html(index=False, border=0, na_rep="",
-                                                 float_format=lambda x: f"{x:.4g}")
+        self.table_view.value = results_table_html(df, plans=self.plans, graph=self.graph)
+        self.verdict_view.value = verdict_html(verdict(
+            df, schedules=self.schedules, plans=self.plans, cluster=self.cluster,
+            graph=self.graph))
         replace_figure(self.bars, compare_figure(
-            df, title=f"{self.graph.name} on {self.cluster.name}"))
+            df, plans=self.plans, graph=self.graph,
+            title=f"{self.graph.name} on {self.cluster.name}"))
         ok = df[df["method"].isin(list(self.schedules))]
         ranked = ok.sort_values("makespan_ms", kind="stable")["method"].tolist()
         ga = ranked[0] if ranked else None
@@ -216,7 +253,100 @@ class CompareBoard(W.VBox):
         if self._muted or method is None or method not in self.schedules:
             return
         view = self.gantt_a if which == "a" else self.gantt_b
-        view.show(self.schedules[method])
+        shown = [v for v in (self.gantt_a_picker.value, self.gantt_b_picker.value, method)
+                 if v in self.schedules]
+        xmax = max(float(self.schedules[m].makespan) for m in shown)
+        view.show(self.schedules[method], xmax=xmax)
+        other = self.gantt_b if which == "a" else self.gantt_a
+        if other.xmax is not None and other.xmax != xmax and other.schedule is not None:
+            other.show(other.schedule, xmax=xmax)  # keep one time axis for both
+
+    # ------------------------------------------------------------ exports
+    def _out(self, name: str) -> Path:
+        return Path(self.export_dir.value or ".") / name
+
+    def export_csv(self, path=None) -> Path:
+        """Write the table as CSV (all columns); returns the path."""
+        from workbench.io import write_atomic
+
+        self._need_run()
+        path = Path(path) if path else self._out(f"{self._stem()}.csv")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, self.table.to_csv(index=False))
+        return path
+
+    def export_plan(self, method: str | None = None, path=None) -> Path:
+        """Write a plan (default: Gantt A's) as the workbench's plan JSON, graph embedded."""
+        from workbench.io import save_plan
+
+        m = self._method(method)
+        path = Path(path) if path else self._out(f"{self._stem()}-{m}.plan.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_plan(self.plans[m], path, embed_graph=True)
+        return path
+
+    def export_trace(self, method: str | None = None, path=None) -> Path:
+        """Write a schedule (default: Gantt A's) as Chrome-trace/Perfetto JSON."""
+        from workbench.io import save_chrome_trace
+
+        m = self._method(method)
+        path = Path(path) if path else self._out(f"{self._stem()}-{m}.trace.json")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_chrome_trace(self.schedules[m], path)
+        return path
+
+    def export_report(self, path=None) -> Path:
+        """Write the self-contained HTML report of the last run."""
+        from .report import write_report
+
+        self._need_run()
+        path = Path(path) if path else self._out(f"{self._stem()}.html")
+        return write_report(path, self.graph, self.cluster, self.table, self.plans,
+                            title=f"{self.graph.name} on {self.cluster.name}")
+
+    def _stem(self) -> str:
+        import re
+
+        return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.graph.name}-{self.cluster.name}")
+
+    def _need_run(self) -> None:
+        if self.table is None:
+            raise ValueError("nothing to export: run a comparison first")
+
+    def _method(self, method) -> str:
+        self._need_run()
+        m = method or self.gantt_a_picker.value
+        if m not in self.plans:
+            raise ValueError(f"no plan for method {m!r}; plans: {', '.join(self.plans)}")
+        return m
+
+    def _export_clicked(self, what: str) -> None:
+        fn = {"csv": self.export_csv, "plan": self.export_plan, "trace": self.export_trace,
+              "report": self.export_report}[what]
+        self.export_status.value = "&#8987; writing ..."
+        try:
+            p = fn()
+        except Exception as e:  # shown in the board, not raised into the widget callback
+            self.export_status.value = (f"<span style='color:#d62728'>"
+                                        f"{_html.escape(str(e))}</span>")
+            return
+        self.export_status.value = f"wrote <code>{_html.escape(str(p))}</code>"
+
+
+def verdict_html(items: list) -> str:
+    """The verdict (see :func:`widgets.figures.verdict`) as a short HTML panel."""
+    from .figures.methods import method_color
+
+    if not items:
+        return "<div class='wb-verdict'><b>No feasible plan</b>: nothing wins.</div>"
+    rows = []
+    for v in items:
+        col = method_color(v["winner"])
+        rows.append(f"<li><b style='color:{col}'>■ {_html.escape(v['winner'])}</b> "
+                    f"&mdash; {_html.escape(v['why'])}</li>")
+    return ("<div class='wb-verdict' style='border-left:4px solid #888;padding:2px 10px;"
+            "margin:6px 0'><b>Verdict</b><ul style='margin:2px 0'>" + "".join(rows)
+            + "</ul></div>")
 
 
 class _EmptyGantt:
@@ -225,7 +355,11 @@ class _EmptyGantt:
     def __init__(self, dom_class: str):
         self.figure = go.FigureWidget(_empty_figure("Gantt: run a comparison first"))
         self.figure.add_class("wb-gantt")
+        self.figure.add_class("wb-fill")
         self.figure.add_class(dom_class)
+        self.schedule = None
+        self.xmax = None
 
-    def show(self, schedule) -> None:
-        replace_figure(self.figure, gantt_figure(schedule, height=None))
+    def show(self, schedule, xmax: float | None = None) -> None:
+        self.schedule, self.xmax = schedule, xmax
+        replace_figure(self.figure, gantt_figure(schedule, height=None, xmax=xmax))

@@ -1,5 +1,8 @@
-"""A self-contained HTML report of a comparison: table, comparison bars, the DAG coloured by the
-best plan, a Gantt chart per plan and the pipelined split of the best max-load plan.
+"""A self-contained HTML report of a comparison: the verdict (who wins each objective and
+why), a sortable table (units, %, errors as footnotes), the comparison bars, the DAG coloured by
+the best plan, the Gantt charts of every plan as small multiples on one time axis (with a
+picker for any single plan when there are many) and the pipelined split of the best max-load
+plan. Every view uses the same colour per method.
 
 plotly.js is inlined once, so the page opens offline (no CDN, no network at view time). The file
 is written atomically (temporary file + rename).
@@ -20,8 +23,8 @@ Examples
 >>> write_report(out, graph=g, cluster=c, table=pd.DataFrame(rows), plans=plans, title="demo")
 PosixPath('...r.html')
 >>> html = out.read_text()
->>> "<script src=" in html, html.count("Plotly.newPlot") >= 4
-(False, True)
+>>> "<script src=" in html, html.count("Plotly.newPlot") >= 4, "Verdict" in html
+(False, True, True)
 """
 
 from __future__ import annotations
@@ -45,18 +48,19 @@ table.results th{background:#f5f5f5}table.results td:first-child{text-align:left
 .grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}.note{color:#666;font-size:.9em}
 """
 
+_PICKER_JS = """
+function wbPick(sel){document.querySelectorAll('.wb-one').forEach(function(d){
+ d.style.display=d.dataset.m===sel.value?'block':'none';
+ if(d.style.display==='block'){var p=d.querySelector('.js-plotly-plot');
+  if(p&&window.Plotly)Plotly.Plots.resize(p);}});}
+"""
+
 
 def _fig_div(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
                        config={"displaylogo": False, "responsive": True})
 
 
-def _table_html(table) -> str:
-    t = table.copy()
-    for col in t.columns:
-        if t[col].dtype.kind == "f":
-            t[col] = t[col].map(lambda x: "" if x != x else f"{x:.4g}")
-    return t.to_html(index=False, classes="results", border=0, na_rep="", escape=True)
 
 
 def _best(table, col: str):
@@ -72,7 +76,7 @@ def _best(table, col: str):
 
 
 def report_html(*, graph, cluster, table=None, plans: dict | None = None,
-                title: str = "Placement report", max_gantts: int = 6,
+                title: str = "Placement report", max_gantts: int = 8,
                 max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
                 notes: str | None = None) -> str:
     """The report as an HTML string (see :func:`write_report`)."""
@@ -80,7 +84,10 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
 
     from workbench import simulate
 
-    from .figures import compare_figure, dag_figure, gantt_figure, pipeline_figure
+    from .board import verdict_html
+    from .figures import (compare_figure, dag_figure, gantt_figure, gantt_multiples,
+                          pipeline_figure, verdict)
+    from .tables import TABLE_CSS, results_table_html
 
     plans = dict(plans or {})
     parts: list[str] = []
@@ -93,15 +100,6 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                  f"written {stamp}</p>")
     if notes:
         parts.append(f"<p class='note'>{esc(notes)}</p>")
-    if table is not None and len(table):
-        parts.append("<h2>Results</h2>")
-        parts.append("<p class='note'>Makespan and max load come from the workbench simulator; "
-                     "gaps are relative to the lower bounds.</p>")
-        parts.append(_table_html(table))
-        parts.append(_fig_div(compare_figure(table), "compare"))
-    best_mk = _best(table, "makespan_ms") if table is not None else None
-    if best_mk not in plans:
-        best_mk = next(iter(plans), None)
     schedules = {}
     errors = {}
     for m, p in plans.items():
@@ -109,6 +107,19 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
             schedules[m] = simulate(p, cluster)
         except Exception as e:  # a plan that cannot be simulated is reported, not fatal
             errors[m] = f"{type(e).__name__}: {e}"
+    if table is not None and len(table):
+        parts.append("<h2>Verdict</h2>")
+        parts.append(verdict_html(verdict(table, schedules=schedules, plans=plans,
+                                          cluster=cluster, graph=graph)))
+        parts.append("<h2>Results</h2>")
+        parts.append("<p class='note'>Makespan and max load come from the workbench simulator; "
+                     "each gap is relative to the method's own lower bound (a method that "
+                     "changed the graph has its own). Click a header to sort.</p>")
+        parts.append(results_table_html(table, plans=plans, graph=graph, sortable=True))
+        parts.append(_fig_div(compare_figure(table, plans=plans, graph=graph), "compare"))
+    best_mk = _best(table, "makespan_ms") if table is not None else None
+    if best_mk not in plans:
+        best_mk = next(iter(plans), None)
     parts.append("<h2>Operator graph</h2>")
     # a plan may refer to a transformed graph (ops split or replicated): draw what it placed
     best_plan = plans.get(best_mk)
@@ -125,21 +136,28 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                      f"{max_dag_ops}); its drawing is left out to keep the page light.</p>")
     if schedules:
         parts.append("<h2>Schedules</h2>")
-        order = list(schedules)
-        if best_mk in order:
-            order.remove(best_mk)
-            order.insert(0, best_mk)
-        shown = order[:max_gantts]
-        for m in shown:
-            n = schedules[m].graph.n_ops + schedules[m].n_transfers
+        drawable = {}
+        for m, s in schedules.items():
+            n = s.graph.n_ops + s.n_transfers
             if n > max_gantt_bars:
                 parts.append(f"<p class='note'>The schedule of {esc(m)} has {n} bars (more "
                              f"than {max_gantt_bars}); its Gantt chart is left out.</p>")
-                continue
-            parts.append(_fig_div(gantt_figure(schedules[m]), f"gantt-{len(parts)}"))
-        if len(order) > len(shown):
-            parts.append(f"<p class='note'>{len(order) - len(shown)} more plans not drawn: "
-                         f"{esc(', '.join(order[len(shown):]))}.</p>")
+            else:
+                drawable[m] = s
+        if drawable:
+            parts.append("<p class='note'>Every plan on one time axis, fastest first; lane "
+                         "labels give each device's utilisation.</p>")
+            parts.append(_fig_div(gantt_multiples(drawable, max_plans=max_gantts), "gantts"))
+        if len(drawable) > max_gantts:
+            xmax = max(float(s.makespan) for s in drawable.values())
+            order = sorted(drawable, key=lambda m: float(drawable[m].makespan))
+            opts = "".join(f"<option value='{esc(m)}'>{esc(m)}</option>" for m in order)
+            parts.append(f"<p>One plan: <select id='gantt-pick' onchange='wbPick(this)'>{opts}"
+                         f"</select></p>")
+            for k, m in enumerate(order):
+                div = _fig_div(gantt_figure(drawable[m], xmax=xmax), f"gantt-{k}")
+                parts.append(f"<div class='wb-one' data-m='{esc(m)}' style='display:"
+                             f"{'block' if k == 0 else 'none'}'>{div}</div>")
     best_ml = _best(table, "max_load_ms") if table is not None else None
     if best_ml in plans:
         parts.append("<h2>Pipelined split of the best max-load plan</h2>")
@@ -148,13 +166,14 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         parts.append(f"<p class='note'>Plan {esc(m)} could not be simulated: {esc(msg)}</p>")
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{esc(title)}</title><style>{_CSS}</style>"
-            f"<script type='text/javascript'>{get_plotlyjs()}</script></head>"
+            f"<title>{esc(title)}</title><style>{_CSS}{TABLE_CSS}</style>"
+            f"<script type='text/javascript'>{get_plotlyjs()}</script>"
+            f"<script>{_PICKER_JS}</script></head>"
             f"<body>\n{body}\n</body></html>\n")
 
 
 def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
-                 title: str = "Placement report", max_gantts: int = 6,
+                 title: str = "Placement report", max_gantts: int = 8,
                  max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
                  notes: str | None = None, results_df=None) -> Path:
     """Write a self-contained HTML report and return its path.
@@ -171,7 +190,8 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         Method -> Plan; each is simulated for its Gantt chart.
     title : str
     max_gantts : int
-        At most this many Gantt charts (the best makespan first).
+        At most this many plans in the small multiples (the fastest first); with more plans a
+        picker shows any single one.
     max_dag_ops : int
         Larger graphs are not drawn (the page would get heavy).
     max_gantt_bars : int

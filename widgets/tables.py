@@ -28,15 +28,15 @@ from .figures.methods import FLAGS, flag_label, method_colors, row_flags
 
 __all__ = ["results_table_html", "results_csv", "TABLE_CSS", "SORT_JS"]
 
-# column -> (header, kind); kinds: ms, pct, bytes, s, int, text
+# column -> (header, kind); kinds: ms, pct, gap (signed %), bytes, s, int, text
 _COLUMNS = [
     ("status", "status", "text"),
     ("makespan_ms", "makespan (ms)", "ms"),
     ("makespan_lb", "own bound (ms)", "ms"),
-    ("makespan_gap", "gap", "pct"),
+    ("makespan_gap", "gap", "gap"),
     ("max_load_ms", "max load (ms)", "ms"),
     ("max_load_lb", "own bound (ms)", "ms"),
-    ("max_load_gap", "gap", "pct"),
+    ("max_load_gap", "gap", "gap"),
     ("measured_ms", "measured (ms)", "ms"),
     ("sim_error", "sim. error", "pct"),
     ("comm_ms", "transfers (ms)", "ms"),
@@ -51,7 +51,8 @@ table.results{border-collapse:collapse;font-size:.82em;margin:8px 0;max-width:10
 table-layout:auto}
 table.results th,table.results td{border:1px solid #ddd;padding:3px 6px;text-align:right;
 white-space:nowrap}
-table.results th{background:#f5f5f5;cursor:pointer;position:relative}
+table.results th{background:#f5f5f5;cursor:pointer;white-space:normal;vertical-align:bottom}
+.tablewrap{max-width:100%;overflow-x:auto}
 table.results td.m{text-align:left;font-weight:600}
 table.results .sw{display:inline-block;width:.8em;height:.8em;margin-right:.35em;
 vertical-align:-.05em;border-radius:2px}
@@ -89,8 +90,8 @@ def _cell(v, kind: str) -> tuple[str, str]:
         return ("" if math.isnan(x) else "∞"), ""
     if kind == "ms":
         return (f"{x:.1f}" if abs(x) >= 100 else f"{x:.3g}"), repr(x)
-    if kind == "pct":
-        return f"{'+' if x > 0 and kind == 'pct' else ''}{100 * x:.1f} %", repr(x)
+    if kind in ("pct", "gap"):
+        return f"{'+' if x > 0 and kind == 'gap' else ''}{100 * x:.1f} %", repr(x)
     if kind == "bytes":
         return fmt_bytes(x), repr(x)
     if kind == "s":
@@ -129,11 +130,12 @@ def results_table_html(df, *, plans: dict | None = None, graph=None,
                 notes.append(f"{m}: {msg}")
                 marks.append(f"<sup>{len(notes)}</sup>")
         cells.append(f"<td class='flags' data-v='{esc(flag_label(f))}'>{' '.join(marks)}</td>")
-        rows.append(f"<tr class='{'bad' if f else ''}'>" + "".join(cells) + "</tr>")
+        bad = "infeasible" in f or "error" in f
+        rows.append(f"<tr class='{'bad' if bad else ''}'>" + "".join(cells) + "</tr>")
     legend = [f"{FLAGS[x][0]} {FLAGS[x][1]}" for x in FLAGS
               if any(x in v for v in flags.values())]
-    out = [f"<table class='results{' sortable' if sortable else ''}'><thead><tr>{head}"
-           f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"]
+    out = [f"<div class='tablewrap'><table class='results{' sortable' if sortable else ''}'>"
+           f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"]
     if legend:
         out.append(f"<p class='flags'>{esc(' · '.join(legend))}</p>")
     if notes:
