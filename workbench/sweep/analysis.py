@@ -25,8 +25,16 @@ import numpy as np
 
 from ..errors import SweepError
 
-__all__ = ["problem_columns", "objective_matrix", "win_tie_loss", "wtl_table",
-           "performance_profile", "by_parameter", "pivot_table", "markdown_table"]
+__all__ = [
+    "by_parameter",
+    "markdown_table",
+    "objective_matrix",
+    "performance_profile",
+    "pivot_table",
+    "problem_columns",
+    "win_tie_loss",
+    "wtl_table",
+]
 
 _PROBLEM_KEYS = ["workload", "preset", "devices", "n_devices", "bandwidth_scale",
                  "latency_scale", "memory_fraction", "seed", "time_limit", "measure",
@@ -61,7 +69,7 @@ def objective_matrix(df, objective: str = "makespan_ms"):
     if "status" in d:
         bad |= d["status"].isin(["error", "timeout"]).to_numpy(dtype=bool)
     if "feasible" in d:
-        bad |= (d["feasible"] == False).to_numpy(dtype=bool, na_value=False)  # noqa: E712
+        bad |= (d["feasible"] == False).to_numpy(dtype=bool, na_value=False)
     v[bad | np.isnan(v)] = math.inf
     d["_v"] = v
     m = d.pivot_table(index=keys, columns="method", values="_v", aggfunc="min")
@@ -155,14 +163,16 @@ def by_parameter(df, x: str = "bandwidth_scale", objective: str = "makespan_ms",
             .sort_values([x, "method"]).reset_index(drop=True))
 
 
-def pivot_table(df, objective: str = "makespan_ms", *, index="workload", columns="method"):
-    """``index`` x ``columns`` table of ``objective`` (failed cells shown as NaN)."""
+def pivot_table(df, objective: str = "makespan_ms", *, index="workload", columns="method",
+                order=None):
+    """``index`` x ``columns`` table of ``objective`` (failed cells shown as NaN); ``order``:
+    the columns' order (default: as first seen in ``df``)."""
     d = df.copy()
     bad = d["status"].isin(["error", "timeout"]) if "status" in d else False
     d.loc[bad, objective] = np.nan
     t = d.pivot_table(index=index, columns=columns, values=objective, aggfunc="min",
                       dropna=False)
-    order = list(dict.fromkeys(df[columns]))
+    order = list(order) if order is not None else list(dict.fromkeys(df[columns]))
     t = t.reindex(columns=[c for c in order if c in t.columns])
     t.columns.name = None
     return t

@@ -30,8 +30,15 @@ from pathlib import Path
 
 from ..errors import SweepError, WorkbenchError
 
-__all__ = ["check_workload", "load_workload", "make_cluster", "run_cell", "error_row",
-           "versions", "RESULT_COLUMNS"]
+__all__ = [
+    "RESULT_COLUMNS",
+    "check_workload",
+    "error_row",
+    "load_workload",
+    "make_cluster",
+    "run_cell",
+    "versions",
+]
 
 RESULT_COLUMNS = ["key", "n_devices", "graph_ops", "bound", "solver_gap", "wall_s",
                   "peak_rss_bytes", "host", "pid", "wb_version", "versions", "finished_at"]
@@ -238,7 +245,7 @@ def run_cell(cell: dict) -> dict:
     except (WorkbenchError, ValueError, RuntimeError, ArithmeticError, MemoryError,
             OSError) as e:
         row.update(status="error", error=f"{type(e).__name__}: {e}")
-    except Exception as e:  # a bug in a solver must not stop the sweep
+    except Exception as e:  # noqa: BLE001  (a bug in a solver must not stop the sweep)
         row.update(status="error", error=f"{type(e).__name__}: {e}")
     row.update(wall_s=time.perf_counter() - t0, peak_rss_bytes=peak_rss(),
                host=socket.gethostname(), pid=os.getpid(), wb_version=_wb_version(),

@@ -29,14 +29,14 @@ import math
 import os
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import SweepError
 from .cell import RESULT_COLUMNS, error_row
-from .spec import KEY_COLUMNS, Spec, load_spec
+from .spec import KEY_COLUMNS, load_spec
 
-__all__ = ["run", "load", "done_keys", "connect", "SCHEMA_COLUMNS"]
+__all__ = ["SCHEMA_COLUMNS", "connect", "done_keys", "load", "run"]
 
 _STR = {"workload", "preset", "method", "solver", "params", "family", "objective", "status",
         "error", "violations", "key", "host", "wb_version", "versions", "measure_error"}
@@ -135,22 +135,47 @@ def load(path):
     return df.reset_index(drop=True) if len(df) else pd.DataFrame(columns=SCHEMA_COLUMNS)
 
 
+def _probe(address: str, timeout: float) -> None:
+    """Fail fast (refused, unknown host, silent address) before Dask's own retry loop."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(address if "://" in address else f"tcp://{address}")
+    if u.scheme not in ("tcp", "tls"):
+        return  # other transports (inproc, ucx): let Dask decide
+    try:
+        host, port = u.hostname, u.port or 8786
+    except ValueError as e:
+        raise SweepError(f"bad scheduler address {address!r}: {e}") from None
+    if not host:
+        raise SweepError(f"bad scheduler address {address!r}: expected tcp://HOST:PORT")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as e:
+        raise SweepError(f"no Dask scheduler answered at {address!r} within {timeout:g} s "
+                         f"({e.strerror or type(e).__name__}); start one with 'dask scheduler' "
+                         f"or leave out --scheduler for a local cluster") from None
+
+
 def connect(scheduler: str | None = None, *, workers: int | None = None,
-            timeout: float = 10.0, dashboard: str = ":0"):
+            timeout: float = 8.0, dashboard: str = ":0"):
     """``(client, local_cluster or None)``: an existing scheduler, or a local cluster of
     worker processes (one thread each). An address that does not answer raises SweepError
     within ``timeout`` seconds."""
     from distributed import Client, LocalCluster
 
     if scheduler:
-        import asyncio
 
+        _probe(scheduler, min(timeout, 5.0))
         try:
             return Client(scheduler, timeout=f"{timeout}s"), None
-        except (OSError, TimeoutError, asyncio.TimeoutError, ValueError) as e:
+        except (OSError, TimeoutError, ValueError) as e:
             raise SweepError(f"no Dask scheduler answered at {scheduler!r} within {timeout:g} s "
                              f"({type(e).__name__}: {e}); start one with 'dask scheduler' or "
                              f"leave out --scheduler for a local cluster") from None
+        except Exception as e:  # noqa: BLE001  (it answered, but does not speak Dask)
+            raise SweepError(f"the address {scheduler!r} answered but is not a Dask scheduler "
+                             f"({type(e).__name__}: {str(e)[:120]})") from None
     n = workers or max(1, min(os.cpu_count() or 1, 8))
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                            dashboard_address=dashboard, silence_logs=logging.ERROR)
@@ -186,7 +211,8 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
     """
     spec = load_spec(spec)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise SweepError(f"results folder {str(out)!r} is a file")
     cells, seen = [], set()
     for c in spec.cells():
         if c.key not in seen:
@@ -197,20 +223,25 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
     say = echo or (lambda *a, **k: None)
     say(f"sweep {spec.name}: {len(cells)} cells, {len(cells) - len(todo)} already in {out}, "
         f"{len(todo)} to run")
-    own = None
+    own, made = None, False
     if todo:
         if client is None:
             client, own = connect(scheduler, workers=workers)
+            made = True
         try:
+            out.mkdir(parents=True, exist_ok=True)
             n_workers = len(client.scheduler_info().get("workers", {})) or 1
             say(f"dask: {n_workers} workers, dashboard {client.dashboard_link}")
             _run_cells(client, todo, out, isolate=isolate, progress=progress,
                        flush_rows=flush_rows or max(8, 4 * n_workers), flush_s=flush_s,
                        on_result=on_result, name=spec.name)
         finally:
-            if own is not None:
+            if made:
                 client.close()
+            if own is not None:
                 own.close()
+    if not cells:
+        raise SweepError(f"spec {spec.source}: no cells left after the filters")
     df = load(out)
     keys = {c.key for c in cells}
     return df[df["key"].isin(keys)].reset_index(drop=True)

@@ -34,7 +34,10 @@ from pathlib import Path
 
 __all__ = ["CellProcess", "execute"]
 
+from ..errors import SweepError
+
 _HDR = struct.Struct(">Q")
+_STARTUP_S = 120.0
 
 
 def _send(fd: int, obj) -> None:
@@ -87,6 +90,14 @@ class CellProcess:
         self.proc = subprocess.Popen([sys.executable, "-m", "workbench.sweep.runner"],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
                                      close_fds=True)
+        try:  # the clock of a cell starts once the child has imported the workbench
+            ok = _recv(self.proc.stdout.fileno(), time.monotonic() + _STARTUP_S)
+        except TimeoutError:
+            ok = None
+        if ok != "ready":
+            code = self._kill()
+            raise SweepError(f"the cell process did not start within {_STARTUP_S:g} s "
+                             f"(exit code {code}); is the workbench importable on this worker?")
 
     def run(self, cell: dict) -> dict:
         """The cell's row; status ``timeout`` past ``cell["cell_timeout"]`` seconds."""
@@ -171,6 +182,7 @@ def _child_main() -> None:
     inp = sys.stdin.fileno()
     from .cell import run_cell
 
+    _send(out, "ready")
     while True:
         cell = _recv(inp)
         if cell is None:

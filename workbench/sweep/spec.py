@@ -25,7 +25,8 @@ Keys of a spec (TOML top level, or dict keys)::
     [methods]                     # name = {parameters}; a label with method = "..." inside
     m_topo = {}
     pesto60 = {method = "pesto", n_vertices = 60}
-    expert = {split = "msr:experts/bert24_inference_expert", workloads = ["msr:layer_bert24_inference"]}
+    expert = {split = "msr:experts/bert24_inference_expert",
+              workloads = ["msr:layer_bert24_inference"]}
 
     [[exclude]]                   # drop the cells that match every key given
     method = "pesto60"
@@ -58,13 +59,13 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import SweepError, WorkbenchError
 
-__all__ = ["Spec", "Cell", "load_spec", "KEY_COLUMNS"]
+__all__ = ["KEY_COLUMNS", "Cell", "Spec", "load_spec"]
 
 KEY_COLUMNS = ["workload", "preset", "devices", "bandwidth_scale", "latency_scale",
                "memory_fraction", "method", "solver", "params", "seed", "time_limit",
@@ -168,7 +169,7 @@ class Spec:
 
     # ------------------------------------------------------------------ building
     @classmethod
-    def from_toml(cls, path) -> "Spec":
+    def from_toml(cls, path) -> Spec:
         """Read and validate a TOML spec file."""
         p = Path(path)
         try:
@@ -182,7 +183,7 @@ class Spec:
         return cls.from_dict(data, source=str(p), text=text)
 
     @classmethod
-    def from_dict(cls, data: dict, *, source: str = "<dict>", text: str | None = None) -> "Spec":
+    def from_dict(cls, data: dict, *, source: str = "<dict>", text: str | None = None) -> Spec:
         """Validate a spec given as a dict (``text``: the TOML it came from, for line numbers)."""
         if not isinstance(data, dict):
             raise SweepError(f"spec {source}: expected a table of keys, got {type(data).__name__}")
