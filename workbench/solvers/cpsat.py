@@ -584,8 +584,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
              "n_intervals": sum(len(v) for v in dev_iv) + n_xfer, "n_placement_literals": len(X),
              "n_units": len(reps), "symmetry_breaking": sym, "workers": prm.num_workers,
              "congestion_modelled": bool(congestion), "host_mode": host,
-             "recv_overhead_modelled": False, "fifo_links": fifo_on, "fifo_pairs": n_pairs, "bound_valid": not chains,
-             "horizon_ms": float(horizon)}
+             "recv_overhead_modelled": False, "fifo_links": fifo_on, "fifo_pairs": n_pairs,
+             "bound_valid": not chains, "horizon_ms": float(horizon)}
     if code == cp_model.INFEASIBLE:
         raise InfeasibleError(
             f"graph {graph.name!r} on cluster {cluster.name!r}: CP-SAT proves that no placement "

@@ -83,6 +83,12 @@ def default_target(cluster) -> int:
 
 
 # ---------------------------------------------------------------------------- helpers
+def _engine(engine: str) -> str:
+    if engine not in ("cpsat", "milp"):
+        raise SolverError(f"engine must be 'cpsat' or 'milp', got {engine!r}")
+    return engine
+
+
 def _check_memory(graph, cluster) -> None:
     """InfeasibleError with the shortfall when memory or a colocation group cannot fit."""
     gc = graph.c
@@ -669,11 +675,12 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
 
 @register("pesto_ilp", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=True, orders=True,
-          contract_params={"time_limit": 5},
+          contract_params={"time_limit": 5, "threads": 1},
           description="Pesto's joint placement + scheduling ILP on the graph as given")
 def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
               gap: float | None = None, symmetry: bool = True, threads: int | None = None,
-              time_limit: float | None = None, seed: int | None = None) -> Plan:
+              engine: str = "cpsat", time_limit: float | None = None,
+              seed: int | None = None) -> Plan:
     """Solve the Pesto ILP on ``graph`` (no coarsening; practical up to ~40 ops).
 
     Parameters
@@ -687,6 +694,12 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
         Relative MIP gap to stop at.
     symmetry : bool
         Break the symmetry of identical devices.
+    threads : int, optional
+        Solver threads (CP-SAT workers; default 2 for CP-SAT, HiGHS's own default for MILP).
+    engine : {"cpsat", "milp"}
+        ``"cpsat"``: the CP-SAT interval model of :mod:`workbench.solvers.cpsat` (default;
+        ``gap`` is ignored, ``stats["bound_ms"]`` is CP-SAT's proven bound). ``"milp"``: the
+        paper's formulation above on HiGHS.
     time_limit : float, optional
         Seconds for the whole solve (default 120).
 
@@ -697,6 +710,13 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
         simulates worse than the warm start, the warm start is returned
         (``stats["chosen"] == "warm_start"``).
     """
+    if _engine(engine) == "cpsat":
+        from .cpsat_pesto import pesto_cpsat
+
+        return pesto_cpsat(graph, cluster, coarsen=False, target=None, congestion=congestion,
+                           warm_start=warm_start, time_limit=time_limit,
+                           workers=2 if threads is None else int(threads), symmetry=symmetry,
+                           seed=seed, method="pesto_ilp")
     t0 = time.perf_counter()
     ilp_plan, warm_plan, stats = _run_ilp(graph, cluster, congestion=congestion,
                                           time_limit=time_limit, gap=gap, warm_start=warm_start,
@@ -707,19 +727,28 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
 
 @register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=False, orders=True,
-          contract_params={"time_limit": 5, "target": 12},
+          contract_params={"time_limit": 5, "target": 12, "threads": 1},
           description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
 def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
-          threads: int | None = None, guard: bool = True, time_limit: float | None = None,
-          seed: int | None = None) -> Plan:
+          threads: int | None = None, guard: bool = True, engine: str = "cpsat",
+          time_limit: float | None = None, seed: int | None = None) -> Plan:
     """Pesto: coarsen to ``target`` vertices, solve the ILP there, expand the plan.
 
     Parameters
     ----------
     target : int, optional
-        Coarse graph size (default :func:`default_target`: 60 for 2 or 4 devices, 30 for 8).
+        Coarse graph size. MILP: default :func:`default_target` (60 for 2 or 4 devices, 30
+        for 8). CP-SAT: placement units, default
+        :func:`~workbench.solvers.cpsat_pesto.units_target` (``10 * time_limit / devices``);
+        ops the warm start runs consecutively on one device are merged
+        (:func:`~workbench.solvers.cpsat_pesto.schedule_groups`), so the warm start stays a
+        solution and CP-SAT can only improve on it.
+    engine : {"cpsat", "milp"}
+        As in :func:`pesto_ilp`. ``balance``, ``cp_slack``, ``reorder``, ``guard`` and ``gap``
+        are the MILP path's (CP-SAT works on the original graph's transfers and returns its warm
+        start when it cannot beat it).
     congestion, warm_start, gap, symmetry, time_limit
         As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
     balance, cp_slack : float or None
@@ -753,12 +782,22 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     --------
     >>> from workbench import samples, Cluster, solve
     >>> g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
-    >>> plan = solve(g, c, method="pesto", target=12, time_limit=10)
+    >>> plan = solve(g, c, method="pesto", target=12, time_limit=10, engine="milp")
     >>> plan.stats["coarse_vertices"] <= 12
     True
     >>> plan.stats["chosen"] in ("ilp", "warm_start", "original_heuristic")
     True
+    >>> plan = solve(g, c, method="pesto", target=12, time_limit=5)
+    >>> plan.stats["engine"], plan.status in ("optimal", "feasible", "time_limit")
+    ('cpsat', True)
     """
+    if _engine(engine) == "cpsat":
+        from .cpsat_pesto import pesto_cpsat
+
+        return pesto_cpsat(graph, cluster, coarsen=True, target=target, congestion=congestion,
+                           warm_start=warm_start, time_limit=time_limit,
+                           workers=2 if threads is None else int(threads), symmetry=symmetry,
+                           seed=seed, method="pesto")
     from ..transforms.coarsen import coarsen
 
     t0 = time.perf_counter()

@@ -1,0 +1,152 @@
+"""Tests of the CP-SAT scheduling engine (workbench/solvers/cpsat.py) and Pesto on it
+(workbench/solvers/cpsat_pesto.py)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import networkx as nx
+import pytest
+
+from workbench import Cluster, Device, Link, Plan, samples, simulate, solve
+from workbench.errors import InfeasibleError, SolverError
+from workbench.solvers.cpsat import solve_cpsat, time_scale
+from workbench.solvers.cpsat_pesto import schedule_groups, units_target
+
+
+def brute_force(g, c, congestion: bool) -> float:
+    """Best simulated makespan over every placement and every per-device order."""
+    names = c.names
+    exts = list(nx.all_topological_sorts(g.nx))
+    ok = [[d for d in names if c.device(d).kind in g.op(v)["compute"]] for v in g.ops]
+    best = math.inf
+    for devs in itertools.product(*ok):
+        pl = dict(zip(g.ops, devs))
+        seen = set()
+        for ext in exts:
+            order = {d: [v for v in ext if pl[v] == d] for d in names}
+            key = tuple(tuple(order[d]) for d in names)
+            if key in seen:
+                continue
+            seen.add(key)
+            best = min(best, simulate(Plan(g, pl, order=order), c,
+                                      congestion=congestion).makespan)
+    return best
+
+
+SLOW2 = Cluster([Device("gpu0"), Device("gpu1")], intra_host=Link(0.05, 1e6), name="slow2")
+HET3 = Cluster([Device("gpu0"), Device("gpu1"), Device("cpu0", kind="cpu")],
+               intra_host=Link(0.05, 2e6), name="het3")
+HOST3 = Cluster([Device("gpu0"), Device("gpu1"), Device("cpu0", kind="cpu")], mode="host",
+                host_link=Link(0.05, 1e6), name="host3")
+
+
+def _close(a, b, tol=1e-3):
+    return math.isclose(a, b, rel_tol=tol, abs_tol=tol)
+
+
+@pytest.mark.parametrize("graph", ["diamond", "pesto_fig2"])
+@pytest.mark.parametrize("cluster", ["2xV100-pcie", "slow2"])
+@pytest.mark.parametrize("congestion", [False, True])
+def test_optimum_equals_simulation_and_brute_force(graph, cluster, congestion):
+    g = samples.load_sample(graph)
+    c = SLOW2 if cluster == "slow2" else Cluster.preset(cluster)
+    res = solve_cpsat(g, c, congestion=congestion, time_limit=20, workers=1)  # no hint
+    assert res.status == "optimal" and res.cp_status == "OPTIMAL"
+    opt = brute_force(g, c, congestion)
+    assert _close(res.simulated_ms, opt) and _close(res.objective_ms, opt)
+    assert res.bound_ms <= opt + 1e-9 and res.gap < 1e-3
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+@pytest.mark.parametrize("cluster", ["het3", "host3"])
+def test_exact_on_random_heterogeneous_and_host_staged(seed, cluster):
+    g = samples.random_dag(6, seed=seed, edge_prob=0.4, ccr=1.0)
+    c = HET3 if cluster == "het3" else HOST3
+    for congestion in (False, True):
+        res = solve_cpsat(g, c, congestion=congestion, time_limit=20, workers=1)
+        opt = brute_force(g, c, congestion)
+        assert res.bound_ms <= opt + 1e-6, "the bound must be a lower bound"
+        assert _close(res.simulated_ms, opt)
+        assert res.status == "optimal"
+
+
+def test_congestion_matters_pesto_fig5_in_miniature():
+    g = samples.random_dag(6, seed=1, edge_prob=0.4, ccr=1.0)
+    c = Cluster.preset("2xV100-pcie")
+    on = solve_cpsat(g, c, congestion=True, time_limit=20, workers=1)
+    off = solve_cpsat(g, c, congestion=False, time_limit=20, workers=1)
+    assert _close(on.simulated_ms, brute_force(g, c, True))
+    assert off.objective_ms <= on.objective_ms + 1e-9
+    assert _close(off.objective_ms, brute_force(g, c, False))
+
+
+def test_hint_is_a_solution_and_never_lost():
+    g = samples.inception(60, seed=0, ccr=1.0)
+    c = Cluster.preset("4xV100-nvlink")
+    warm = simulate(solve(g, c, method="m_etf"), c)
+    res = solve_cpsat(g, c, hint=warm, time_limit=10, workers=2)
+    assert res.has_solution
+    assert res.objective_ms <= warm.makespan + 1e-6  # the hint (rounded down) is feasible
+    assert res.bound_ms <= res.simulated_ms + 1e-9
+    assert 0 <= res.gap <= 1
+
+
+def test_memory_colocation_affinity_and_infeasible():
+    g = samples.random_dag(9, seed=4, colocate_fraction=0.4, cpu_only_fraction=0.2,
+                           memory=1e6, edge_prob=0.3)
+    c = Cluster([Device("gpu0", memory=4.5e6), Device("gpu1", memory=4.5e6),
+                 Device("cpu0", kind="cpu", memory=4.5e6)], intra_host=Link(0.02, 5e6))
+    res = solve_cpsat(g, c, time_limit=10, workers=1)
+    p = res.plan(g, c)
+    used = {d: 0.0 for d in c.names}
+    for v, d in p.placement.items():
+        used[d] += g.op(v)["memory"]
+        assert c.device(d).kind in g.op(v)["compute"]
+    assert all(used[d] <= c.device(d).memory * (1 + 1e-9) for d in c.names)
+    for ms in g.colocation_groups.values():
+        assert len({p.placement[v] for v in ms}) == 1
+    tight = c.with_memory(2.9e6)  # 9 ops of 1 MB cannot fit in 3 x 2.9 MB
+    with pytest.raises(InfeasibleError, match="CP-SAT proves"):
+        solve_cpsat(g, tight, time_limit=10, workers=1)
+
+
+def test_groups_share_a_device_and_keep_their_order():
+    g = samples.lstm_grid(40, layers=2)
+    c = Cluster.preset("2xV100-pcie")
+    warm = simulate(solve(g, c, method="heft"), c)
+    groups = schedule_groups(warm, 10)
+    assert len(groups) <= 10 and sorted(v for grp in groups for v in grp) == sorted(g.ops)
+    for grp in groups:  # runs of one device in the warm start
+        assert len({int(warm.device[g.index[v]]) for v in grp}) == 1
+    res = solve_cpsat(g, c, hint=warm, groups=groups, time_limit=10, workers=1)
+    assert not res.stats["bound_valid"]
+    p = res.plan(g, c)
+    for grp in groups:
+        d = p.placement[grp[0]]
+        assert all(p.placement[v] == d for v in grp)
+        pos = [p.order[d].index(v) for v in grp]
+        assert pos == sorted(pos)
+    assert res.objective_ms <= warm.makespan + 1e-6
+    with pytest.raises(SolverError, match="outside graph"):
+        solve_cpsat(g, c, groups=[[0, 10**6]], time_limit=2)
+
+
+def test_time_scale_and_units_target():
+    assert time_scale(1.0) == 10**7 and time_scale(1e7) == 1
+    assert units_target(2, 120) > units_target(4, 120) > units_target(4, 10)
+
+
+def test_pesto_methods_use_cpsat_by_default():
+    g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
+    p = solve(g, c, method="pesto_ilp", time_limit=10, warm_start="round_robin")
+    assert p.stats["engine"] == "cpsat" and p.status == "optimal"
+    assert _close(p.stats["bound_ms"], 8.0) and p.stats["gap"] < 1e-6
+    assert _close(simulate(p, c).makespan, 8.0) and p.stats["chosen"] == "ilp"
+    q = solve(samples.lstm_grid(60, layers=2), c, method="pesto", target=12, time_limit=5)
+    assert q.stats["units"] <= 12 and q.stats["bound_ms"] is None
+    assert q.status in ("feasible", "time_limit")  # coarsened: never claims optimal
+    assert simulate(q, c).makespan <= q.stats["warm_start_predicted_ms"] + 1e-9
+    with pytest.raises(SolverError, match="engine"):
+        solve(g, c, method="pesto", engine="gurobi")
