@@ -187,10 +187,11 @@ def _apply(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
 
 @njit(cache=True)
 def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucpu, K, L,
-            cap, tolB, reps_max, mode, replicate, sync_inv, lo, hi, dpv, I0, I1):
-    """Fill ``dpv[a, b, I]`` (``inf`` above ``tolB``) for the ideals ``I0 <= I < I1`` (their
+            cap, tolB, reps_max, mode, replicate, sync_inv, lo, hi, dpv, dmin, I0, I1):
+    """Fill ``dpv[I, a, b]`` (``inf`` above ``tolB``) for the ideals ``I0 <= I < I1`` (their
     sub-ideals done before); returns the number of (ideal, sub-ideal) pairs visited. Only the
-    states ``lo[b, I] <= a <= hi[b, I]`` are filled (the others stay ``inf``)."""
+    states ``lo[b, I] <= a <= hi[b, I]`` are filled (the others stay ``inf``); ``dmin[I]`` is
+    the least of them (sub-ideals with ``dmin = inf`` are walked through, not evaluated)."""
     N = len(dptr) - 1
     n = len(acc)
     H = len(hsize)
@@ -257,6 +258,8 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                 cio[0] = st_val[depth, 5]
                 cio[1] = st_val[depth, 6]
                 continue
+            if dmin[j] > tolB:
+                acc_alive = cpu_alive = False
             if acc_alive:
                 for r in range(1, reps_max + 1):
                     c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
@@ -264,7 +267,7 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                         continue
                     for b in range(L + 1):
                         for a in range(max(r, lo[b, I]), min(K, hi[b, I]) + 1):
-                            x = dpv[a - r, b, j]
+                            x = dpv[j, a - r, b]
                             if x < c:
                                 x = c
                             if x < best[a, b]:
@@ -272,7 +275,7 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
             if cpu_alive:
                 for b in range(1, L + 1):
                     for a in range(max(0, lo[b, I]), min(K, hi[b, I]) + 1):
-                        x = dpv[a, b - 1, j]
+                        x = dpv[j, a, b - 1]
                         if x < cp:
                             x = cp
                         if x < best[a, b]:
@@ -288,6 +291,7 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
             st_val[depth, 4] = uc
             st_val[depth, 5] = cio[0]
             st_val[depth, 6] = cio[1]
+        m = np.inf
         for a in range(K + 1):
             for b in range(L + 1):
                 if a < lo[b, I] or a > hi[b, I]:
@@ -299,14 +303,17 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                 if b > 0 and best[a, b - 1] < x:
                     x = best[a, b - 1]
                 best[a, b] = x
-                dpv[a, b, I] = x
+                dpv[I, a, b] = x
+                if x < m:
+                    m = x
+        dmin[I] = m
     return pairs
 
 
 @njit(cache=True)
 def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc,
                     ucpu, K, L, cap, tolB, reps_max, mode, replicate, sync_inv, dpv):
-    """Best move out of state ``(a, b, I)``: ``vals[0]``/``js[0]`` for a CPU stage and
+    """Best move out of state ``dpv[I, a, b]``: ``vals[0]``/``js[0]`` for a CPU stage and
     ``vals[r]``/``js[r]`` for an accelerator stage on ``r`` replicas (value, sub-ideal; the
     smallest sub-ideal id among equal values; ``inf``/-1 where there is none)."""
     N = len(dptr) - 1
@@ -365,12 +372,12 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
                 c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
                 if c > tolB:
                     continue
-                x = max(dpv[a - r, b, j], c)
+                x = max(dpv[j, a - r, b], c)
                 if x < vals[r] or (x == vals[r] and j < js[r]):
                     vals[r] = x
                     js[r] = j
         if cpu_alive and b > 0:
-            x = max(dpv[a, b - 1, j], cp)
+            x = max(dpv[j, a, b - 1], cp)
             if x < vals[0] or (x == vals[0] and j < js[0]):
                 vals[0] = x
                 js[0] = j
@@ -498,9 +505,11 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     capt = cap * (1 + 1e-12) + 1e-9 if math.isfinite(cap) else math.inf
     reps_max = max(1, k) if replicate else 1
     sync_inv = 1.0 / allreduce_bandwidth if math.isfinite(allreduce_bandwidth) else 0.0
-    dpv = np.full((k + 1, l + 1, N), np.inf)
+    dpv = np.full((N, k + 1, l + 1), np.inf)  # one ideal's states share a cache line
     empty = 0
-    dpv[:, :, empty] = 0.0
+    dpv[empty, :, :] = 0.0
+    dmin = np.full(N, np.inf)
+    dmin[empty] = 0.0
     if feasibility:
         lo, hi = feasible_ideals(lat, p.acc, p.cpu, k, l, tolB, ranges=True)
     else:
@@ -513,11 +522,11 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
                               f"{start:,} of {N:,} ideals")
-        pairs += forward(*args, lo, hi, dpv, start, min(N, start + chunk))
+        pairs += forward(*args, lo, hi, dpv, dmin, start, min(N, start + chunk))
         if progress is not None:
             progress({"ideals_done": min(N, start + chunk), "ideals": N})
     full = N - 1
-    value = float(dpv[k, l, full])
+    value = float(dpv[full, k, l])
     stats = {"ideals": N, "ideal_pairs": int(pairs), "supernodes": ns, "upper_bound": B,
              "feasible_ideals": int((lo <= hi).any(axis=0).sum()), "feasibility_s": t_feas,
              "dp_s": time.perf_counter() - t0}
@@ -526,18 +535,18 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     stages = []
     a, b, cur = k, l, full
     while cur != empty:
-        target = dpv[a, b, cur]
+        target = dpv[cur, a, b]
         vals, js = backtrack_moves(cur, a, b, *args, dpv)
         # tie-break as the authors' code: leave a CPU unused, then a CPU stage, then leave an
         # accelerator unused, then an accelerator stage (first option within tolerance wins)
         tol = target + 1e-6 * (1.0 + abs(target))
         opts = []
         if b > 0:
-            opts.append((dpv[a, b - 1, cur], 2, cur, 1))
+            opts.append((dpv[cur, a, b - 1], 2, cur, 1))
             if js[0] >= 0:
                 opts.append((float(vals[0]), 4, int(js[0]), 1))
         if a > 0:
-            opts.append((dpv[a - 1, b, cur], 1, cur, 1))
+            opts.append((dpv[cur, a - 1, b], 1, cur, 1))
             for r in range(1, min(a, reps_max) + 1):
                 if js[r] >= 0:
                     opts.append((float(vals[r]), 3, int(js[r]), r))
