@@ -150,3 +150,23 @@ def test_pesto_methods_use_cpsat_by_default():
     assert simulate(q, c).makespan <= q.stats["warm_start_predicted_ms"] + 1e-9
     with pytest.raises(SolverError, match="engine"):
         solve(g, c, method="pesto", engine="gurobi")
+
+
+def test_compare_shows_the_best_known_bound_and_gaps_to_it():
+    import workbench as wb
+    from workbench.bounds import lower_bounds
+
+    g = samples.diamond()
+    df = wb.compare(g, SLOW2, methods=["round_robin", "pesto_ilp"], progress=False,
+                    time_limit=10)
+    own = lower_bounds(g, SLOW2)["makespan_ms"]
+    row = df.set_index("method")
+    proven = row.loc["pesto_ilp", "proven_bound"]
+    assert proven > own + 1e-6  # CP-SAT proves more than the critical path
+    assert (df["makespan_lb"] == max(own, proven)).all()
+    assert math.isnan(row.loc["round_robin", "proven_bound"])
+    assert row.loc["pesto_ilp", "makespan_gap"] < 1e-3
+    assert (df["makespan_ms"] >= df["makespan_lb"] - 1e-9).all()
+    off = wb.compare(g, SLOW2, methods=["pesto_ilp"], progress=False, time_limit=10,
+                     congestion=False, params={"pesto_ilp": {"congestion": True}})
+    assert off["makespan_lb"].iloc[0] == pytest.approx(own)  # congested bound not used

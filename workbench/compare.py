@@ -25,18 +25,54 @@ from .errors import SolverError
 from .simulate import evaluate, simulate
 from .solvers import SOLVERS, get, solve
 
-__all__ = ["compare", "default_methods", "COLUMNS"]
+__all__ = ["compare", "default_methods", "proven_bound", "COLUMNS"]
 
 COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_ms",
            "makespan_lb", "max_load_lb", "makespan_gap", "max_load_gap", "comm_ms", "comm_bytes",
-           "peak_mem_frac", "devices_used", "feasible", "violations", "solve_s", "error"]
+           "peak_mem_frac", "devices_used", "feasible", "violations", "solve_s", "error",
+           "proven_bound"]
 """Columns of :func:`compare`'s table (``measure=True`` adds ``measured_ms``,
-``measured_std_ms`` and ``sim_error``)."""
+``measured_std_ms`` and ``sim_error``). ``makespan_lb``/``max_load_lb`` are the best bounds
+known for the problem (the same in every row: :mod:`workbench.bounds` and every solver's proven
+bound, see :func:`proven_bound`); ``makespan_gap``/``max_load_gap`` each method's distance to
+them; ``proven_bound`` the method's own proven bound of its objective (NaN if none)."""
 
 
 def default_methods(graph=None, cluster=None) -> list[str]:
     """Every registered method that needs no extra input (an expert split, say)."""
     return [m for m, info in SOLVERS.items() if not info.needs]
+
+
+def proven_bound(plan, info, *, congestion: bool = True) -> tuple[str, float] | None:
+    """``(objective, value)`` of the lower bound a solver proved for the whole problem, or None.
+
+    A makespan bound is ``plan.stats["bound_ms"]``; a max-load bound ``plan.stats["bound"]``.
+    Either counts only where it bounds *every* plan of the problem: the plan says so with
+    ``stats["bound_valid"]`` (default: the solver is registered ``exact`` and its objective is
+    the makespan), and a makespan bound proved with congestion modelled does not bound a
+    congestion-free judge.
+
+    >>> from workbench.solvers import get
+    >>> from workbench.plan import Plan
+    >>> from workbench import samples
+    >>> p = Plan(samples.diamond(), {}, stats={"bound_ms": 4.5, "congestion_modelled": True})
+    >>> proven_bound(p, get("pesto_ilp")), proven_bound(p, get("pesto_ilp"), congestion=False)
+    (('makespan', 4.5), None)
+    """
+    st = plan.stats
+    if info.objective == "makespan":
+        b = st.get("bound_ms")
+        if b is None or not st.get("bound_valid", info.exact):
+            return None
+        if st.get("congestion_modelled") and not congestion:
+            return None
+        return ("makespan", float(b))
+    if info.objective == "max_load":
+        b = st.get("bound")
+        if b is None or not st.get("bound_valid", False):
+            return None
+        return ("max_load", float(b))
+    return None
 
 
 def compare(graph, cluster, methods: Iterable[str] | None = None, *,
@@ -80,6 +116,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         if m not in methods:
             raise SolverError(f"params given for method {m!r}, which is not being compared")
     rows, plans = [], {}
+    proven: dict = {}
     bar = None
     if progress is True:
         from tqdm.auto import tqdm
@@ -104,7 +141,11 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
                        devices_used=met.devices_used, feasible=met.feasible,
                        violations="; ".join(met.violations),
                        solve_s=float(plan.stats.get("solve_s", time.perf_counter() - t0)),
-                       error="")
+                       error="", proven_bound=math.nan)
+            pb = proven_bound(plan, info, congestion=congestion)
+            if pb is not None and math.isfinite(pb[1]):
+                row["proven_bound"] = pb[1]
+                proven[pb[0]] = max(proven.get(pb[0], -math.inf), pb[1])
             plans[m] = plan
         except Exception as e:  # one failing method must not lose the others' results
             msg = str(e) if hasattr(e, "args") and str(e) else type(e).__name__
@@ -120,11 +161,25 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     if bar is not None:
         bar.close()
     df = pd.DataFrame(rows, columns=COLUMNS)
+    _best_bounds(df, graph, cluster, proven)
     if measure:
         df = _add_measurements(df, graph, cluster, plans, measure_options or {})
     df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
                                   "comm_ms")})
     return (df, plans) if return_plans else df
+
+
+def _best_bounds(df, graph, cluster, proven: dict) -> None:
+    """Put the best known bound of each objective in every row and each method's gap to it."""
+    from .bounds import lower_bounds
+    from .plan import _gap
+
+    lb = lower_bounds(graph, cluster)
+    for obj, col in (("makespan", "makespan"), ("max_load", "max_load")):
+        best = max(float(lb[f"{col}_ms"]), proven.get(obj, -math.inf))
+        df[f"{col}_lb"] = best
+        df[f"{col}_gap"] = [(_gap(v, best) if v == v else math.nan)
+                            for v in df[f"{col}_ms"].tolist()]
 
 
 def _add_measurements(df, graph, cluster, plans: dict, options: dict):
