@@ -1,8 +1,11 @@
-"""Every notebook runs top to bottom (nbclient), holds no algorithm code and is stored clean."""
+"""Every notebook runs top to bottom (nbclient), holds no algorithm code, is stored clean, says
+what to notice, and shows its effect: a cell appended by the test prints the notebook's own
+variables as JSON and :data:`EFFECTS` asserts what the notebook promises."""
 
 from __future__ import annotations
 
 import ast
+import json
 import time
 from pathlib import Path
 
@@ -15,8 +18,34 @@ BUDGET_S = 60.0          # each notebook is written to run in under a minute
 SLACK = 2.0              # shared CI machines are slower: fail only far beyond the budget
 
 
-def test_all_eight_notebooks_exist():
-    assert [p.name[:2] for p in NOTEBOOKS] == [f"0{i}" for i in range(1, 9)]
+# notebook number -> (expression evaluated in the notebook's kernel, check of its value)
+EFFECTS = {
+    # order alone changes the makespan by at least 10 %
+    "02": ("makespans", lambda v: max(v.values()) >= 1.10 * min(v.values())),
+    # list schedulers differ, and each realised critical path is split into its parts
+    "03": ("{'mk': dict(zip(table.method, table.makespan_ms)), "
+           "'parts': breakdown[['compute_ms', 'transfer_ms', 'idle_ms', 'makespan_ms']]"
+           ".values.tolist()}",
+           lambda v: (max(v["mk"][m] for m in ("heft", "etf", "m_etf", "m_sct", "dpos"))
+                      >= 1.05 * min(v["mk"][m] for m in ("heft", "etf", "m_etf", "m_sct", "dpos"))
+                      and all(abs(a + b + c - t) <= 1e-6 * t for a, b, c, t in v["parts"]))),
+    # the non-contiguous split beats the best contiguous one
+    "05": ("[contiguous, noncontiguous]", lambda v: v[1] < 0.95 * v[0]),
+    # celeritas wins where it should, and the fusion summary is shown
+    "06": ("{'mk': makespans, 'fusion': fusion['nodes_after'], 'n': g.n_ops}",
+           lambda v: (v["mk"]["celeritas"] < 0.8 * min(v["mk"]["m_topo"], v["mk"]["order_place"])
+                      and v["fusion"] < v["n"] / 20)),
+    # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison)
+    "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live)}",
+           lambda v: v["fig"] == ("fidelity" if v["live"] else "compare")),
+}
+NOTICE = {f"0{i}" for i in range(1, 9)}  # notebooks that open with one sentence to notice
+TF_NOISE = ("cuda", "cudnn", "cufft", "cublas", "tensorrt", "oneDNN", "cpu_feature_guard",
+            "absl::InitializeLog", "computation placer")
+
+
+def test_all_notebooks_exist():
+    assert [p.name[:2] for p in NOTEBOOKS][:9] == [f"{i:02d}" for i in range(1, 10)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -24,6 +53,8 @@ def test_notebook_is_clean_and_has_no_algorithm_code(path):
     nb = nbformat.read(path, as_version=4)
     nbformat.validate(nb)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    if path.name[:2] in NOTICE:  # one sentence on what to notice, up front
+        assert "**Notice:**" in nb.cells[0].source, "the first cell must say what to notice"
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
@@ -38,6 +69,10 @@ def test_notebook_runs(path):
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    effect = EFFECTS.get(path.name[:2])
+    if effect:
+        nb.cells.append(nbformat.v4.new_code_cell(
+            f"import json as _json\nprint('EFFECT=' + _json.dumps({effect[0]}, default=float))"))
     client = NotebookClient(nb, timeout=int(BUDGET_S * SLACK * 1.5), kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
@@ -51,3 +86,13 @@ def test_notebook_runs(path):
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs
              for k in o.get("data", {})}
     assert kinds & {"application/vnd.plotly.v1+json", "application/vnd.jupyter.widget-view+json"}
+    # no start-up chatter of TensorFlow shown as red blocks
+    stderr = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                     for o in c.outputs if o.output_type == "stream" and o.name == "stderr")
+    noisy = [w for w in TF_NOISE if w.lower() in stderr.lower()]
+    assert not noisy, f"TensorFlow log in the output: {stderr[:300]}"
+    if effect:
+        out = "".join(o.get("text", "") for o in nb.cells[-1].outputs
+                      if o.output_type == "stream")
+        value = json.loads(out.split("EFFECT=", 1)[1])
+        assert effect[1](value), f"{path.name} does not show its effect: {value}"

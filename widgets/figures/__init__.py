@@ -9,13 +9,14 @@ Every function takes an optional ``fig=`` to draw into (e.g. a ``FigureWidget``)
 from .coarsen import coarse_figure, coarse_graph, members_figure
 from .compare import compare_figure
 from .dag import dag_figure
+from .fidelity import fidelity_figure
 from .gantt import gantt_figure, gantt_lanes, gantt_multiples, idle_gaps, utilisation
 from .layout import layered_layout
 from .methods import critical_breakdown, method_color, method_colors, row_flags, verdict
 from .pipeline import pipeline_figure, stage_table
 
 __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "utilisation",
-           "critical_breakdown", "method_color", "method_colors", "row_flags", "verdict",
+           "fidelity_figure", "critical_breakdown", "method_color", "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
            "layered_layout"]

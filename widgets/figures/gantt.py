@@ -237,7 +237,10 @@ def gantt_multiples(schedules: dict, *, max_plans: int = 12, height_per_lane: in
 
     order = sorted(schedules, key=lambda m: (float(schedules[m].makespan), str(m)))
     shown, rest = order[:max_plans], order[max_plans:]
-    figs = {m: gantt_figure(schedules[m], show_idle=False) for m in shown}
+    figs = {m: gantt_figure(schedules[m], show_idle=False,
+                            title=(f"<span style='color:{method_color(str(m))}'>■</span> {m}: "
+                                   f"makespan {fmt_ms(schedules[m].makespan)}"))
+            for m in shown}
     lanes = {m: figs[m].layout.meta["lanes"] for m in shown}
     weights = [max(2, len(lanes[m])) for m in shown] or [1]
     new = make_subplots(rows=max(1, len(shown)), cols=1, shared_xaxes=True,
