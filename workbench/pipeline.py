@@ -30,8 +30,56 @@ from .errors import PlanError
 from .pipeline_costs import out_costs, transfer_tiers
 from .plan import Plan
 
-__all__ = ["expert_plan", "latency", "latency_pieces", "load_parts", "out_costs",
-           "pipelined_time"]
+__all__ = ["expert_plan", "hierarchical_costs", "hierarchical_loads", "latency", "latency_of",
+           "latency_pieces", "load_parts", "out_costs", "pipelined_time"]
+
+
+def hierarchical_costs(graph, cluster) -> tuple[np.ndarray, np.ndarray]:
+    """Per op, the paper's ``c_u`` inside one host and across hosts (Appendix C.3): the largest
+    of its out-edges' times over the cluster's ``intra_host`` / ``inter_host`` link (an edge's
+    fixed ``comm`` counts at both levels)."""
+    gc = graph.c
+    fast, slow = np.zeros(gc.n), np.zeros(gc.n)
+    if gc.m:
+        fixed = ~np.isnan(gc.comm)
+        comm = np.nan_to_num(gc.comm)
+        for arr, link in ((fast, cluster.intra_host), (slow, cluster.inter_host)):
+            t = np.where(fixed, comm, link.latency + gc.bytes / link.bandwidth)
+            np.maximum.at(arr, gc.src, t)
+    return fast, slow
+
+
+def hierarchical_loads(plan: Plan, cluster) -> np.ndarray:
+    """Pipelined load of every device (cluster order) on a cluster of several hosts
+    (Appendix C.3): compute, plus for each op whose output leaves the device its ``c_u`` once
+    (the across-hosts cost if some consumer is on another host, else the inside-host cost),
+    plus for each (op, receiving device) the cost of the level between the two devices.
+
+    >>> from workbench import Cluster, Plan, samples
+    >>> c = Cluster.preset("2x4xV100")
+    >>> g = samples.diamond()
+    >>> hierarchical_loads(Plan(g, {v: "gpu0" for v in g.ops}), c)[:2].tolist()
+    [6.0, 0.0]
+    """
+    g = plan.graph
+    gc = g.c
+    dev = plan.device_array(cluster)
+    hosts = cluster.hosts()
+    host = np.array([hosts.index(d.host) for d in cluster.devices])
+    times = cluster.op_times(g)[np.arange(gc.n), dev]
+    load = np.bincount(dev, weights=times, minlength=cluster.c.n).astype(float)
+    fast, slow = hierarchical_costs(g, cluster)
+    dl = dev.tolist()
+    for u in range(gc.n):
+        du = dl[u]
+        recv = {dl[v] for v in gc.succ[u]} - {du}
+        if not recv:
+            continue
+        far = [host[d] != host[du] for d in recv]
+        load[du] += slow[u] if any(far) else fast[u]
+        for d, f in zip(recv, far):
+            load[d] += slow[u] if f else fast[u]
+    return load
 
 
 def load_parts(plan: Plan, cluster) -> dict:
@@ -142,12 +190,16 @@ def latency(plan: Plan, cluster, *, detail: bool = False):
 
     With ``detail=True`` returns ``(latency, finish_per_op, pieces)``.
     """
-    g = plan.graph
+    return latency_of(plan.graph, cluster, plan.device_array(cluster), detail=detail)
+
+
+def latency_of(g, cluster, dev: np.ndarray, *, detail: bool = False, costs=None, times=None):
+    """:func:`latency` of the split ``dev`` (device index per op); ``costs`` (per-op ``c_u``)
+    and ``times`` (the cluster's op-time matrix) may be passed in to save recomputing them."""
     gc = g.c
-    dev = plan.device_array(cluster)
     staged = np.array([d.kind != "cpu" for d in cluster.devices])
-    c = out_costs(g, cluster)
-    times = cluster.op_times(g)[np.arange(gc.n), dev]
+    c = out_costs(g, cluster) if costs is None else costs
+    times = (cluster.op_times(g) if times is None else times)[np.arange(gc.n), dev]
     if not np.isfinite(times).all():  # pragma: no cover - validate() catches it
         raise PlanError("plan puts an op where it cannot run")
     piece = latency_pieces(g, dev, staged)

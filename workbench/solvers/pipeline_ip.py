@@ -151,7 +151,7 @@ def _placement(graph, cluster, asg: np.ndarray, owner: np.ndarray) -> dict:
 def _plan_status(res, judged: float, scaled_obj: float) -> tuple[str, str | None]:
     """Plan status from the MILP outcome: ``optimal`` only when HiGHS proved a zero gap and
     its objective is the judge's value."""
-    agree = abs(scaled_obj - judged) <= 1e-6 * max(1.0, abs(judged))
+    agree = abs(scaled_obj - judged) <= 1e-5 * max(1.0, abs(judged))
     if res.status == "optimal" and res.gap <= 1e-6 and agree:
         return "optimal", None
     if res.status in ("time_limit", "interrupted"):

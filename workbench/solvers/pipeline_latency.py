@@ -154,16 +154,24 @@ def _critical_path_bounds(U, slots_dev) -> np.ndarray:
 @register("latency_ip", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
           objective="latency", exact=True, contract_params={"time_limit": 10},
           description="Single-sample latency IP (Fig. 3; Fig. 4 with q subgraphs per device)")
-def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool = True,
-               heuristic_effort: float = 0.3, time_limit: float | None = 60.0) -> Plan:
+def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float = 0.0,
+               warm_start: bool = True, heuristic_effort: float = 0.3, workers: int = 2,
+               seed: int | None = None, time_limit: float | None = 60.0) -> Plan:
     """Latency-minimising split (Section 4).
 
     Parameters
     ----------
     q : int
         Contiguous subgraphs per accelerator (``q = 1``: Fig. 3; ``q > 1``: Fig. 4).
+    engine : {"cpsat", "milp"}
+        OR-Tools CP-SAT on the same program with enforced instead of big-M constraints and
+        times rounded to about 1e-6 of the warm start's latency (:mod:`.pipeline_cpsat`), or
+        the paper's MILP on HiGHS (exact coefficients).
+    workers : int
+        CP-SAT search workers.
     gap : float
-        Relative gap at which HiGHS stops (default 0: the time limit is the stop).
+        ``engine="milp"``: relative gap at which HiGHS stops (default 0: the time limit is the
+        stop).
     warm_start : bool
         Start from the better of ``greedy_latency`` and the DP's max-load split.
     heuristic_effort : float
@@ -176,6 +184,8 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool
     dl = _Deadline(time_limit)
     if q < 1:
         raise SolverError(f"latency_ip: q must be >= 1, got {q}")
+    if engine not in ("cpsat", "milp"):
+        raise SolverError(f"latency_ip: unknown engine {engine!r}; use 'cpsat' or 'milp'")
     model = pipeline_model(cluster, method="latency_ip", identical=False)
     U, _p = _greedy_units(graph, cluster)
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
@@ -183,9 +193,7 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool
     greedy = greedy_latency(graph, cluster)
     cands = [greedy] if greedy.status != "infeasible" else []
     if warm_start:
-        dpp = _dp_split(graph, cluster, dl)
-        if dpp is not None:
-            cands.append(dpp)
+        cands.extend(_dp_split(graph, cluster, dl))
     warm, wval = None, math.inf
     for c in cands:
         pl = _to_slots(c, U, cluster, acc, cpus, q)
@@ -206,6 +214,9 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool
     H = 1.0001  # big-M: every finish time is at most the warm start's latency (scaled)
     if not math.isfinite(wval):
         H = 2.0
+    if engine == "cpsat":
+        return _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy,
+                          dl, time_limit, workers, seed)
     try:
         prob, x, ws = _build(U, cluster, slots, ncpu, acc_slots, q, caps, lb / T, T, H, warm,
                              dl)
@@ -249,6 +260,59 @@ def latency_ip(graph, cluster, *, q: int = 1, gap: float = 0.0, warm_start: bool
     return plan
 
 
+def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy, dl,
+               time_limit, workers, seed) -> Plan:
+    from ..pipeline import latency
+    from .pipeline_cpsat import solve_latency_cpsat
+
+    allowed = {(v, j) for v in range(U.n) for j, (d, _r) in enumerate(slots)
+               if math.isfinite(U.comp[v, d]) and U.mem[v] <= caps[d] * (1 + 1e-12)}
+    wslot = _warm_slot(U, warm, cluster, slots, allowed) if warm is not None else None
+    left = dl.left()
+    if left <= 0.05:
+        return _keep(warm, wval, dl, "the warm starts")
+    out = solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, wslot,
+                              time_limit=None if time_limit is None else left,
+                              workers=workers, seed=0 if seed is None else int(seed))
+    if out["slot"] is None:
+        if warm is not None:
+            return _keep(warm, wval, dl, f"CP-SAT found nothing ({out['status']})")
+        if out["status"] == "INFEASIBLE":
+            raise InfeasibleError(f"latency_ip: no split of {graph.name!r} into {q} contiguous "
+                                  f"subgraph(s) per accelerator fits the memory of cluster "
+                                  f"{cluster.name!r}")
+        raise SolverError(f"latency_ip: CP-SAT found no solution ({out['status']}) within "
+                          f"the time limit")
+    asg = np.array([slots[j][0] for j in out["slot"]], dtype=np.int64)
+    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="latency_ip")
+    judged = latency(plan, cluster)
+    if warm is not None and wval < judged - 1e-9 * max(1.0, judged):
+        return _keep(warm, wval, dl, "CP-SAT's rounded model preferred a worse split")
+    cp = float(lb.max(initial=0.0))
+    bound = max(cp, out["bound_ms"]) if math.isfinite(out["bound_ms"]) else cp
+    proved = out["status"] == "OPTIMAL"
+    if proved and out["exact"]:
+        status = "optimal"
+    elif proved or judged <= bound * (1 + 1e-9):
+        status = "feasible"
+    else:
+        status = "time_limit"
+    plan.status = status
+    plan.predicted = {"latency_ms": judged}
+    plan.stats = {"bound": bound, "gap": max(0.0, (judged - bound) / judged) if judged else 0.0,
+                  "engine": "cpsat", "cpsat_status": out["status"],
+                  "cpsat_s": out["seconds"], "rounded": not out["exact"],
+                  "critical_path_ms": cp,
+                  "greedy_latency_ms": greedy.predicted.get("latency_ms"),
+                  "warm_start": warm.method if warm is not None else None,
+                  "warm_start_ms": wval if warm is not None else None, "q": q,
+                  "total_s": dl.elapsed()}
+    if proved and not out["exact"]:
+        plan.stats["note"] = "optimal for the rounded model (times to ~1e-6 of the latency)"
+    plan.info = {"q": q}
+    return plan
+
+
 def _keep(warm, wval, dl, where, *, res=None, T=1.0) -> Plan:
     if warm is None:
         raise SolverError(f"latency_ip: the time limit ({dl.limit} s) ran out while {where}, "
@@ -262,17 +326,20 @@ def _keep(warm, wval, dl, where, *, res=None, T=1.0) -> Plan:
     return plan
 
 
-def _dp_split(graph, cluster, dl):
+def _dp_split(graph, cluster, dl) -> list:
+    """The linearised DP's split and the exact DP's, each within a small share of the budget
+    (whichever can serve the cluster in time)."""
     from .pipeline_dp import dp, dpl
 
-    for f, share, kw in ((dp, 0.2, {"max_ideals": 20_000}), (dpl, 0.2, {})):
+    out = []
+    for f, share, kw in ((dpl, 0.1, {}), (dp, 0.1, {"max_ideals": 20_000})):
         left = dl.left()
         try:
-            return f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
-                     **kw)
+            out.append(f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
+                         **kw))
         except (SolverError, InfeasibleError):
             continue
-    return None  # greedy_latency is the other candidate
+    return out
 
 
 def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
@@ -379,11 +446,14 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
     return prob, x, ws
 
 
-def _warm_values(U, plan, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st, fi, cin,
-                 cout, z) -> dict | None:
-    from ..pipeline import latency
+def _warm_slot(U, plan, cluster, slots, allowed) -> np.ndarray | None:
+    """Slot of every unit in ``plan`` (pieces of an accelerator in order); None when some unit's
+    slot is not in ``allowed`` (a set or dict of ``(unit, slot)``)."""
+    from ..pipeline import latency_pieces
 
-    total, finish, piece = latency(plan, cluster, detail=True)
+    dev = plan.device_array(cluster)
+    staged = np.array([d.kind != "cpu" for d in cluster.devices])
+    piece = latency_pieces(plan.graph, dev, staged)
     asg = _unit_assignment(U, plan, cluster)
     upiece = np.zeros(U.n, dtype=np.int64)
     upiece[U.owner] = np.maximum(piece, 0)
@@ -392,9 +462,20 @@ def _warm_values(U, plan, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st
     for v in range(U.n):
         d = int(asg[v])
         key = (d, int(upiece[v])) if cluster.devices[d].kind != "cpu" else (d, 0)
-        if key not in slot_of or (v, slot_of[key]) not in x:
+        if key not in slot_of or (v, slot_of[key]) not in allowed:
             return None
         slot[v] = slot_of[key]
+    return slot
+
+
+def _warm_values(U, plan, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st, fi, cin,
+                 cout, z) -> dict | None:
+    from ..pipeline import latency
+
+    total, finish, _piece = latency(plan, cluster, detail=True)
+    slot = _warm_slot(U, plan, cluster, slots, x)
+    if slot is None:
+        return None
     ws = {var: float(slot[v] == j) for (v, j), var in x.items()}
     ulat = np.zeros(U.n)
     np.maximum.at(ulat, U.owner, finish)
