@@ -559,7 +559,7 @@ class Cluster:
         >>> Cluster.preset("nope")
         Traceback (most recent call last):
         ...
-        workbench.errors.ClusterError: unknown cluster preset 'nope'; known presets: 1xV100, 2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink, 2x4xV100, 4xcpu, 2xcpu
+        workbench.errors.ClusterError: unknown cluster preset 'nope'; known presets: 1xV100, 2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink, 2x4xV100, 2x2xV100, 4xcpu, 2xcpu
         """
         try:
             factory = PRESETS[name]
@@ -594,6 +594,12 @@ PRESETS = {
                                 intra_host=Link(0.01, 45 * _GBps),
                                 inter_host=Link(0.03, 11 * _GBps), host_link=_PCIE3,
                                 name="2x4xV100"),
+    # two hosts of two V100s (the smallest hierarchy, Tarnawski et al. App. C.3; same links)
+    "2x2xV100": lambda: Cluster(_gpus(2, memory=16 * GiB, host="h0")
+                                + _gpus(2, memory=16 * GiB, host="h1", start=2),
+                                intra_host=Link(0.01, 45 * _GBps),
+                                inter_host=Link(0.03, 11 * _GBps), host_link=_PCIE3,
+                                name="2x2xV100"),
     "4xcpu": lambda: Cluster([Device(f"cpu{i}", "cpu", 8 * GiB) for i in range(4)],
                              intra_host=Link(0.005, 5 * _GBps), name="4xcpu"),
     "2xcpu": lambda: Cluster([Device(f"cpu{i}", "cpu", 8 * GiB) for i in range(2)],

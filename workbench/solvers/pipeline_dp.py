@@ -774,7 +774,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
           description="Optimal contiguous pipeline split by DP over ideals (max-load)")
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
        replicate: bool = False, allreduce_bandwidth: float = math.inf,
-       time_limit: float | None = None, progress=None) -> Plan:
+       hierarchical: bool = False, time_limit: float | None = None, progress=None) -> Plan:
     """Optimal contiguous split minimising the max device load (Section 5.1.1).
 
     Parameters
@@ -792,7 +792,20 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
         ``predicted`` holds the replicated max-load.
     allreduce_bandwidth : float
         Bytes per ms of the all-reduce (``inf``: free synchronisation).
+    hierarchical : bool
+        Appendix C.3: accelerators grouped in hosts, transfers inside a host over the
+        ``intra_host`` link and across hosts over ``inter_host``; exact DP over segments and
+        prefixes (:mod:`workbench.solvers.pipeline_dp_hier`), judged by
+        :func:`workbench.pipeline.hierarchical_loads`. Small lattices only.
     """
+    if hierarchical:
+        if interleave or replicate:
+            raise SolverError("dp: hierarchical=True does not combine with interleave or "
+                              "replicate")
+        from .pipeline_dp_hier import solve_hierarchical
+
+        return solve_hierarchical(graph, cluster, max_ideals=min(max_ideals, 2_000),
+                                  time_limit=time_limit)
     return _run(graph, cluster, "dp", linear=False, max_ideals=max_ideals,
                 interleave=interleave, replicate=replicate,
                 allreduce_bandwidth=allreduce_bandwidth, time_limit=time_limit,
