@@ -15,6 +15,7 @@ Examples
 (True, 'makespan_ms')
 """
 
+from ..errors import SweepError
 from .analysis import (
                        by_parameter,
                        markdown_table,
