@@ -204,3 +204,39 @@ def test_compare_board_exports(tmp_path):
         board.export_plan("dpos")
     with pytest.raises(ValueError, match="unknown methods"):
         CompareBoard(methods=["nope"])
+
+
+def test_whatif_panel_resolves_on_every_slider_and_sweeps():
+    from widgets import WhatIfPanel
+
+    g = wb.samples.inception(60, seed=0)
+    panel = WhatIfPanel(g, wb.Cluster.preset("2xV100-pcie"), methods=["m_topo", "heft"])
+    assert panel.cluster.link("gpu0", "gpu1").bandwidth == pytest.approx(10e6)
+    before = panel.table.set_index("method")["makespan_ms"]
+    panel.bandwidth.value = 0.1  # a 100x slower link
+    after = panel.table.set_index("method")["makespan_ms"]
+    assert panel.cluster.link("gpu0", "gpu1").bandwidth == pytest.approx(0.1e6, rel=1e-6)
+    assert (after >= before - 1e-9).all() and (after > before).any()
+    panel.devices.value = 4
+    assert panel.gantts.layout.meta["figure"] == "gantt_multiples"
+    assert len(panel.schedules["heft"].cluster.names) == 4
+    four = panel.table.set_index("method")["makespan_ms"]
+    panel.speed.value = 2.0
+    faster = panel.table.set_index("method")["makespan_ms"]
+    assert faster["heft"] < four["heft"]
+    frac = panel.table["peak_mem_frac"].max()
+    panel.memory.value = 0.01  # about 10 MiB per device
+    assert panel.cluster.devices[0].memory == pytest.approx(0.01 * 2**30)
+    assert panel.table["peak_mem_frac"].max() > 100 * frac
+    assert "solved in" in panel.status.value
+    panel.memory.value = 16
+    df = panel.sweep("bandwidth", values=[0.5, 5, 50])
+    assert set(df["bandwidth"]) == {0.5, 5, 50} and set(df["method"]) == {"m_topo", "heft"}
+    fig = panel.sweep_figure
+    assert [t.name for t in fig.data] == ["m_topo", "heft"] and fig.layout.xaxis.type == "log"
+    heft = df[df["method"] == "heft"].sort_values("bandwidth")["makespan_ms"].to_numpy()
+    assert heft[0] >= heft[-1]  # slower links never help here
+    with pytest.raises(ValueError, match="unknown sweep"):
+        panel.sweep("colour")
+    with pytest.raises(ValueError, match="unknown methods"):
+        WhatIfPanel(g, methods=["nope"])

@@ -12,9 +12,10 @@ Views only show model objects (OpGraph, Cluster, Plan, Schedule, the DataFrame o
 """
 
 from . import figures
-from .board import CompareBoard
+from .board import CompareBoard, verdict_html
 from .report import write_report
 from .views import CoarsenView, DagView, GanttView, PipelineView, link_selection
+from .whatif import WhatIfPanel
 
 __all__ = ["figures", "DagView", "GanttView", "CoarsenView", "PipelineView", "CompareBoard",
-           "link_selection", "write_report"]
+           "link_selection", "write_report", "verdict_html", "WhatIfPanel"]
