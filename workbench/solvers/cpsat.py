@@ -57,7 +57,11 @@ import numpy as np
 from ..errors import InfeasibleError, SolverError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["CpsatResult", "solve_cpsat", "time_scale"]
+__all__ = ["CpsatResult", "BuildTimeout", "solve_cpsat", "time_scale"]
+
+
+class BuildTimeout(SolverError):
+    """The model could not be built before the deadline (nothing was solved)."""
 
 
 def time_scale(horizon_ms: float) -> int:
@@ -215,6 +219,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
 
     Raises
     ------
+    BuildTimeout
+        The deadline passed while the model was being built.
     InfeasibleError
         An op no device can run, or CP-SAT proves that memory, colocation and affinity cannot
         be met together.
@@ -342,6 +348,9 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         chan_iv.setdefault(key, []).append(iv)
 
     for u in range(n):
+        if deadline is not None and u % 16 == 0 and time.perf_counter() > deadline:
+            raise BuildTimeout(f"the CP-SAT model of graph {graph.name!r} ({n} ops, {k} devices) "
+                               f"was not built within the time limit; raise time_limit")
         Eu = E[u]
         for ci, (nb, c, cons) in enumerate(classes[u]):
             for v in cons:
