@@ -1,0 +1,117 @@
+"""Throughput and overhead of sweeps (issue 17).
+
+1. Cells per second for the same 200-cell sweep (short cells: list schedulers on a 600-op
+   graph) on a local Dask cluster of 1 and of 2 worker processes; the cluster is started
+   beforehand and its start-up time printed apart.
+2. Per-cell overhead of a sweep against a plain loop of ``solve`` + ``simulate`` + ``evaluate``
+   over the same cells, for cells of about 1 s (list schedulers on a 3,000-op graph), on one
+   worker, with each cell in its killable child process (the default) and without.
+
+Run: ``.venv/bin/python bench/bench_sweep.py [--cells 200] [--long-cells 24]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+
+import workbench as wb
+import workbench.sweep as sw
+from workbench.sweep.cell import load_workload, make_cluster
+
+
+def short_spec(n_cells: int) -> dict:
+    methods = ["m_etf", "heft", "dpos", "m_topo"]
+    n_bw = max(1, n_cells // len(methods))
+    return {"name": "bench_short", "workloads": ["transformer:600"],
+            "clusters": {"presets": ["4xV100-nvlink"],
+                         "bandwidth_scale": [round(0.25 + 0.05 * i, 2) for i in range(n_bw)]},
+            "methods": {m: {} for m in methods}, "time_limit": 30}
+
+
+def long_spec(n_cells: int, ops: int) -> dict:
+    methods = ["heft", "dpos", "m_etf"]
+    n_bw = max(1, n_cells // len(methods))
+    return {"name": "bench_long", "workloads": [f"transformer:{ops}"],
+            "clusters": {"presets": ["4xV100-nvlink"],
+                         "bandwidth_scale": [round(0.5 + 0.1 * i, 2) for i in range(n_bw)]},
+            "methods": {m: {} for m in methods}, "time_limit": 60}
+
+
+def timed_sweep(spec: dict, workers: int, *, isolate: bool = True) -> tuple[float, float, int]:
+    """(start-up s, sweep s, cells) on a fresh local cluster; the child processes are warmed
+    up by one throw-away cell per worker first, as a long sweep amortises them."""
+    out = tempfile.mkdtemp(prefix="bench-sweep-")
+    t0 = time.perf_counter()
+    client, cluster = sw.connect(workers=workers)
+    try:
+        # not timed: every worker (and its child process) builds the graph once
+        warm = {**spec, "clusters": {"presets": ["4xV100-nvlink"],
+                                     "bandwidth_scale": [100.0 + i for i in range(4 * workers)]},
+                "methods": {"single": {}}}
+        client.run(load_workload, spec["workloads"][0])
+        sw.run(warm, out + "-warm", client=client, isolate=isolate, progress=False, echo=None)
+        startup = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        df = sw.run(spec, out, client=client, isolate=isolate, progress=False, echo=None,
+                    flush_s=30.0)
+        wall = time.perf_counter() - t1
+    finally:
+        client.close()
+        cluster.close()
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.rmtree(out + "-warm", ignore_errors=True)
+    assert (df["status"] != "error").all(), df[df["status"] == "error"]["error"].tolist()
+    return startup, wall, len(df)
+
+
+def plain_loop(spec: dict) -> tuple[float, int]:
+    """The same cells as a plain loop (graph built once, outside the timing)."""
+    cells = sw.Spec.from_dict(spec).cells()
+    graph, own = load_workload(cells[0].workload)
+    t0 = time.perf_counter()
+    for c in cells:
+        cl = make_cluster(c.preset, graph, own, bandwidth_scale=c.bandwidth_scale)
+        plan = wb.solve(graph, cl, method=c.solver, time_limit=c.time_limit, seed=c.seed)
+        wb.evaluate(plan, cl, schedule=wb.simulate(plan, cl))
+    return time.perf_counter() - t0, len(cells)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--cells", type=int, default=200, help="cells of the throughput sweep")
+    ap.add_argument("--long-cells", type=int, default=24, help="cells of about 1 s")
+    ap.add_argument("--long-ops", type=int, default=3000, help="graph size of the 1 s cells")
+    args = ap.parse_args()
+    print(f"# bench_sweep: python {os.sys.version.split()[0]}, {os.cpu_count()} cpus, "
+          f"load average {os.getloadavg()[0]:.1f} at start")
+
+    spec = short_spec(args.cells)
+    res = {}
+    for w in (1, 2):
+        start, wall, n = timed_sweep(spec, w)
+        res[w] = n / wall
+        print(f"throughput, {n} short cells, {w} worker(s): {n / wall:6.1f} cells/s "
+              f"({wall:.1f} s; cluster start-up and warm-up {start:.1f} s)")
+    print(f"speed-up 2 vs 1 worker: {res[2] / res[1]:.2f}x")
+
+    spec = long_spec(args.long_cells, args.long_ops)
+    plain, n = plain_loop(spec)
+    print(f"plain loop, {n} cells: {plain:.1f} s ({plain / n:.2f} s per cell)")
+    out = {"plain_s_per_cell": plain / n}
+    for isolate in (True, False):
+        _, wall, _ = timed_sweep(spec, 1, isolate=isolate)
+        over = (wall - plain) / plain
+        name = "child process per worker" if isolate else "in the worker"
+        out[f"overhead_{'isolated' if isolate else 'inprocess'}"] = over
+        print(f"sweep on 1 worker, cells {name}: {wall:.1f} s, overhead {100 * over:+.1f} % "
+              f"({(wall - plain) / n * 1000:+.0f} ms per cell)")
+    print(json.dumps({"cells_per_s": res, **out}))
+
+
+if __name__ == "__main__":  # the local cluster's worker processes re-import this module
+    main()
