@@ -774,7 +774,8 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
           description="Optimal contiguous pipeline split by DP over ideals (max-load)")
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
        replicate: bool = False, allreduce_bandwidth: float = math.inf,
-       hierarchical: bool = False, time_limit: float | None = None, progress=None) -> Plan:
+       hierarchical: bool = False, objective: str = "pipedream",
+       time_limit: float | None = None, progress=None) -> Plan:
     """Optimal contiguous split minimising the max device load (Section 5.1.1).
 
     Parameters
@@ -797,7 +798,22 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
         ``intra_host`` link and across hosts over ``inter_host``; exact DP over segments and
         prefixes (:mod:`workbench.solvers.pipeline_dp_hier`), judged by
         :func:`workbench.pipeline.hierarchical_loads`. Small lattices only.
+    objective : {"pipedream", "gpipe"}
+        Appendix A: ``"pipedream"`` minimises max(FW + BW) per device (the default, the max
+        load); ``"gpipe"`` minimises max FW + max BW by a DP over Pareto fronts
+        (:mod:`workbench.solvers.pipeline_dp_gpipe`; ``predicted["time_per_sample_ms"]``, judged
+        by :func:`workbench.pipeline.pipelined_time`). Small lattices only.
     """
+    if objective not in ("pipedream", "gpipe"):
+        raise SolverError(f"dp: objective must be 'pipedream' or 'gpipe', got {objective!r}")
+    if objective == "gpipe":
+        if hierarchical or replicate:
+            raise SolverError("dp: objective='gpipe' does not combine with hierarchical or "
+                              "replicate")
+        from .pipeline_dp_gpipe import solve_gpipe
+
+        return solve_gpipe(graph, cluster, interleave=interleave,
+                           max_ideals=min(max_ideals, 1_000), time_limit=time_limit)
     if hierarchical:
         if interleave or replicate:
             raise SolverError("dp: hierarchical=True does not combine with interleave or "
