@@ -4,7 +4,10 @@ Subcommands: ``info``, ``methods``, ``solve``, ``simulate``, ``compare``, ``demo
 (measure plans on local devices with TensorFlow) and ``sweep`` (grids of problems on Dask).
 A GRAPH argument is a file (the workbench's JSON, an MSR workload, a plan with an embedded graph; detected from the content) or the name of a
 bundled sample (``transformer``, ``cnn:500`` for a 500-op generated graph, a file of
-``sample_graphs/``). Library errors are printed on one line and exit with status 2.
+``sample_graphs/``). Library errors and bad arguments are printed on one line ``error: ...``
+and exit with status 2; Ctrl-C exits with 130 and SIGTERM with 143. All files a command
+writes (``--out``, ``--trace``, ``--csv``, ``--report``) are committed together when it
+succeeds, or not at all.
 
 Examples
 --------
@@ -22,10 +25,11 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 from pathlib import Path
 
-from .errors import ClusterError, WorkbenchError
+from .errors import ClusterError, GraphError, Interrupted, OutputError, WorkbenchError
 
 __all__ = ["main", "load_graph_arg", "load_cluster_arg"]
 
@@ -38,21 +42,31 @@ def load_graph_arg(spec: str):
     from . import samples
     from .io import load_problem
 
+    if not isinstance(spec, str) or not spec:
+        raise WorkbenchError(f"expected a graph file or sample name, got {spec!r}")
     p = Path(spec)
+    if p.is_dir():
+        raise WorkbenchError(f"{spec} is a directory, not a graph file")
     if p.exists():
-        return load_problem(p)
+        return _nonempty(load_problem(p))
     if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
         from .io.msr import read_msr
 
         return read_msr(spec)
-    name, _, size = spec.partition(":")
+    name, colon, size = spec.partition(":")
     kwargs = {}
-    if size:
+    if colon:
         try:
             kwargs["n_ops"] = int(size)
         except ValueError:
             raise WorkbenchError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
-    return samples.load_sample(name, **kwargs), None
+    return _nonempty((samples.load_sample(name, **kwargs), None))
+
+
+def _nonempty(problem):
+    if problem[0].n_ops == 0:
+        raise GraphError(f"graph {problem[0].name!r} has no ops")
+    return problem
 
 
 def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = None):
@@ -62,13 +76,15 @@ def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = N
 
     if spec is None:
         cl = default if default is not None else Cluster.preset(DEFAULT_CLUSTER)
+    elif Path(spec).is_dir():
+        raise ClusterError(f"{spec} is a directory, not a cluster file")
     elif Path(spec).exists():
         cl = load_cluster(spec)
     else:
         cl = Cluster.preset(spec)
     if memory is not None:
-        if not (memory > 0):
-            raise ClusterError(f"--memory-gib must be positive, got {memory}")
+        if not (memory > 0 and math.isfinite(memory)):
+            raise ClusterError(f"--memory-gib must be a positive finite number, got {memory}")
         cl = cl.with_memory(memory * 2**30)
     return cl
 
@@ -79,9 +95,11 @@ def _params(items: list[str] | None) -> dict:
         k, sep, v = it.partition("=")
         if not sep or not k:
             raise WorkbenchError(f"--param expects KEY=VALUE, got {it!r}")
+        if k in out:
+            raise WorkbenchError(f"--param {k} is given twice")
         try:
-            out[k] = json.loads(v)
-        except ValueError:
+            out[k] = json.loads(v, parse_constant=lambda c: float(c))
+        except (ValueError, RecursionError):
             out[k] = v
     return out
 
@@ -230,8 +248,20 @@ def _print_table(df) -> None:
 def _cmd_compare(args) -> int:
     from .io.json_format import jsonable
 
+    methods = None
+    if args.methods is not None:
+        from .solvers import get
+
+        methods = [m.strip() for m in args.methods.split(",")]
+        if not any(methods) or not all(methods):
+            raise WorkbenchError(f"--methods {args.methods!r} names an empty method; give a "
+                                 f"comma-separated list (see 'workbench methods') or leave "
+                                 f"the option out for all methods")
+        if len(set(methods)) != len(methods):
+            raise WorkbenchError(f"--methods {args.methods!r} names a method twice")
+        for m in methods:
+            get(m)
     graph, cluster = _problem(args)
-    methods = args.methods.split(",") if args.methods else None
     df, plans = _run_compare(graph, cluster, args, methods)
     _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
     if args.json:
@@ -350,14 +380,83 @@ def _cmd_sweep(args) -> int:
         print(summary.to_string(float_format=lambda x: f"{x:.4g}"))
     for _, r in df[df["status"].isin(["error", "timeout"])].head(10).iterrows():
         print(f"  {r['method']} on {r['workload']}: {r['status']}: {r['error'][:160]}")
+    if args.markdown:
+        print(f"\n{obj} per problem (* = a constraint broken):\n")
+        keys = ["workload"] + [c for c in ("preset", "n_devices", "bandwidth_scale",
+                                           "latency_scale", "memory_fraction", "seed")
+                               if df[c].nunique(dropna=False) > 1]
+        order = [m for m in spec.methods if m in set(df["method"])]
+        print(sweep.results_table(df, obj, index=keys, order=order))
+        print("\nwins/ties/losses of the row method against the column method:\n")
+        print(sweep.markdown_table(sweep.wtl_table(df, obj).reindex(index=order,
+                                                                    columns=order)))
     print(f"results in {os.path.abspath(out)} ({len(df)} cells; "
           f"workbench.sweep.load(path) reads them)")
     return 0
 
 
+class _UsageError(WorkbenchError):
+    """A bad command-line argument (reported like every library error)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line "error: ...", status 2, no usage dump
+        raise _UsageError(f"{self.prog}: {message}")
+
+
+def _number_arg(kind, *, low=None, low_open=False, high=None, finite=True, what="a number"):
+    """An argparse type: ``kind`` (int/float) within the bounds, finite unless told."""
+
+    def parse(text: str):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+        if isinstance(x, float) and (math.isnan(x) or (finite and math.isinf(x))):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if low is not None and (x < low or (low_open and x == low)):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        if high is not None and x > high:
+            raise argparse.ArgumentTypeError(f"expected {what} <= {high}, got {text!r}")
+        return x
+
+    parse.__name__ = what
+    return parse
+
+
+_SECONDS = _number_arg(float, low=0, low_open=True, what="a positive number of seconds")
+_SEED = _number_arg(int, low=0, what="an integer >= 0")
+_GIB = _number_arg(float, low=0, low_open=True, what="a positive number of GiB")
+_FRACTION = _number_arg(float, low=0, what="a number >= 0")
+_COUNT = _number_arg(int, low=1, what="an integer >= 1")
+_COUNT0 = _number_arg(int, low=0, what="an integer >= 0")
+
+
+def _output_paths(args) -> list[str]:
+    return [p for p in (getattr(args, k, None) for k in ("out", "trace", "csv", "report"))
+            if p]
+
+
+def _check_outputs(args) -> None:
+    """Refuse unusable output paths before any work is done."""
+    paths = _output_paths(args)
+    if len({os.path.abspath(p) for p in paths}) != len(paths):
+        raise OutputError(f"two outputs name the same file: {', '.join(paths)}")
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            raise OutputError(f"cannot write {p}: it is a directory")
+        parent = path.parent
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir():
+            raise OutputError(f"cannot write {p}: {parent} is not a directory")
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write {p}: folder {parent} is not writable")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="workbench",
-                                 description="Place and schedule DNN operator graphs.")
+    ap = _Parser(prog="workbench", description="Place and schedule DNN operator graphs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     def common(p, graph=True):
@@ -365,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("graph", help="graph file (JSON, MSR, plan) or sample name[:n_ops]")
         p.add_argument("--cluster", help="preset name or cluster JSON file "
                        f"(default: the file's own cluster, else {DEFAULT_CLUSTER})")
-        p.add_argument("--memory-gib", type=float, help="override every device's memory (GiB)")
+        p.add_argument("--memory-gib", type=_GIB, help="override every device's memory (GiB)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
 
     p = sub.add_parser("info", help="graph and cluster statistics, lower bounds")
@@ -379,8 +478,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("solve", help="run one method and judge its plan")
     common(p)
     p.add_argument("--method", "-m", required=True)
-    p.add_argument("--time-limit", type=float, default=None, help="seconds")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=_SECONDS, default=None, help="seconds")
+    p.add_argument("--seed", type=_SEED, default=0)
     p.add_argument("--param", "-p", action="append", help="solver parameter KEY=VALUE")
     p.add_argument("--no-congestion", action="store_true")
     p.add_argument("--out", help="write the plan (with its graph) to this JSON file")
@@ -398,8 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="run many methods, tabulate, write CSV / HTML report")
     common(p)
     p.add_argument("--methods", help="comma-separated method names (default: all)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per method")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--time-limit", type=_SECONDS, default=30.0, help="seconds per method")
+    p.add_argument("--seed", type=_SEED, default=0)
     p.add_argument("--csv", help="write the table as CSV")
     p.add_argument("--report", help="write a self-contained HTML report")
     p.add_argument("--measure", action="store_true",
@@ -409,9 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="every method on a bundled graph; table + HTML report")
     p.add_argument("--graph", default=DEMO_GRAPH)
     p.add_argument("--cluster", default=None)
-    p.add_argument("--time-limit", type=float, default=20.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--memory-fraction", type=float, default=0.4,
+    p.add_argument("--time-limit", type=_SECONDS, default=20.0)
+    p.add_argument("--seed", type=_SEED, default=0)
+    p.add_argument("--memory-fraction", type=_FRACTION, default=0.4,
                    help="cap each device's memory at this fraction of the model (0: no cap)")
     p.add_argument("--report", default="reports/demo.html")
     p.add_argument("--csv", default=None)
@@ -421,16 +520,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="apply plans to a real TensorFlow model and measure step time")
     p.add_argument("model", help="sample model name (see workbench.runtime)")
     p.add_argument("--methods", default="single,m_topo", help="comma-separated methods")
-    p.add_argument("--devices", type=int, default=2, help="local (logical) devices to use")
+    p.add_argument("--devices", type=_number_arg(int, low=1, high=64, what="an integer >= 1"),
+                   default=2, help="local (logical) devices to use")
     p.add_argument("--calibrate", action="store_true",
                    help="profile the model on this machine, fit the links and receive "
                         "overheads by timing transfers, then fit the receive overhead to a "
                         "random-placement probe run of the model")
-    p.add_argument("--steps", type=int, default=10)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--rounds", type=int, default=1,
+    p.add_argument("--steps", type=_COUNT, default=10)
+    p.add_argument("--warmup", type=_COUNT0, default=3)
+    p.add_argument("--rounds", type=_COUNT, default=1,
                    help="interleave the plans' timed steps in this many passes")
-    p.add_argument("--time-limit", type=float, default=30.0)
+    p.add_argument("--time-limit", type=_SECONDS, default=30.0)
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_run)
 
@@ -445,23 +545,58 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-isolate", action="store_true",
                    help="run cells inside the workers (faster; no hard per-cell time limit)")
     p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing")
+    p.add_argument("--markdown", action="store_true",
+                   help="also print the result and win/tie/loss tables as markdown")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.set_defaults(fn=_cmd_sweep)
     return ap
 
 
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def _on_sigterm(signum, frame):
+    raise Interrupted(signum)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (0 ok, 2 library error, 130 interrupted)."""
-    ap = build_parser()
-    args = ap.parse_args(argv)
+    """Entry point; returns the exit status (0 ok, 2 library error or bad argument, 130
+    interrupted by Ctrl-C, 143 terminated by SIGTERM).
+
+    SIGTERM is handled like Ctrl-C while the command runs: the outputs written so far (kept as
+    temporary files until the end, see :func:`workbench.io.transaction`) are removed.
+    """
+    from .io import transaction
+
+    previous = None
     try:
-        return int(args.fn(args) or 0)
+        if threading_main():
+            previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        args = build_parser().parse_args(argv)
+        _check_outputs(args)
+        with transaction():
+            status = int(args.fn(args) or 0)
+        return status
     except WorkbenchError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except Interrupted as e:
+        print("terminated", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def threading_main() -> bool:
+    """Signal handlers can only be installed from the main thread."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def _entry() -> None:  # pragma: no cover

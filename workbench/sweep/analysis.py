@@ -200,3 +200,39 @@ def markdown_table(t, *, digits: int = 2, status=None) -> str:
         name = " / ".join(map(str, i)) if isinstance(i, tuple) else str(i)
         lines.append("| " + " | ".join([name] + [fmt(v) for v in row]) + " |")
     return "\n".join(lines)
+
+
+def results_table(df, objective: str = "makespan_ms", *, index=("workload", "preset"),
+                  order=None, digits: int = 2):
+    """Markdown table of ``objective`` per problem (rows) and method (columns): ``*`` marks a
+    plan that breaks a constraint (``feasible`` false), failed cells show their status.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"workload": ["g", "g", "g"], "preset": ["p"] * 3,
+    ...                    "method": ["a", "b", "c"], "status": ["optimal", "heuristic", "timeout"],
+    ...                    "feasible": [True, False, None], "makespan_ms": [1.0, 0.5, None]})
+    >>> print(results_table(df))
+    | workload / preset | a | b | c |
+    |---|---|---|---|
+    | g / p | 1.00 | 0.50* | timeout |
+    """
+    import pandas as pd
+
+    index = [c for c in index if c in df.columns]
+    order = list(order) if order is not None else list(dict.fromkeys(df["method"]))
+    cells = {}
+    for r in df.to_dict("records"):
+        k = tuple(r[c] for c in index)
+        v = r.get(objective)
+        if r.get("status") in ("error", "timeout") or v is None or \
+                (isinstance(v, float) and math.isnan(v)):
+            txt = str(r.get("status") or "-")
+        else:
+            txt = f"{float(v):.{digits}f}" + ("*" if r.get("feasible") is False or
+                                              r.get("feasible") == False else "")  # noqa: E712
+        cells.setdefault(k, {})[r["method"]] = txt
+    t = pd.DataFrame.from_dict(cells, orient="index")
+    t = t.reindex(columns=[m for m in order if m in t.columns]).fillna("-")
+    t.index = pd.MultiIndex.from_tuples(t.index, names=index) if len(index) > 1 else \
+        pd.Index([k[0] for k in t.index], name=index[0])
+    return markdown_table(t.sort_index())
