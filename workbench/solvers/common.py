@@ -51,7 +51,8 @@ time (see :func:`fast_devices`)."""
 
 def fast_devices(graph, cluster, *, factor: float = SLOW_FACTOR) -> np.ndarray:
     """Boolean matrix (ops x devices): op i may run on device d (group-aware, as
-    :func:`group_runnable`) and takes at most ``factor`` times its fastest time there.
+    :func:`group_runnable`) and takes at most ``factor`` times its fastest time there (for a
+    colocated op: its group's total time).
 
     The earliest-start rules of ETF, m-ETF, m-SCT and Celeritas's Adjusting Placement assume
     identical devices: an idle device that is 10x slower (a host CPU beside GPUs) starts an op
@@ -66,8 +67,15 @@ def fast_devices(graph, cluster, *, factor: float = SLOW_FACTOR) -> np.ndarray:
     [False, False, False, False]
     """
     ok = group_runnable(graph, cluster)
-    times = cluster.op_times(graph)
-    best = np.where(ok, times, np.inf).min(axis=1, keepdims=True)
+    times = np.where(ok, cluster.op_times(graph), np.inf)
+    gc = graph.c
+    has = gc.coloc >= 0
+    if has.any():  # a colocated op is judged by its whole group's time on the device
+        sums = np.zeros((len(gc.coloc_groups), times.shape[1]))
+        np.add.at(sums, gc.coloc[has], times[has])
+        times = times.copy()
+        times[has] = sums[gc.coloc[has]]
+    best = times.min(axis=1, keepdims=True)
     return ok & (times <= best * factor * (1 + 1e-12))
 
 
