@@ -99,6 +99,7 @@ class DagView(_Selectable):
         opts = [c for c in COLOR_BY if c != "cluster" or clusters is not None]
         self.color_picker = W.Dropdown(options=opts, value=color_by, description="colour by",
                                        layout=W.Layout(width="220px"))
+        self.color_picker.add_class("wb-color-by")
         self.op_box = W.Combobox(placeholder="op name", description="select",
                                  options=graph.ops if graph.n_ops <= 5000 else [],
                                  ensure_option=False, layout=W.Layout(width="320px"))
@@ -168,6 +169,7 @@ class GanttView(_Selectable):
         self.figure = go.FigureWidget(gantt_figure(schedule, **fig_kw))
         self.figure.add_class("wb-gantt")
         self.idle_box = W.Checkbox(value=True, description="show idle gaps", indent=False)
+        self.idle_box.add_class("wb-idle")
         self.idle_box.observe(self._on_idle, "value")
         self._hook_clicks()
         self.children = [self.idle_box, self.figure]
@@ -258,6 +260,7 @@ class CoarsenView(W.VBox):
         start = target if target is not None else max(lo, min(hi, max(4, n // 10)))
         self.slider = W.IntSlider(value=start, min=lo, max=hi, step=1, description="target",
                                   continuous_update=False, layout=W.Layout(width="420px"))
+        self.slider.add_class("wb-coarse-target")
         self.info = W.HTML()
         self.mapping = None
         self.result = None
@@ -317,6 +320,7 @@ class PipelineView(W.VBox):
         self.plans, self.cluster = dict(plans), cluster
         first = next(iter(self.plans))
         self.picker = W.Dropdown(options=list(self.plans), value=first, description="plan")
+        self.picker.add_class("wb-pipeline-picker")
         self.figure = go.FigureWidget(pipeline_figure(self.plans[first], cluster))
         self.figure.add_class("wb-pipeline")
         self.table = W.HTML(self._table_html(first))

@@ -179,7 +179,7 @@ class WhatIfPanel(W.VBox):
                           name=f"{n}x{self._kind} {bw:.3g} GB/s {self.latency.value:.0f} µs "
                                f"{self.memory.value:.3g} GiB x{self.speed.value:.2f}")
 
-    def _compare(self, cluster):
+    def _solve_all(self, cluster):
         import workbench as wb
 
         return wb.compare(self.graph, cluster, methods=self.methods,
@@ -192,7 +192,7 @@ class WhatIfPanel(W.VBox):
         self.cluster = self.make_cluster()
         self.status.value = f"&#8987; re-solving {len(self.methods)} methods ..."
         t0 = time.perf_counter()
-        df, plans = self._compare(self.cluster)
+        df, plans = self._solve_all(self.cluster)
         self.table = df
         self.schedules = {m: wb.simulate(p, self.cluster) for m, p in plans.items()}
         self.table_view.value = results_table_html(df, plans=plans, graph=self.graph)
@@ -221,7 +221,7 @@ class WhatIfPanel(W.VBox):
         for v in values:
             c = (self.make_cluster(bandwidth=float(v)) if what == "bandwidth"
                  else self.make_cluster(devices=int(v)))
-            df, _ = self._compare(c)
+            df, _ = self._solve_all(c)
             for _, r in df.iterrows():
                 rows.append({"method": r["method"], what: v, "makespan_ms": r["makespan_ms"],
                              "feasible": r["feasible"], "status": r["status"]})
