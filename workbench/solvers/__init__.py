@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import SolverError
+from ._params import Param, check as _check_params, declare
 
-__all__ = ["SOLVERS", "SolverInfo", "register", "get", "solve", "methods"]
+__all__ = ["SOLVERS", "SolverInfo", "Param", "register", "get", "solve", "methods"]
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,8 @@ class SolverInfo:
     ``exact``: proves optimality when it says ``status="optimal"``. ``orders``: plans carry a
     per-device execution order. ``contract_params``: keyword arguments that keep the solver
     quick in the contract test. ``needs``: parameters without which it cannot run (e.g. an
-    expert split), so it is skipped where they are not given.
+    expert split), so it is skipped where they are not given. ``params``: :class:`Param`
+    overrides of the declaration derived from the signature (see :meth:`parameters`).
     """
 
     name: str
@@ -54,6 +56,16 @@ class SolverInfo:
     description: str = ""
     contract_params: dict = field(default_factory=dict)
     needs: tuple = ()
+    params: dict = field(default_factory=dict)
+
+    def parameters(self) -> dict:
+        """Name -> :class:`Param` of every keyword parameter: types from the signature's
+        annotations, ranges from :data:`~workbench.solvers._params.RULES` and ``params``.
+
+        >>> get("local_search").parameters()["restarts"]
+        Param(types=('int',), min=1, max=None, min_open=False, finite=True, choices=None)
+        """
+        return declare(self.func, self.params)
 
 
 SOLVERS: dict[str, SolverInfo] = {}
@@ -62,7 +74,7 @@ SOLVERS: dict[str, SolverInfo] = {}
 def register(name: str, *, family: str, paper: str, objective: str = "makespan",
              memory: bool = True, colocation: bool = True, exact: bool = False,
              orders: bool = False, description: str = "", contract_params: dict | None = None,
-             needs: tuple = ()):
+             needs: tuple = (), params: dict | None = None):
     """Decorator registering ``func`` under ``name`` (see :class:`SolverInfo`)."""
 
     def deco(func: Callable) -> Callable:
@@ -70,7 +82,8 @@ def register(name: str, *, family: str, paper: str, objective: str = "makespan",
             raise SolverError(f"solver name {name!r} registered twice")
         doc = description or (inspect.getdoc(func) or "").split("\n")[0]
         SOLVERS[name] = SolverInfo(name, func, family, paper, objective, memory, colocation,
-                                   exact, orders, doc, dict(contract_params or {}), tuple(needs))
+                                   exact, orders, doc, dict(contract_params or {}), tuple(needs),
+                                   dict(params or {}))
         return func
 
     return deco
@@ -82,6 +95,8 @@ def methods() -> list[str]:
 
 
 def get(name: str) -> SolverInfo:
+    if not isinstance(name, str):
+        raise SolverError(f"method must be a string, got {name!r}")
     try:
         return SOLVERS[name]
     except KeyError:
@@ -102,15 +117,27 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = No
     {'a': 'gpu0', 'b': 'gpu1', 'c': 'gpu0', 'd': 'gpu1'}
     """
     info = get(method)
-    if time_limit is not None and not (time_limit > 0):
-        raise SolverError(f"time_limit must be a positive number of seconds, got {time_limit!r}")
+    decl = info.parameters()
+    _check_params(method, decl, {"time_limit": time_limit, "seed": seed, "progress": progress})
     sig = inspect.signature(info.func)
     accepts_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     valid = [p for p in list(sig.parameters)[2:] if sig.parameters[p].kind is inspect.Parameter.KEYWORD_ONLY]
     for k in params:
         if not accepts_kw and k not in valid:
             raise SolverError(f"method {method!r} has no parameter {k!r}; its parameters: "
-                              f"{', '.join(valid)}")
+                              f"{', '.join(valid) or 'none'}")
+    _check_params(method, decl, params)
+    from ..cluster import Cluster
+    from ..graph import OpGraph
+
+    if not isinstance(graph, OpGraph):
+        raise SolverError(f"method {method!r}: graph must be an OpGraph, got "
+                          f"{type(graph).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise SolverError(f"method {method!r}: cluster must be a Cluster, got "
+                          f"{type(cluster).__name__}")
+    if graph.n_ops == 0:
+        raise SolverError(f"method {method!r}: graph {graph.name!r} has no ops")
     cluster.check_graph(graph)
     kw = dict(params)
     for k, v in (("time_limit", time_limit), ("seed", seed), ("progress", progress)):
