@@ -38,11 +38,11 @@ from .figures.compare import compare_figure
 from .figures.gantt import gantt_figure
 from .figures.methods import verdict
 from .tables import TABLE_CSS, results_table_html
+from .views import FILL_CSS as VIEW_CSS
 from .views import replace_figure
 
-FILL_CSS = ("<style>.wb-fill{width:100% !important;min-width:0;max-width:100%}"
-            ".wb-half{width:50%;min-width:0;flex:1 1 0}" + TABLE_CSS + "</style>")
-"""CSS that lets figures take their cell's width (plotly then sizes to its container)."""
+FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
+"""CSS of the board: figures take their cell's width; the results table."""
 
 __all__ = ["CompareBoard", "default_graphs", "verdict_html", "QUICK_METHODS", "FILL_CSS"]
 

@@ -32,7 +32,17 @@ from .figures.gantt import gantt_figure
 from .figures.pipeline import pipeline_figure, stage_table
 
 __all__ = ["DagView", "GanttView", "CoarsenView", "PipelineView", "link_selection",
-           "replace_figure"]
+           "replace_figure", "FILL_CSS", "fill"]
+
+FILL_CSS = ("<style>.wb-fill{width:100% !important;min-width:0;max-width:100%}"
+            ".wb-half{width:50%;min-width:0;flex:1 1 0}</style>")
+"""CSS that lets figures take their cell's width (plotly then sizes to its container)."""
+
+
+def fill(fw):
+    """Mark a ``FigureWidget`` to take the full width of its cell (with :data:`FILL_CSS`)."""
+    fw.add_class("wb-fill")
+    return fw
 
 
 def _trace_index(fig, name: str) -> int:
@@ -95,7 +105,7 @@ class DagView(_Selectable):
         self.figure = go.FigureWidget(dag_figure(graph, cluster=cluster, plan=plan,
                                                  schedule=schedule, clusters=clusters,
                                                  color_by=color_by, layout=self._xy, **fig_kw))
-        self.figure.add_class("wb-dag")
+        fill(self.figure).add_class("wb-dag")
         opts = [c for c in COLOR_BY if c != "cluster" or clusters is not None]
         self.color_picker = W.Dropdown(options=opts, value=color_by, description="colour by",
                                        layout=W.Layout(width="220px"))
@@ -106,7 +116,8 @@ class DagView(_Selectable):
         self.color_picker.observe(self._on_color, "value")
         self.op_box.observe(self._on_box, "value")
         self.figure.data[_trace_index(self.figure, "ops")].on_click(self._on_click)
-        self.children = [W.HBox([self.color_picker, self.op_box]), self.figure]
+        self.children = [W.HTML(FILL_CSS), W.HBox([self.color_picker, self.op_box]),
+                         self.figure]
 
     @property
     def color_by(self) -> str:
@@ -167,12 +178,12 @@ class GanttView(_Selectable):
         self.schedule = schedule
         self._fig_kw = fig_kw
         self.figure = go.FigureWidget(gantt_figure(schedule, **fig_kw))
-        self.figure.add_class("wb-gantt")
+        fill(self.figure).add_class("wb-gantt")
         self.idle_box = W.Checkbox(value=True, description="show idle gaps", indent=False)
         self.idle_box.add_class("wb-idle")
         self.idle_box.observe(self._on_idle, "value")
         self._hook_clicks()
-        self.children = [self.idle_box, self.figure]
+        self.children = [W.HTML(FILL_CSS), self.idle_box, self.figure]
 
     def _hook_clicks(self) -> None:
         # the critical-path outline and the selection outline lie on top of the op bars and
@@ -265,9 +276,9 @@ class CoarsenView(W.VBox):
         self.mapping = None
         self.result = None
         self.figure = go.FigureWidget()
-        self.figure.add_class("wb-coarse")
+        fill(self.figure).add_class("wb-coarse")
         self.slider.observe(lambda ch: setattr(self, "target", int(ch["new"])), "value")
-        self.children = [W.HBox([self.slider, self.info]), self.figure]
+        self.children = [W.HTML(FILL_CSS), W.HBox([self.slider, self.info]), self.figure]
         self.target = int(start)
 
     @traitlets.observe("target")
@@ -322,10 +333,10 @@ class PipelineView(W.VBox):
         self.picker = W.Dropdown(options=list(self.plans), value=first, description="plan")
         self.picker.add_class("wb-pipeline-picker")
         self.figure = go.FigureWidget(pipeline_figure(self.plans[first], cluster))
-        self.figure.add_class("wb-pipeline")
+        fill(self.figure).add_class("wb-pipeline")
         self.table = W.HTML(self._table_html(first))
         self.picker.observe(self._on_pick, "value")
-        self.children = [self.picker, self.figure, self.table]
+        self.children = [W.HTML(FILL_CSS), self.picker, self.figure, self.table]
 
     def _table_html(self, name: str) -> str:
         df = stage_table(self.plans[name], self.cluster).drop(columns=["mean_position"])

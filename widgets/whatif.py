@@ -160,7 +160,9 @@ class WhatIfPanel(W.VBox):
         for s in (self.bandwidth, self.latency, self.devices, self.memory, self.speed):
             s.observe(lambda _ch: self.update(), "value")
         sliders = W.VBox([self.bandwidth, self.latency, self.devices, self.memory, self.speed])
-        self.children = [W.HBox([sliders, W.VBox([self.status,
+        from .board import FILL_CSS
+
+        self.children = [W.HTML(FILL_CSS), W.HBox([sliders, W.VBox([self.status,
                                                   W.HBox(list(self.sweep_buttons.values()))])]),
                          self.table_view, self.gantts, self.sweep_figure]
         self.table, self.schedules, self.sweeps = None, {}, {}
