@@ -270,3 +270,41 @@ def test_gpipe_option_errors():
         solve(g, host(2, 1), method="dp", objective="1f1b")
     with pytest.raises(SolverError, match="replicate"):
         solve(g, host(2, 1), method="dp", objective="gpipe", replicate=True)
+
+
+def shuffled_training_graph(seed: int, n: int = 5) -> OpGraph:
+    """Forward layers f_i with backward twins g_i (one colour class each) whose backward
+    order is a random permutation of the forward one, so backward parts can interleave."""
+    rng = np.random.default_rng(seed)
+    ops, edges = [], []
+    for i in range(n):
+        t = float(rng.uniform(1, 6))
+        ops.append((f"f{i}", {"compute": {"gpu": t, "cpu": 6 * t}, "colocate": f"L{i}"}))
+        ops.append((f"g{i}", {"compute": {"gpu": 2 * t, "cpu": 12 * t}, "kind": "bwd",
+                              "colocate": f"L{i}"}))
+    edges = [(f"f{i}", f"f{j}", {"comm": float(rng.uniform(0.1, 1))})
+             for i in range(n) for j in range(i + 1, n) if rng.random() < 0.45]
+    perm = rng.permutation(n)
+    edges += [(f"g{perm[a]}", f"g{perm[b]}", {"comm": float(rng.uniform(0.1, 1))})
+              for a in range(n) for b in range(a + 1, n) if b == a + 1 or rng.random() < 0.3]
+    edges.append((f"f{n - 1}", f"g{perm[0]}", {"comm": 0.1}))
+    return OpGraph.from_ops(ops, edges, name=f"shuffled{seed}")
+
+
+@pytest.mark.parametrize("seed", [0, 2, 5, 11])
+def test_backward_contiguous_dp_equals_brute_force(seed):
+    from workbench.pipeline import contiguity_violations
+
+    g = shuffled_training_graph(seed)
+    c = host(2, 1)
+    free = solve(g, c, method="dp")
+    p = solve(g, c, method="dp", backward_contiguous=True)
+    assert contiguity_violations(free)  # the unconstrained optimum interleaves backward parts
+    assert contiguity_violations(p) == [] and contiguity_violations(p, part="forward") == []
+    best = brute_force_supernodes(
+        g, c, lambda plan, cl: math.inf if contiguity_violations(plan) else max_load(plan, cl))
+    assert p.predicted["max_load_ms"] == pytest.approx(best, rel=1e-9)
+    assert max_load(p, c) == pytest.approx(best, rel=1e-9)
+    assert best > free.predicted["max_load_ms"] + 1e-6
+    q = solve(g, c, method="dpl", backward_contiguous=True)
+    assert contiguity_violations(q) == [] and q.predicted["max_load_ms"] >= best - 1e-9

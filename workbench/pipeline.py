@@ -30,8 +30,61 @@ from .errors import PlanError
 from .pipeline_costs import out_costs, transfer_tiers
 from .plan import Plan
 
-__all__ = ["expert_plan", "hierarchical_costs", "hierarchical_loads", "latency", "latency_of",
-           "latency_pieces", "load_parts", "out_costs", "pipelined_time"]
+__all__ = ["contiguity_violations", "expert_plan", "hierarchical_costs", "hierarchical_loads",
+           "latency", "latency_of", "latency_pieces", "load_parts", "out_costs", "pipelined_time"]
+
+
+def contiguity_violations(plan: Plan, *, part: str = "backward") -> list[str]:
+    """Devices whose ``part`` (``"forward"``, ``"backward"`` or ``"all"`` ops) is not
+    contiguous: some op outside the device's set lies on a path from it back into it. Training
+    splits of the pipelining paper keep both the forward and the backward part of every device
+    contiguous (Section 5.3; ``dp(backward_contiguous=True)``).
+
+    >>> from workbench import Plan
+    >>> from workbench.graph import OpGraph
+    >>> g = OpGraph.from_ops([(v, {"compute": {"gpu": 1.0}, "kind": "bwd"}) for v in ("gc", "gb", "ga")],
+    ...                      [("gc", "gb", {}), ("gb", "ga", {})])
+    >>> contiguity_violations(Plan(g, {"gc": "d0", "gb": "d1", "ga": "d0"}))
+    ["backward ops on 'd0' are not contiguous: 'gb' lies between them"]
+    """
+    if part not in ("forward", "backward", "all"):
+        raise PlanError(f"part must be 'forward', 'backward' or 'all', got {part!r}")
+    g = plan.graph
+    gc = g.c
+    bwd = np.isin(gc.op_kind, [1, 2])
+    keep = np.ones(gc.n, dtype=bool) if part == "all" else (bwd if part == "backward" else ~bwd)
+    anc = [0] * gc.n
+    for v in range(gc.n):  # topological index order
+        if keep[v]:
+            m = 0
+            for u in gc.pred[v]:
+                if keep[u]:
+                    m |= anc[u] | (1 << u)
+            anc[v] = m
+    desc = [0] * gc.n
+    for v in range(gc.n - 1, -1, -1):
+        if keep[v]:
+            m = 0
+            for w in gc.succ[v]:
+                if keep[w]:
+                    m |= desc[w] | (1 << w)
+            desc[v] = m
+    sets: dict = {}
+    for v in np.flatnonzero(keep).tolist():
+        sets.setdefault(plan.placement[gc.names[v]], []).append(v)
+    out = []
+    for d, vs in sets.items():
+        x = a = de = 0
+        for v in vs:
+            x |= 1 << v
+            a |= anc[v]
+            de |= desc[v]
+        bad = a & de & ~x
+        if bad:
+            w = (bad & -bad).bit_length() - 1
+            out.append(f"{part} ops on {d!r} are not contiguous: {gc.names[w]!r} lies between "
+                       f"them")
+    return out
 
 
 def hierarchical_costs(graph, cluster) -> tuple[np.ndarray, np.ndarray]:

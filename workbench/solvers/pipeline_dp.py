@@ -574,7 +574,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
              interleave=False, replicate: bool = False,
              allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
              progress=None, ideals: Lattice | None = None,
-             feasibility: bool = True) -> DPResult:
+             feasibility: bool = True, backward_contiguous: bool = False) -> DPResult:
     """Run the DP over the ideals of ``p`` (``ideals``, a :class:`Lattice`, else enumerated), or
     over the prefixes of ``order`` for the linearised variant, with the compiled kernel of
     :mod:`workbench.solvers.pipeline_dp_kernel`. ``upper_bound`` prunes transitions that cannot
@@ -591,7 +591,7 @@ def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | Non
     value, stages, stats = solve_lattice(
         p, k, l, cap, lat, upper_bound=upper_bound, interleave=interleave,
         replicate=replicate, allreduce_bandwidth=allreduce_bandwidth, time_limit=time_limit,
-        progress=progress, feasibility=feasibility)
+        progress=progress, feasibility=feasibility, backward_contiguous=backward_contiguous)
     stats["enumerate_s"] = t_enum
     return DPResult(value, stages, stats)
 
@@ -696,7 +696,7 @@ def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
 
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float,
-         time_limit, progress, prune: bool = True) -> Plan:
+         time_limit, progress, prune: bool = True, backward_contiguous: bool = False) -> Plan:
     t0 = time.perf_counter()
     model = pipeline_model(cluster, method=method, cpus_pay=False)
     times = cluster.op_times(graph)
@@ -707,6 +707,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     p = contract_for_dp(graph, cluster, contract_branches=contract_branches)
     k, l_ = len(acc_devs), len(cpu_devs)
     kw = {"interleave": interleave, "replicate": replicate,
+          "backward_contiguous": backward_contiguous,
           "allreduce_bandwidth": allreduce_bandwidth, "time_limit": time_limit,
           "progress": progress}
     ideals = None if linear else lattice(p.pred, p.succ, limit=max_ideals)
@@ -775,7 +776,8 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
        replicate: bool = False, allreduce_bandwidth: float = math.inf,
        hierarchical: bool = False, objective: str = "pipedream",
-       time_limit: float | None = None, progress=None) -> Plan:
+       backward_contiguous: bool = False, time_limit: float | None = None,
+       progress=None) -> Plan:
     """Optimal contiguous split minimising the max device load (Section 5.1.1).
 
     Parameters
@@ -803,6 +805,9 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
         load); ``"gpipe"`` minimises max FW + max BW by a DP over Pareto fronts
         (:mod:`workbench.solvers.pipeline_dp_gpipe`; ``predicted["time_per_sample_ms"]``, judged
         by :func:`workbench.pipeline.pipelined_time`). Small lattices only.
+    backward_contiguous : bool
+        Training graphs (Section 5.3): only splits whose backward part on every device is
+        contiguous too (checked by :func:`workbench.pipeline.contiguity_violations`).
     """
     if objective not in ("pipedream", "gpipe"):
         raise SolverError(f"dp: objective must be 'pipedream' or 'gpipe', got {objective!r}")
@@ -825,19 +830,20 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
     return _run(graph, cluster, "dp", linear=False, max_ideals=max_ideals,
                 interleave=interleave, replicate=replicate,
                 allreduce_bandwidth=allreduce_bandwidth, time_limit=time_limit,
-                progress=progress)
+                progress=progress, backward_contiguous=backward_contiguous)
 
 
 @register("dpl", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           description="DP over the prefixes of a DFS topological order (linearisation heuristic)")
 def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = False,
-        allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
-        progress=None) -> Plan:
+        allreduce_bandwidth: float = math.inf, backward_contiguous: bool = False,
+        time_limit: float | None = None, progress=None) -> Plan:
     """The linearised DP (Section 5.1.2): add a DFS Hamiltonian path, so the ideals are the
-    |V| + 1 prefixes; polynomial, usually optimal or close."""
+    |V| + 1 prefixes; polynomial, usually optimal or close. Options as :func:`dp`."""
     return _run(graph, cluster, "dpl", linear=True, max_ideals=0, interleave=interleave,
                 replicate=replicate, allreduce_bandwidth=allreduce_bandwidth,
-                time_limit=time_limit, progress=progress)
+                time_limit=time_limit, progress=progress,
+                backward_contiguous=backward_contiguous)
 
 
 @register("pipedream", family="pipeline", paper="PipeDream (SOSP'19) as run by Tarnawski et al.",

@@ -45,7 +45,7 @@ from numba import njit
 
 from ..errors import SolverError
 
-__all__ = ["Lattice", "backtrack_moves", "feasible_ideals", "forward", "interleave_mode", "lattice", "linear_lattice",
+__all__ = ["Lattice", "backtrack_moves", "backward_reach", "feasible_ideals", "forward", "interleave_mode", "lattice", "linear_lattice",
            "solve_lattice"]
 
 
@@ -186,12 +186,37 @@ def _apply(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
 
 
 @njit(cache=True)
+def _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
+    """Add ``v`` to the stage of frame ``depth`` (bitsets of the stage and of the backward
+    descendants / ancestors of its parts) into ``tD, tA, tS``; True when the stage's backward
+    part is contiguous (no part outside it both below and above it)."""
+    ok = True
+    vw = v // 64
+    vb = np.uint64(1) << np.uint64(v % 64)
+    for w in range(bdesc.shape[1]):
+        d = st_D[depth, w] | bdesc[v, w]
+        a = st_A[depth, w] | banc[v, w]
+        x = st_S[depth, w]
+        if w == vw:
+            x = x | vb
+        tD[w] = d
+        tA[w] = a
+        tS[w] = x
+        if (d & a) & ~x != np.uint64(0):
+            ok = False
+    return ok
+
+
+@njit(cache=True)
 def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucpu, K, L,
-            cap, tolB, reps_max, mode, replicate, sync_inv, lo, hi, dpv, dmin, I0, I1):
+            cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc, lo, hi, dpv, dmin,
+            I0, I1):
     """Fill ``dpv[I, a, b]`` (``inf`` above ``tolB``) for the ideals ``I0 <= I < I1`` (their
     sub-ideals done before); returns the number of (ideal, sub-ideal) pairs visited. Only the
     states ``lo[b, I] <= a <= hi[b, I]`` are filled (the others stay ``inf``); ``dmin[I]`` is
-    the least of them (sub-ideals with ``dmin = inf`` are walked through, not evaluated)."""
+    the least of them (sub-ideals with ``dmin = inf`` are walked through, not evaluated).
+    ``bdesc``/``banc`` (one bitset row per supernode, zero columns to switch it off): stages
+    whose backward part is not contiguous are not evaluated (``backward_contiguous``)."""
     N = len(dptr) - 1
     n = len(acc)
     H = len(hsize)
@@ -204,6 +229,13 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
     st_ptr = np.empty(n + 2, np.int64)
     st_v = np.empty(n + 2, np.int64)
     st_val = np.empty((n + 2, 7))
+    W = bdesc.shape[1]
+    st_D = np.zeros((n + 2, W), np.uint64)
+    st_A = np.zeros((n + 2, W), np.uint64)
+    st_S = np.zeros((n + 2, W), np.uint64)
+    tD = np.zeros(W, np.uint64)
+    tA = np.zeros(W, np.uint64)
+    tS = np.zeros(W, np.uint64)
     pairs = 0
     for I in range(I0, I1):
         if dptr[I] == dptr[I + 1]:
@@ -260,6 +292,8 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                 continue
             if dmin[j] > tolB:
                 acc_alive = cpu_alive = False
+            if W > 0 and not _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
+                acc_alive = cpu_alive = False
             if acc_alive:
                 for r in range(1, reps_max + 1):
                     c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
@@ -280,6 +314,11 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                             x = cp
                         if x < best[a, b]:
                             best[a, b] = x
+            if W > 0:
+                _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS)
+                st_D[depth + 1, :] = tD
+                st_A[depth + 1, :] = tA
+                st_S[depth + 1, :] = tS
             depth += 1
             st_node[depth] = j
             st_ptr[depth] = dptr[j]
@@ -312,7 +351,8 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
 
 @njit(cache=True)
 def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc,
-                    ucpu, K, L, cap, tolB, reps_max, mode, replicate, sync_inv, dpv):
+                    ucpu, K, L, cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc,
+                    dpv):
     """Best move out of state ``dpv[I, a, b]``: ``vals[0]``/``js[0]`` for a CPU stage and
     ``vals[r]``/``js[r]`` for an accelerator stage on ``r`` replicas (value, sub-ideal; the
     smallest sub-ideal id among equal values; ``inf``/-1 where there is none)."""
@@ -329,6 +369,13 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
     st_ptr = np.empty(n + 2, np.int64)
     st_v = np.empty(n + 2, np.int64)
     st_val = np.zeros((n + 2, 7))
+    W = bdesc.shape[1]
+    st_D = np.zeros((n + 2, W), np.uint64)
+    st_A = np.zeros((n + 2, W), np.uint64)
+    st_S = np.zeros((n + 2, W), np.uint64)
+    tD = np.zeros(W, np.uint64)
+    tA = np.zeros(W, np.uint64)
+    tS = np.zeros(W, np.uint64)
     depth = 0
     st_node[0] = I
     st_ptr[0] = dptr[I]
@@ -367,6 +414,8 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
             cio[0] = st_val[depth, 5]
             cio[1] = st_val[depth, 6]
             continue
+        if W > 0 and not _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
+            acc_alive = cpu_alive = False
         if acc_alive:
             for r in range(1, min(reps_max, a) + 1):
                 c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
@@ -381,6 +430,11 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
             if x < vals[0] or (x == vals[0] and j < js[0]):
                 vals[0] = x
                 js[0] = j
+        if W > 0:
+            _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS)
+            st_D[depth + 1, :] = tD
+            st_A[depth + 1, :] = tA
+            st_S[depth + 1, :] = tS
         depth += 1
         st_node[depth] = j
         st_ptr[depth] = dptr[j]
@@ -458,6 +512,41 @@ def layer_ranges(pre, rest, k: int, l: int, rho: float, tol: float):
     return lo, hi
 
 
+def backward_reach(p) -> tuple[np.ndarray, np.ndarray]:
+    """Bitsets (uint64 words, one row per supernode) of the supernodes whose backward ops are
+    reachable from / reach the backward ops of each supernode through backward edges (its own
+    row bit only when a cycle passes through it). A stage ``S`` has a contiguous backward part
+    exactly when no supernode outside ``S`` is both a descendant and an ancestor of ``S``."""
+    gc = p.graph.c
+    n = p.n
+    bwd = np.isin(gc.op_kind, [1, 2])
+    own = p.owner
+    succ: list = [set() for _ in range(n)]
+    m = bwd[gc.src] & bwd[gc.dst] & (own[gc.src] != own[gc.dst])
+    for a, b in zip(own[gc.src[m]].tolist(), own[gc.dst[m]].tolist()):
+        succ[a].add(b)
+    pred: list = [set() for _ in range(n)]
+    for a in range(n):
+        for b in succ[a]:
+            pred[b].add(a)
+    W = max(1, (n + 63) // 64)
+
+    def closure(adj) -> np.ndarray:
+        out = np.zeros((n, W), np.uint64)
+        for s in range(n):
+            seen, stack = set(), list(adj[s])
+            while stack:
+                x = stack.pop()
+                if x not in seen:
+                    seen.add(x)
+                    stack.extend(adj[x])
+            for x in seen:
+                out[s, x // 64] |= np.uint64(1) << np.uint64(x % 64)
+        return out
+
+    return closure(succ), closure(pred)
+
+
 _MODES = {False: 0, True: 1, "half_duplex": 1, "full_duplex": 2}
 
 
@@ -477,7 +566,8 @@ def interleave_mode(interleave) -> int:
 def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: float = math.inf,
                   interleave=False, replicate: bool = False,
                   allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
-                  progress=None, feasibility: bool = True, chunk: int = 4096):
+                  progress=None, feasibility: bool = True, backward_contiguous: bool = False,
+                  chunk: int = 4096):
     """Run the DP of the module text over ``lat`` for problem ``p`` (a
     :class:`~workbench.solvers.pipeline_dp.DPProblem`) with ``k`` accelerators of memory
     ``cap`` and ``l`` CPUs. Returns ``(value, stages, stats)``; ``stages`` lists
@@ -487,7 +577,9 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     dropped and the sub-ideal descent stops where compute alone exceeds it. With
     ``feasibility`` the pass of :func:`feasible_ideals` at that bound first restricts every
     ideal to the device counts that can lie on a split within it (exact: only states that no
-    split within the bound passes through are left out).
+    split within the bound passes through are left out). ``backward_contiguous`` admits only
+    stages whose backward ops form a contiguous set too (Section 5.3's rule for training
+    graphs; :func:`backward_reach`).
     """
     t0 = time.perf_counter()
     ns = p.n
@@ -515,8 +607,10 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     else:
         lo, hi = _all_layers(N, k, l)
     t_feas = time.perf_counter() - t0
+    bdesc, banc = backward_reach(p) if backward_contiguous else (
+        np.zeros((ns, 0), np.uint64), np.zeros((ns, 0), np.uint64))
     args = (lat.dptr, lat.dv, lat.dj, nptr, nh, hsize, hcost, src, acc, cpu, mem, uacc, ucpu,
-            k, l, capt, tolB, reps_max, mode, bool(replicate), sync_inv)
+            k, l, capt, tolB, reps_max, mode, bool(replicate), sync_inv, bdesc, banc)
     pairs = 0
     for start in range(0, N, chunk):
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
