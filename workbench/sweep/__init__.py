@@ -16,13 +16,40 @@ Examples
 """
 
 from ..errors import SweepError
-from .analysis import (by_parameter, markdown_table, objective_matrix, performance_profile,
-                       pivot_table, results_table, win_tie_loss, wtl_table)
+from .analysis import (
+    by_parameter,
+    markdown_table,
+    objective_matrix,
+    performance_profile,
+    pivot_table,
+    results_table,
+    win_tie_loss,
+    wtl_table,
+)
 from .cell import load_workload, make_cluster, run_cell
 from .engine import SCHEMA_COLUMNS, connect, done_keys, load, run
 from .spec import KEY_COLUMNS, Cell, Spec, load_spec
 
-__all__ = ["SweepError", "Spec", "Cell", "load_spec", "run", "load", "done_keys", "connect",
-           "run_cell", "make_cluster", "load_workload", "win_tie_loss", "wtl_table",
-           "performance_profile", "by_parameter", "objective_matrix", "pivot_table",
-           "markdown_table", "results_table", "KEY_COLUMNS", "SCHEMA_COLUMNS"]
+__all__ = [
+    "KEY_COLUMNS",
+    "SCHEMA_COLUMNS",
+    "Cell",
+    "Spec",
+    "SweepError",
+    "by_parameter",
+    "connect",
+    "done_keys",
+    "load",
+    "load_spec",
+    "load_workload",
+    "make_cluster",
+    "markdown_table",
+    "objective_matrix",
+    "performance_profile",
+    "pivot_table",
+    "results_table",
+    "run",
+    "run_cell",
+    "win_tie_loss",
+    "wtl_table",
+]

@@ -228,8 +228,8 @@ def results_table(df, objective: str = "makespan_ms", *, index=("workload", "pre
                 (isinstance(v, float) and math.isnan(v)):
             txt = str(r.get("status") or "-")
         else:
-            txt = f"{float(v):.{digits}f}" + ("*" if r.get("feasible") is False or
-                                              r.get("feasible") == False else "")  # noqa: E712
+            broken = r.get("feasible") is False or str(r.get("feasible")) == "False"
+            txt = f"{float(v):.{digits}f}" + ("*" if broken else "")
         cells.setdefault(k, {})[r["method"]] = txt
     t = pd.DataFrame.from_dict(cells, orient="index")
     t = t.reindex(columns=[m for m in order if m in t.columns]).fillna("-")

@@ -204,12 +204,19 @@ class Spec:
             if k not in _CLUSTER_KEYS:
                 raise err(f"clusters.{k}", f"unknown key {k!r}; valid keys: "
                           f"{', '.join(sorted(_CLUSTER_KEYS))}", k)
+        def nums(key, default, conv):
+            try:
+                return [conv(x) for x in _as_list(clusters.get(key, default))]
+            except (TypeError, ValueError):
+                raise err(f"clusters.{key}", f"expected numbers, got "
+                          f"{clusters.get(key)!r}", key) from None
+
         presets = [str(p) for p in _as_list(clusters.get("presets", ["4xV100-nvlink"]))]
-        devices = [int(d) for d in _as_list(clusters.get("devices", [0]))]
-        bw = [float(x) for x in _as_list(clusters.get("bandwidth_scale", [1.0]))]
-        lat = [float(x) for x in _as_list(clusters.get("latency_scale", [1.0]))]
-        memf = [math.nan if x in (None, 0) else float(x)
-                for x in _as_list(clusters.get("memory_fraction", [None]))]
+        devices = nums("devices", [0], int)
+        bw = nums("bandwidth_scale", [1.0], float)
+        lat = nums("latency_scale", [1.0], float)
+        memf = nums("memory_fraction", [None],
+                    lambda x: math.nan if x in (None, 0) else float(x))
         for name, vals in (("devices", devices), ("bandwidth_scale", bw),
                            ("latency_scale", lat)):
             for v in vals:
@@ -233,14 +240,17 @@ class Spec:
             only = params.pop("workloads", None)
             methods[label] = (solver, params, None if only is None else
                               [str(w) for w in _as_list(only)])
-        seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
+        try:
+            seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
+        except (TypeError, ValueError):
+            raise err("seeds", f"expected integers, got {data.get('seeds')!r}", "seeds") from None
         tl = data.get("time_limit", 30.0)
-        if tl is not None and not (float(tl) > 0):
+        if tl is not None and not (isinstance(tl, (int, float)) and tl > 0):
             raise err("time_limit", f"must be a positive number of seconds, got {tl!r}",
                       "time_limit")
         tl = None if tl is None else float(tl)
-        ct = float(data.get("cell_timeout", 2 * (tl or 60.0) + 30.0))
-        if not ct > 0:
+        ct = data.get("cell_timeout", 2 * (tl or 60.0) + 30.0)
+        if not (isinstance(ct, (int, float)) and ct > 0):
             raise err("cell_timeout", f"must be positive, got {ct!r}", "cell_timeout")
         exclude = data.get("exclude", [])
         if isinstance(exclude, dict):
@@ -256,7 +266,8 @@ class Spec:
             raise err("filter", "must be a callable cell -> bool (dict specs only)", "filter")
         spec = cls(workloads=workloads, presets=presets, devices=devices, bandwidth_scale=bw,
                    latency_scale=lat, memory_fraction=memf, methods=methods, seeds=seeds,
-                   time_limit=tl, cell_timeout=ct, measure=bool(data.get("measure", False)),
+                   time_limit=tl, cell_timeout=float(ct),
+                   measure=bool(data.get("measure", False)),
                    congestion=bool(data.get("congestion", True)),
                    name=str(data.get("name", Path(source).stem if source != "<dict>"
                                      else "sweep")),
