@@ -40,6 +40,7 @@ from ..errors import FormatError, PlanError
 from ..graph import OpGraph
 from ..plan import Plan
 from .json_format import read_json, write_atomic
+from .schema import validate
 
 __all__ = ["MSR_DIR", "msr_names", "msr_path", "read_msr", "msr_from_dict", "read_expert",
            "write_msr_plan"]
@@ -93,6 +94,7 @@ def _flag(x) -> bool:
 
 
 def msr_from_dict(data: dict, name: str = "msr") -> tuple[OpGraph, Cluster]:
+    validate(data, "msr", name)  # every type and range, one line naming the item
     try:
         nodes = data["nodes"]
         edges = data.get("edges", [])
@@ -161,6 +163,7 @@ def read_expert(path, graph: OpGraph, cluster: Cluster) -> Plan:
     class; an op that is neither listed nor colocated with a listed op is an error.
     """
     data = read_json(path)
+    validate(data, "expert", str(path))
     try:
         parts = [("gpu", p["nodes"]) for p in data.get("fpgas", [])]
         parts += [("cpu", p["nodes"]) for p in data.get("cpus", [])]
