@@ -67,6 +67,13 @@ def brute_force(g: OpGraph, c: Cluster, *, contiguous_only: bool = True) -> floa
     return best
 
 
+def proved_contiguous(plan) -> bool:
+    """Optimal among contiguous splits: ``optimal`` only when that is optimal under the judge
+    (which does not ask for contiguity), else ``feasible`` saying so."""
+    return plan.status == "optimal" or (plan.status == "feasible"
+                                        and plan.stats["optimal_among"] == "contiguous splits")
+
+
 def assert_honest(plan, c, value_fn=max_load, key="max_load_ms"):
     judged = value_fn(plan, c)
     assert plan.predicted[key] == pytest.approx(judged, rel=1e-6, abs=1e-9)
@@ -82,16 +89,18 @@ def test_dp_is_exact_for_per_edge_costs_and_speed(seed):
     g = samples.random_dag(6, edge_prob=0.45, seed=seed, memory=1e6)
     c = cluster([(5e6, 2.0)] * 2, [(math.inf, 1.0)], bw=1e7)
     p = solve(g, c, method="dp")
-    assert p.status == "optimal"
+    assert proved_contiguous(p)
     assert_honest(p, c)
     assert p.predicted["max_load_ms"] == pytest.approx(brute_force(g, c), rel=1e-9)
+    if p.status == "optimal":
+        assert p.predicted["max_load_ms"] <= brute_force(g, c, contiguous_only=False) + 1e-9
 
 
 def test_dp_direct_mode_two_devices_is_exact_and_three_are_refused():
     g = samples.random_dag(6, edge_prob=0.45, seed=4, memory=1e6)
     c2 = cluster([(1e9, 1.0)] * 2, mode="direct", bw=1e6)
     p = solve(g, c2, method="dp")
-    assert p.status == "optimal"
+    assert proved_contiguous(p)
     assert p.predicted["max_load_ms"] == pytest.approx(brute_force(g, c2), rel=1e-9)
     c3 = cluster([(1e9, 1.0)] * 3, mode="direct")
     for m in MAXLOAD:
@@ -117,7 +126,7 @@ def test_dp_unequal_memories_matches_stages_to_devices():
     p = solve(g, c, method="dp")
     assert_honest(p, c)
     bf = brute_force(g, c)
-    if p.status == "optimal":
+    if proved_contiguous(p):
         assert p.predicted["max_load_ms"] == pytest.approx(bf, rel=1e-9)
     else:
         assert p.status == "heuristic" and "smallest" in p.stats["note"]
@@ -132,7 +141,7 @@ def test_dp_finite_cpu_memory_checked_on_the_optimum():
     g = samples.random_dag(8, seed=2, memory=1e6)
     roomy = cluster([(1e9, 1.0)], [(1e12, 1.0)])
     p = solve(g, roomy, method="dp")
-    assert p.status == "optimal"
+    assert proved_contiguous(p)
     on_cpu = sum(g.op(v)["memory"] for v, d in p.placement.items() if d == "cpu0")
     if on_cpu > 0:
         tight = cluster([(1e9, 1.0)], [(on_cpu / 2, 1.0)])
@@ -184,7 +193,7 @@ def test_ips_model_speeds_and_memories_per_device():
     assert nc.predicted["max_load_ms"] == pytest.approx(
         brute_force(g, c, contiguous_only=False), rel=1e-6)
     ct = solve(g, c, method="ip_contig", time_limit=30)
-    assert ct.status == "optimal"
+    assert proved_contiguous(ct)
     assert_honest(ct, c)
     assert ct.predicted["max_load_ms"] >= nc.predicted["max_load_ms"] - 1e-6
     lat = solve(g, c, method="latency_ip", time_limit=30)

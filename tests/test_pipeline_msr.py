@@ -36,7 +36,8 @@ def close(x: float, paper: float) -> bool:
 def test_dp_and_dpl_match_table1(name):
     g, c = load("throughput", name)
     p = solve(g, c, method="dp")
-    assert p.status == "optimal"
+    # optimal among contiguous splits; non-contiguous ones do better (the IP column)
+    assert p.status == "feasible" and p.stats["optimal_among"] == "contiguous splits"
     assert close(p.predicted["max_load_ms"], TABLE1[name][0]), p.predicted
     assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"], rel=1e-9)
     q = solve(g, c, method="dpl")

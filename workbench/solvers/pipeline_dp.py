@@ -42,8 +42,10 @@ Examples
 >>> c = Cluster([Device(f"gpu{i}", "gpu", 16e9) for i in range(3)] + [Device("cpu0", "cpu")],
 ...             mode="host", host_link=Link(0.0, 1e7))
 >>> plan = solve(g, c, method="dp")
->>> plan.status, abs(plan.predicted["max_load_ms"] - max_load(plan, c)) < 1e-9
-('optimal', True)
+>>> plan.status, plan.stats["optimal_among"]   # optimal among contiguous splits
+('feasible', 'contiguous splits')
+>>> abs(plan.predicted["max_load_ms"] - max_load(plan, c)) < 1e-9
+True
 >>> solve(g, c, method="dpl").predicted["max_load_ms"] >= plan.predicted["max_load_ms"]
 True
 """
@@ -57,8 +59,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError, InfeasibleError, SolverError
-from ..pipeline_costs import (check_finite_costs, edge_costs, out_costs, pipeline_model,
-                              transfer_tiers)
+from ..pipeline_costs import (check_finite_costs, contiguous_optimum_status, edge_costs,
+                              out_costs, pipeline_model, transfer_tiers)
 from ..plan import Plan
 from . import register
 from .pipeline_dp_kernel import Lattice, interleave_mode, lattice, linear_lattice, solve_lattice
@@ -764,8 +766,14 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     extra = {"total_s": time.perf_counter() - t0}
     if note:
         extra["note"] = note
+    status = "heuristic"
+    if exact:  # optimal among contiguous splits; "optimal" only when no split can do better
+        from ..bounds import max_load_lower_bound
+
+        status, why = contiguous_optimum_status(res.value, max_load_lower_bound(graph, cluster))
+        extra.update(why)
     return _plan_from_stages(p, res, cluster, method, acc_order, cpu_order,
-                             status="optimal" if exact else "heuristic",
+                             status=status,
                              interleave=interleave, allreduce_bandwidth=allreduce_bandwidth,
                              extra_stats=extra)
 

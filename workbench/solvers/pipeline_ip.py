@@ -12,7 +12,9 @@
 * The time limit bounds the whole call: the DP warm start gets part of it and the model build
   checks it; when it runs out before HiGHS can start, the warm start comes back with status
   ``time_limit``. ``optimal`` only when HiGHS proves a zero gap and its objective equals
-  :func:`workbench.simulate.max_load` of the plan.
+  :func:`workbench.simulate.max_load` of the plan; ``ip_contig``'s proof covers contiguous
+  splits only, so it says ``feasible`` (``stats["optimal_among"]``) unless its value meets the
+  max-load lower bound.
 
 The latency IP and the greedy latency baseline are in :mod:`.pipeline_latency`. All programs are
 PuLP models solved by :func:`workbench.solvers.milp.solve_milp` (HiGHS).
@@ -40,7 +42,8 @@ import numpy as np
 import pulp
 
 from ..errors import InfeasibleError, SolverError
-from ..pipeline_costs import check_finite_costs, out_costs, pipeline_model, transfer_tiers
+from ..pipeline_costs import (check_finite_costs, contiguous_optimum_status, out_costs,
+                              pipeline_model, transfer_tiers)
 from ..plan import Plan
 from . import register
 from .milp import solve_milp
@@ -260,6 +263,11 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
         status, note = "time_limit" if res.status != "optimal" else "feasible", "kept the warm start"
     else:
         status, note = _plan_status(res, judged, res.objective * T)
+    why = {}
+    if contiguous and status == "optimal":
+        from ..bounds import max_load_lower_bound
+
+        status, why = contiguous_optimum_status(judged, max_load_lower_bound(graph, cluster))
     plan.status = status
     plan.predicted = {"max_load_ms": judged}
     plan.stats = {"bound": res.bound * T, "gap": res.gap, "milp_s": res.seconds,
@@ -267,6 +275,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                   "solver": res.solver, "units": U.n, "binaries": len(x),
                   "warm_start_ms": max_load(warm, cluster) if warm is not None else None,
                   "total_s": dl.elapsed()}
+    plan.stats.update(why)
     if note:
         plan.stats["note"] = note
     plan.info = {"contiguous": contiguous}

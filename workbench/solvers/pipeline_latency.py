@@ -35,7 +35,7 @@ import numpy as np
 import pulp
 
 from ..errors import InfeasibleError, SolverError
-from ..pipeline_costs import pipeline_model
+from ..pipeline_costs import contiguous_optimum_status, pipeline_model
 from ..plan import Plan
 from . import register
 from .milp import solve_milp
@@ -245,6 +245,9 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         return _keep(warm, wval, dl, "the MILP (its solution was worse than the warm start)",
                      res=res, T=T)
     status, note = _plan_status(res, judged, res.objective * T)
+    why = {}
+    if status == "optimal" and q == 1:
+        status, why = contiguous_optimum_status(judged, float(lb.max(initial=0.0)))
     plan.status = status
     plan.predicted = {"latency_ms": judged}
     plan.stats = {"bound": max(res.bound * T, float(lb.max(initial=0.0))), "gap": res.gap,
@@ -254,6 +257,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
                   "warm_start": warm.method if warm is not None else None,
                   "warm_start_ms": wval if warm is not None else None, "q": q,
                   "evaluated_latency_ms": judged, "total_s": dl.elapsed()}
+    plan.stats.update(why)
     if note:
         plan.stats["note"] = note
     plan.info = {"q": q}
@@ -291,8 +295,9 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
     cp = float(lb.max(initial=0.0))
     bound = max(cp, out["bound_ms"]) if math.isfinite(out["bound_ms"]) else cp
     proved = out["status"] == "OPTIMAL"
+    why = {}
     if proved and out["exact"]:
-        status = "optimal"
+        status, why = contiguous_optimum_status(judged, cp) if q == 1 else ("optimal", {})
     elif proved or judged <= bound * (1 + 1e-9):
         status = "feasible"
     else:
@@ -309,6 +314,7 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
                   "total_s": dl.elapsed()}
     if proved and not out["exact"]:
         plan.stats["note"] = "optimal for the rounded model (times to ~1e-6 of the latency)"
+    plan.stats.update(why)
     plan.info = {"q": q}
     return plan
 
