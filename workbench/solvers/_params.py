@@ -124,7 +124,7 @@ RULES: dict[str, Param] = {
     "allreduce_bandwidth": Param(("float",), min=0, min_open=True, finite=False),
     "slow_factor": Param(("float", "none"), min=1),
     "heuristic_effort": Param(("float",), min=0, max=1),
-    "anchor": Param(("str",), choices=("previous", "pred")),
+    "anchor": Param(("str",), choices=("previous", "pred", "segments")),
     "split": Param(("dict", "list", "path")),
     "device": Param(("str", "none")),
 }

@@ -258,14 +258,18 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     M : float, optional
         Memory cap of a cluster in bytes. Default ``0.25 x`` the device memory (see
         :func:`default_M`). Must hold the largest op.
-    anchor : {"previous", "pred"}
+    anchor : {"previous", "pred", "segments"}
         The device ``d_k`` a node stays on unless Eq. 9 says otherwise: ``"previous"`` is the
         device of the previous node in the CPD-TOPO sequence (Algorithm 2, line 11, as
         written); ``"pred"`` the device of the node's predecessor with the largest transfer
         to it (the previous node's device for a node without predecessors). They coincide
         when the previous node feeds the current one, the usual case in CPD-TOPO order; they
         differ after a source (e.g. a variable) was moved to another device, which with
-        ``"previous"`` drags the next node of the chain after it.
+        ``"previous"`` drags the next node of the chain after it. ``"segments"``: the device
+        of the node's segment when the CPD-TOPO sequence is cut, by the fusion DP at device
+        level, into at most one segment per device that fits its memory with the fewest
+        bytes crossing (:mod:`~workbench.solvers.celeritas_boundaries`); the previous node's
+        device when no such cut exists.
     slow_factor : float or None
         A node only goes to a device where it takes at most this many times its fastest time,
         unless no such device has room for it (default 2). The paper's EST rule assumes
@@ -288,13 +292,24 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     >>> p.status, p.info["fusion"]["nodes_after"]
     ('heuristic', 300)
     """
-    if anchor not in ("previous", "pred"):
-        raise SolverError(f"anchor must be 'previous' or 'pred', got {anchor!r}")
+    if anchor not in ("previous", "pred", "segments"):
+        raise SolverError(f"anchor must be 'previous', 'pred' or 'segments', got {anchor!r}")
     pb = _Problem(graph, cluster, R, M)
     nd = pb.nd
     prev = -1
+    seg = None
+    if anchor == "segments":
+        from .celeritas_boundaries import segment_devices
+
+        cgc = pb.coarse.c
+        seg = segment_devices(pb.proc, zip(cgc.src.tolist(), cgc.dst.tolist(),
+                                           cgc.bytes.tolist()),
+                              cgc.memory.tolist(), [d.memory for d in cluster.devices])
+        pb.segments = seg
     for k in pb.proc:
-        if anchor == "pred" and pb.in_edges[k]:
+        if seg is not None:
+            prev = seg[k]
+        elif anchor == "pred" and pb.in_edges[k]:
             e = max(pb.in_edges[k], key=lambda e: (pb.cmean[e], -e))
             prev = pb.dev[pb.src[e]]
         need = pb.need(k)
