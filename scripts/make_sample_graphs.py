@@ -40,7 +40,7 @@ def _with_work(saved, extract):
         raise SystemExit(f"{saved.name}: the rebuilt program differs from the saved graph")
     G = saved.to_networkx()
     for v in G.nodes:
-        for k in ("flops", "bytes_moved", "shapes"):
+        for k in ("flops", "bytes_moved", "shapes", "memory"):
             G.nodes[v][k] = fresh.op(v)[k]
     meta = {**saved.meta, "cost_fallback_types": fresh.meta["cost_fallback_types"]}
     return OpGraph(G, name=saved.name, meta=meta)
@@ -60,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timed", type=int, default=20, help="untraced steps timed for the step")
     ap.add_argument("--out", type=Path, default=ROOT / "sample_graphs")
     ap.add_argument("--work-only", action="store_true",
-                    help="keep the saved profile; only add per-op FLOPs/bytes/shapes and the "
-                         "V100 roofline costs to the existing files (no profiling)")
+                    help="keep the saved profile; only renew per-op FLOPs/bytes/shapes/memory "
+                         "and the V100 roofline costs of the existing files (no profiling)")
     args = ap.parse_args(argv)
     names = args.models or (list(PAPER_MODELS) if args.paper
                             else [m for m in MODELS if m not in PAPER_MODELS])

@@ -34,7 +34,7 @@ from .errors import ClusterError, GraphError, Interrupted, OutputError, Workbenc
 __all__ = ["main", "load_graph_arg", "load_cluster_arg"]
 
 DEFAULT_CLUSTER = "4xV100-nvlink"
-DEMO_GRAPH = "transformer:240"
+DEMO_GRAPH = "suite:layered300-4xV100"  # a hard pair of workbench.workloads.hard_suite()
 
 
 def load_graph_arg(spec: str):
@@ -53,6 +53,10 @@ def load_graph_arg(spec: str):
         from .io.msr import read_msr
 
         return read_msr(spec)
+    if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
+        from .workloads import workload
+
+        return workload(spec[6:]).build()
     name, colon, size = spec.partition(":")
     kwargs = {}
     if colon:
@@ -273,6 +277,8 @@ def _cmd_compare(args) -> int:
 
 def _cmd_demo(args) -> int:
     graph, cluster = _problem(args)
+    if args.memory_fraction is None:  # suite workloads carry their own memory pressure
+        args.memory_fraction = 0 if args.graph.startswith("suite:") else 0.4
     if args.memory_fraction:
         if not (args.memory_fraction > 0):
             raise WorkbenchError(f"--memory-fraction must be positive, got {args.memory_fraction}")
@@ -510,8 +516,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", default=None)
     p.add_argument("--time-limit", type=_SECONDS, default=20.0)
     p.add_argument("--seed", type=_SEED, default=0)
-    p.add_argument("--memory-fraction", type=_FRACTION, default=0.4,
-                   help="cap each device's memory at this fraction of the model (0: no cap)")
+    p.add_argument("--memory-fraction", type=_FRACTION, default=None,
+                   help="cap each device's memory at this fraction of the model (0: no cap; "
+                        "default 0.4, none for suite:NAME workloads)")
     p.add_argument("--report", default="reports/demo.html")
     p.add_argument("--csv", default=None)
     p.add_argument("--json", action="store_true")

@@ -135,7 +135,7 @@ DEVICE_MODELS: dict[str, DeviceModel] = {
     "H100": DeviceModel("H100", 67 * _T, 495 * _T, 3350 * _G, 0.005, 80 * _GIB,
                         "NVIDIA H100 SXM5 datasheet"),
     # fitted by `python bench/cost_model.py --fit` on the profiled sample_graphs/ (one core)
-    "cpu-local": DeviceModel("cpu-local", 0.0333 * _T, 0.0333 * _T, 5.07 * _G, 0.0113,
+    "cpu-local": DeviceModel("cpu-local", 0.0338 * _T, 0.0338 * _T, 5.57 * _G, 0.0397,
                              8 * _GIB, "fitted to this machine's profiled samples"),
 }
 """Name -> :class:`DeviceModel`."""
@@ -484,13 +484,16 @@ def costs_for_cluster(graph, cluster):
 
 # ---------------------------------------------------------------------- fitting
 def fit_device(graphs: Iterable, *, kind: str = "cpu", name: str = "fitted",
-               memory: float = math.inf, rounds: int = 6) -> DeviceModel:
+               memory: float = math.inf, rounds: int = 24, weight: str = "ops") -> DeviceModel:
     """Fit ``peak_flops``, ``mem_bw`` and ``launch_ms`` to profiled graphs.
 
     Minimises the squared error of ``log(time)`` over every op with a measured time on
-    ``kind`` and a kernel (not a view op), by coordinate descent with golden-section
-    searches on the logarithms of the three figures (deterministic). The fitted model has
-    one peak (``tensor_flops == peak_flops``).
+    ``kind`` and a kernel (not a view op), each op weighted by its share of its graph's
+    measured time (``weight="time"``: what matters for a step; every graph counts equally)
+    or all ops equally (``weight="ops"``): a grid over
+    the logarithms of the three figures,
+    then coordinate descent with golden-section searches around the best grid point
+    (deterministic). The fitted model has one peak (``tensor_flops == peak_flops``).
 
     >>> from workbench import OpGraph
     >>> truth = DeviceModel("t", 0.05 * _T, 0.05 * _T, 8 * _G, 0.01)
@@ -503,30 +506,47 @@ def fit_device(graphs: Iterable, *, kind: str = "cpu", name: str = "fitted",
     >>> [round(x, 2) for x in (m.peak_flops / _T, m.mem_bw / _G, m.launch_ms)]
     [0.05, 8.0, 0.01]
     """
-    fs, bs, ts = [], [], []
+    fs, bs, ts, share = [], [], [], []
     for g in graphs:
         flops, nbytes, view = _work_arrays(g)
+        first = len(ts)
         for i, v in enumerate(g.ops):
             t = g.op(v)["compute"].get(kind)
             if t is not None and t > 0 and not view[i] and (flops[i] > 0 or nbytes[i] > 0):
                 fs.append(flops[i]), bs.append(nbytes[i]), ts.append(t)
+        total = sum(ts[first:])
+        share.extend(t / total for t in ts[first:])
     if len(ts) < 3:
         raise GraphError(f"fit_device needs at least 3 ops with a measured time on {kind!r} "
                          f"and FLOP/byte figures, got {len(ts)}")
     f, b, lt = np.array(fs), np.array(bs), np.log(np.array(ts))
+    if weight not in ("time", "ops"):
+        raise GraphError(f"weight must be 'time' or 'ops', got {weight!r}")
+    w = np.array(share) if weight == "time" else np.ones_like(lt)
+    w = w / w.sum()
 
     def loss(x):
         pred = np.maximum(f / math.exp(x[0]), b / math.exp(x[1])) + math.exp(x[2])
-        return float(np.mean((np.log(pred) - lt) ** 2))
+        return float(np.sum(w * (np.log(pred) - lt) ** 2))
 
-    x = [math.log(1e7), math.log(1e6), math.log(max(np.exp(lt).min(), 1e-6))]
-    spans = [(math.log(1e3), math.log(1e13)), (math.log(1e3), math.log(1e10)),
-             (math.log(1e-7), math.log(10.0))]
+    grids = [np.linspace(math.log(1e3), math.log(1e12), 28),   # FLOP/ms: 1 MFLOP/s .. 1 PF
+             np.linspace(math.log(1e2), math.log(1e10), 25),   # bytes/ms: 0.1 MB/s .. 10 TB/s
+             np.linspace(math.log(1e-6), math.log(10.0), 18)]  # ms
+    best, x = math.inf, [0.0, 0.0, 0.0]
+    for la in grids[2]:
+        for pf in grids[0]:
+            comp = f[None, :] / np.exp(pf)
+            pred = np.maximum(comp, b[None, :] / np.exp(grids[1])[:, None]) + math.exp(la)
+            err = ((np.log(pred) - lt[None, :]) ** 2) @ w
+            j = int(np.argmin(err))
+            if err[j] < best:
+                best, x = float(err[j]), [float(pf), float(grids[1][j]), float(la)]
+    steps = [g[1] - g[0] for g in grids]
     phi = (math.sqrt(5) - 1) / 2
     for r in range(rounds):
         for j in range(3):
-            lo, hi = spans[j] if r == 0 else (x[j] - 2.0 / r, x[j] + 2.0 / r)
-            for _ in range(60):
+            lo, hi = x[j] - steps[j] * 0.8 ** r, x[j] + steps[j] * 0.8 ** r
+            for _ in range(40):
                 a, c = hi - phi * (hi - lo), lo + phi * (hi - lo)
                 xa, xc = list(x), list(x)
                 xa[j], xc[j] = a, c
@@ -534,6 +554,9 @@ def fit_device(graphs: Iterable, *, kind: str = "cpu", name: str = "fitted",
                     hi = c
                 else:
                     lo = a
-            x[j] = (lo + hi) / 2
+            cand = list(x)
+            cand[j] = (lo + hi) / 2
+            if loss(cand) <= loss(x):
+                x = cand
     pf, bw, la = (math.exp(v) for v in x)
     return DeviceModel(name, pf, pf, bw, la, memory, f"fitted to {len(ts)} profiled ops")

@@ -387,7 +387,8 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
                 n *= max(int(d), 0)
             memory[v] = float(n * t.as_dtype(nd.attr["dtype"].type).size)
     for (u, v), b in edges.items():
-        if kinds[u] == "fwd" and kinds[v] == "bwd":
+        # a variable read is a view of the variable, already charged on the variable's node
+        if kinds[u] == "fwd" and kinds[v] == "bwd" and nodes[u].op != "ReadVariableOp":
             memory[u] = max(memory[u], sum(program.out_bytes.get(u, [0])))
     ops = []
     for v in program.step_nodes:

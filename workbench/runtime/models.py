@@ -264,12 +264,5 @@ TINY: dict[str, dict] = {
 """Sizes that make each model a few hundred ops at most (for tests)."""
 
 
-def _register_paper_models() -> None:
-    from .paper_models import PAPER_BATCH, PAPER_MODELS, PAPER_TINY
-
-    MODELS.update(PAPER_MODELS)
-    DEFAULT_BATCH.update(PAPER_BATCH)
-    TINY.update(PAPER_TINY)
-
-
-_register_paper_models()
+# the paper-sized models register themselves in MODELS, DEFAULT_BATCH and TINY
+from . import paper_models  # noqa: E402,F401

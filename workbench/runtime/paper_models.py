@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 
 from ._tf import tf
+from . import models as _models
 from .models import _data, _dense, _layer_norm, _lstm_cell, _var, _xent
 
 __all__ = ["PAPER_BATCH", "PAPER_MODELS", "PAPER_SIZES", "PAPER_TINY", "bert_base", "gnmt",
@@ -365,3 +366,7 @@ PAPER_TINY: dict[str, dict] = {
                          "ffn": 32, "vocab": 30},
 }
 """Sizes that make each builder small (for tests)."""
+
+_models.MODELS.update(PAPER_MODELS)
+_models.DEFAULT_BATCH.update(PAPER_BATCH)
+_models.TINY.update(PAPER_TINY)
