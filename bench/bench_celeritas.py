@@ -1,7 +1,8 @@
 """Celeritas figures: placement time on a 36,000-op graph, Table 2 (nodes and CCR before and
 after fusion), Table 5 (Standard Evaluation deviation) and Table 3 (simulated step time).
 
-Run: ``.venv/bin/python bench/bench_celeritas.py`` (add ``--quick`` for smaller graphs).
+Run: ``.venv/bin/python bench/bench_celeritas.py`` (add ``--quick`` for smaller graphs;
+``--suite`` prints only the hard-suite table, congestion on and off).
 Prints markdown tables; ``docs/results-celeritas.md`` holds a copy with comments.
 
 The paper's large models are not available here; the "paper-like" graphs are synthetic ones of
@@ -224,7 +225,48 @@ def table3(rows, title) -> None:
           ", ".join(f"{m} {secs[m]:.1f}" for m in have if m in secs) + "\n")
 
 
+def suite_table() -> None:
+    """Celeritas (both device anchors) vs order_place and m_topo on the hard workload suite
+    (workbench.workloads.hard_suite), congestion on and off."""
+    from workbench.workloads import hard_suite
+
+    methods = (("m_topo", "m_topo", {}), ("order_place", "order_place", {}),
+               ("celeritas", "celeritas", {}),
+               ("celeritas segments", "celeritas", {"anchor": "segments"}))
+    print("## Hard workload suite: simulated makespan (ms), congestion on / off\n")
+    print("`celeritas segments`: device boundaries from the fusion DP at device level "
+          "(`anchor=\"segments\"`). `worse` lists the methods a Celeritas variant loses to "
+          "with congestion on.\n")
+    print("| workload | ops | " + " | ".join(m[0] for m in methods) +
+          " | celeritas worse than | segments worse than |")
+    print("|---|---|" + "---|" * (len(methods) + 2))
+    for w in hard_suite():
+        g, c = w.build()
+        res = {}
+        for name, m, kw in methods:
+            try:
+                p = wb.solve(g, c, method=m, **kw)
+                res[name] = (wb.simulate(p, c).makespan,
+                             wb.simulate(p, c, congestion=False).makespan,
+                             p.status)
+            except Exception as exc:  # noqa: BLE001 - report, keep going
+                res[name] = (float("nan"), float("nan"), f"error: {exc}"[:40])
+        cells = [f"{v[0]:.2f} / {v[1]:.2f}" + ("" if v[2] == "heuristic" else f" ({v[2]})")
+                 for v in res.values()]
+
+        def worse(k):
+            return ", ".join(b for b in ("m_topo", "order_place")
+                             if res[k][0] > res[b][0] * (1 + 1e-9)) or "-"
+
+        print(f"| {w.name} | {g.n_ops} | " + " | ".join(cells) +
+              f" | {worse('celeritas')} | {worse('celeritas segments')} |", flush=True)
+    print()
+
+
 def main() -> None:
+    if "--suite" in sys.argv:
+        suite_table()
+        return
     timing()
     table2_and_5(paper_like(8 if QUICK else 1))
     table3(sample_rows(), "Simulated step time (ms), sample graphs, 4 GPUs holding 35 % each")

@@ -120,8 +120,20 @@ def hard_pairs(n_ops: int, devices: tuple = (2, 4)) -> list:
     return out
 
 
+def suite_pairs(devices: tuple, max_ops: int) -> list:
+    """Pairs of the hard workload suite (workbench.workloads) with ``devices`` devices."""
+    from workbench.workloads import hard_suite
+
+    out = []
+    for w in hard_suite():
+        g, c = w.build()
+        if len(c) in devices and g.n_ops <= max_ops:
+            out.append((g.with_name(w.name), c))
+    return out
+
+
 def bench_hard(time_limit: float, n_ops: int, devices: tuple = (2, 4),
-               only: str | None = None) -> None:
+               only: str | None = None, suite: bool = False, max_ops: int = 1200) -> None:
     print(f"## Pesto (CP-SAT engine) on hard pairs ({time_limit:g} s limit, {n_ops}-op graphs)\n")
     print("Makespans in ms, simulated with congestion. Memory per device = 1.25 / k of the "
           "model. `bound`: CP-SAT's proven lower bound (valid when no ops were merged, else "
@@ -133,7 +145,8 @@ def bench_hard(time_limit: float, n_ops: int, devices: tuple = (2, 4),
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
     imps = []
-    for g, c in hard_pairs(n_ops, devices):
+    pairs = suite_pairs(devices, max_ops) if suite else hard_pairs(n_ops, devices)
+    for g, c in pairs:
         if only and only not in g.name:
             continue
         base = {}
@@ -201,12 +214,16 @@ def main() -> None:
                     help="only the CP-SAT table on the hard pairs (2 and 4 devices)")
     ap.add_argument("--devices", default="2,4", help="device counts for --hard")
     ap.add_argument("--only", default=None, help="--hard: graphs whose name contains this")
+    ap.add_argument("--suite", action="store_true",
+                    help="--hard on the pairs of workbench.workloads.hard_suite instead")
+    ap.add_argument("--max-ops", type=int, default=1200, help="--suite: skip larger graphs")
     a = ap.parse_args()
     tl = 5.0 if a.quick else a.time_limit
     if a.hard:
         print(f"<!-- bench_pesto --hard: python {platform.python_version()}, {os.cpu_count()} "
               f"cpus, time limit {tl:g} s -->\n")
-        bench_hard(tl, a.ops, tuple(int(x) for x in a.devices.split(",")), a.only)
+        bench_hard(tl, a.ops, tuple(int(x) for x in a.devices.split(",")), a.only, a.suite,
+                   a.max_ops)
         return
     print(f"<!-- bench_pesto: python {platform.python_version()}, {os.cpu_count()} cpus, "
           f"time limit {tl:g} s -->\n")
