@@ -14,14 +14,14 @@ How it works
   its backward edges; strongly connected components that the contraction creates in the forward
   part are fused. The DP then runs on the forward part only, and every forward set carries its
   backward siblings (their compute, memory and communication are charged to the same device).
-* **Ideals** are enumerated as bitsets (Python ints while growing, a 0/1 matrix afterwards).
-  A contiguous set is ``S = I \\ J`` for ideals ``J ⊆ I`` (Fact 5.2).
-* **Costs of all pairs without Python loops**: compute and memory are prefix differences. The
-  communication of ``S`` is a hypergraph cut: op ``u`` pays its output cost once when the set of
-  supernodes holding ``u`` and its consumers, ``h_u``, is split by ``S``. With ``S = I \\ J``,
-  ``[h split] = 1 - [h ∩ I ⊆ J] - [h ⊆ I][h ∩ J = ∅]``, and for a fixed pattern ``Z = h ∩ I``
-  both terms factor into a function of ``I`` times a function of ``J``. So the cut of every pair
-  in a block is ``γ(I) - P[I] · R[J]``, one matrix product (BLAS), exactly.
+* **Ideals** are enumerated as bitsets with the lattice's covering edges (remove one maximal
+  element). A contiguous set is ``S = I \\ J`` for ideals ``J ⊆ I`` (Fact 5.2).
+* **The inner loop is compiled** (numba, :mod:`workbench.solvers.pipeline_dp_kernel`): the
+  sub-ideals of each ideal are walked down the covering edges, the stage's compute, memory and
+  hypergraph cut (op ``u`` pays its output cost once when the set of supernodes holding ``u``
+  and its consumers is split by ``S``) are updated incrementally per pair in float64, and one
+  pass relaxes every device count. No float32 anywhere: the value is exact up to float64
+  rounding of sums (see the kernel's docstring).
 * **Accounting** (from the judge, :mod:`workbench.pipeline_costs`): each op's out-edges become
   nested hyperedges (the consumers of its dearest edges, increments of cost), so the DP's value
   equals :func:`workbench.simulate.max_load` of its split for any per-edge costs; with one cost
@@ -30,9 +30,14 @@ How it works
   CPU) are refused with a SolverError; unequal memories are solved as a relaxation (the largest
   memory) whose stages are then matched to devices, else with the smallest memory and status
   ``heuristic``; finite CPU memory is checked on the optimum (SolverError when it does not fit).
-* **Pruning**: the DPL solution gives an upper bound ``B`` on the optimum; ideals are sorted by
-  accelerator compute and each block of them only meets the window of sub-ideals whose compute
-  difference can stay below ``B`` (and the CPU window likewise).
+* **Pruning** (exact): the DPL solution gives an upper bound ``B`` on the optimum; a
+  feasibility pass at ``B`` keeps, per ideal, only the device counts that can lie on a split
+  within ``B`` (compute bounds of the prefix and of the rest), and the sub-ideal walk stops where
+  compute alone exceeds ``B``.
+* **Options**: ``interleave`` (half or full duplex, App. C.1), ``replicate`` (App. C.2),
+  ``hierarchical`` (hosts, App. C.3, :mod:`~workbench.solvers.pipeline_dp_hier`),
+  ``objective="gpipe"`` (App. A, :mod:`~workbench.solvers.pipeline_dp_gpipe`) and
+  ``backward_contiguous`` (training graphs).
 
 Examples
 --------
