@@ -1,8 +1,11 @@
 """A real browser: JupyterLab + headless Chromium (Debian's) driven by Playwright.
 
-Opens notebook 07 (the comparison board), runs all cells, checks that the DAG and Gantt plots
-render, changes a control (the method of the second Gantt chart) and checks that the figure
-updates, and saves screenshots under the test's tmp folder. The server is stopped by its PID.
+Opens every notebook (01-08) in one JupyterLab server, runs all cells, checks that every
+figure renders (each plotly plot has a drawn, non-empty SVG), changes one control per notebook
+and checks that its figure redraws, and saves a screenshot per notebook under
+``reports/browser/`` (a CI artefact). Notebook 07 (the comparison board) is also checked in
+detail: Gantt pickers and linked selection. The server is stopped by its PID; each notebook's
+kernel is shut down before the next opens.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import json
 import urllib.request
 from pathlib import Path
 
@@ -21,7 +25,20 @@ import pytest
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("0[1-8]_*.ipynb"))
 NOTEBOOK = ROOT / "notebooks" / "07_compare_board.ipynb"
+SHOTS = ROOT / "reports" / "browser"
+# notebook -> (control kind, control selector, selector of the figure it redraws, min. plots)
+CONTROLS = {
+    "01": ("select", ".wb-color-by select", ".wb-dag", 5),
+    "02": ("select", ".wb-color-by select", ".wb-dag", 5),
+    "03": ("select", ".wb-color-by select", ".wb-dag", 5),
+    "04": ("slider", ".wb-coarse-target", ".wb-coarse", 4),
+    "05": ("select", ".wb-pipeline-picker select", ".wb-pipeline", 4),
+    "06": ("checkbox", ".wb-idle input", ".wb-gantt", 4),
+    "07": ("select", ".wb-gantt-b-picker select", ".wb-gantt-b", 6),
+    "08": ("checkbox", ".wb-idle input", ".wb-gantt", 2),
+}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -52,13 +69,16 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.
     raise TimeoutError(f"JupyterLab did not answer on {url}:\n{log.read_text()[-3000:]}")
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A JupyterLab server on a free port, token disabled, in an isolated folder."""
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a free port, token disabled, in an isolated folder holding
+    copies of the notebooks."""
     pytest.importorskip("playwright.sync_api")
+    tmp_path = tmp_path_factory.mktemp("browser")
     work = tmp_path / "lab"
     work.mkdir()
-    shutil.copy(NOTEBOOK, work / NOTEBOOK.name)
+    for nb in NOTEBOOKS:
+        shutil.copy(nb, work / nb.name)
     port = _free_port()
     env = dict(os.environ)
     for var, sub in (("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"),
@@ -77,6 +97,7 @@ def lab(tmp_path):
     cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1",
            f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.token=",
            "--ServerApp.password=", f"--ServerApp.root_dir={work}",
+           "--ServerApp.disable_check_xsrf=True",  # lets the test shut kernels down by REST
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -103,93 +124,166 @@ def lab(tmp_path):
 
 
 def _gantt_title(page, cls: str) -> str:
-    return page.locator(f".{cls} .gtitle").first.text_content() or ""
+    t = page.locator(f".{cls} .gtitle").first.text_content() or ""
+    return t.lstrip("■ ").strip()  # the method's colour swatch comes first
 
 
-def test_notebook_07_in_jupyterlab(lab):
-    from playwright.sync_api import expect, sync_playwright
+def _shutdown_kernels(url: str) -> None:
+    with urllib.request.urlopen(f"{url}/api/sessions", timeout=10) as r:
+        sessions = json.loads(r.read())
+    for s in sessions:
+        req = urllib.request.Request(f"{url}/api/sessions/{s['id']}", method="DELETE")
+        urllib.request.urlopen(req, timeout=20).close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _run_all(page, lab, name: str, out: Path) -> int:
+    """Open ``name``, restart the kernel and run all cells; return the number of code cells."""
+    from playwright.sync_api import expect
+    import nbformat
+
+    page.goto(f"{lab['url']}/lab/tree/{name}?reset")  # a fresh workspace: one notebook open
+    page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
+    page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]',
+                           state="attached", timeout=90_000)
+    n_code = sum(c.cell_type == "code" for c in nbformat.read(lab["dir"] / name, 4).cells)
+    expect(page.locator(".jp-Notebook .jp-CodeCell")).to_have_count(n_code)
+    expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
+        timeout=90_000)
+    # run all cells: the toolbar's "restart the kernel and run all cells", confirmed
+    page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
+                 ).first.click()
+    page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    t0 = time.time()
+    while True:  # every code cell gets an execution count, none stays busy
+        prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
+        done = [t for t in prompts if t.strip()[:1] == "[" and t.strip()[1:2].isdigit()]
+        if len(done) == n_code:
+            break
+        if time.time() - t0 > 240:
+            page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
+            raise AssertionError(f"{name}: cells did not finish: prompts {prompts}")
+        time.sleep(1)
+    tracebacks = page.locator(".jp-RenderedText[data-mime-type="
+                              "'application/vnd.jupyter.stderr'] >> text=Traceback")
+    assert tracebacks.count() == 0, tracebacks.first.inner_text()
+    return n_code
+
+
+def _figure_state(page, sel: str) -> str:
+    """What a figure shows: its title, its drawn points and its legend (to detect a redraw)."""
+    return page.evaluate(
+        """(sel) => { const f = document.querySelector(sel + '.js-plotly-plot')
+                      || document.querySelector(sel + ' .js-plotly-plot');
+             if (!f) return '';
+             const t = f.querySelector('.gtitle'); const pts = f.querySelectorAll('.point');
+             const vis = Array.from(pts).filter(p => p.getBBox && p.getBBox().width > 0).length;
+             return (t ? t.textContent : '') + '|' + pts.length + '|' + vis + '|' +
+                    Array.from(f.querySelectorAll('.legendtext')).map(x => x.textContent).join(',')
+                    + '|' + Array.from(f.querySelectorAll('.point path, path.point'))
+                      .slice(0, 40).map(p => p.getAttribute('d') + p.getAttribute('style')).join(''); }""",
+        sel)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_in_jupyterlab(lab, browser, path):
+    from playwright.sync_api import expect
 
     out = lab["out"]
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            page.set_default_timeout(60_000)
-            page.goto(f"{lab['url']}/lab/tree/{NOTEBOOK.name}")
-            page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
-            page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]',
-                                   state="attached", timeout=90_000)
-            import nbformat
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    kind, control, figure, min_plots = CONTROLS[path.name[:2]]
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    page.set_default_timeout(60_000)
+    try:
+        _run_all(page, lab, path.name, out)
+        # every figure renders: plotly drew an SVG of a real size with something in it
+        plots = page.locator(".jp-OutputArea .js-plotly-plot")
+        expect(plots.nth(min_plots - 1)).to_be_attached(timeout=60_000)
+        sizes = page.evaluate("""() => Array.from(document.querySelectorAll(
+            '.jp-OutputArea .js-plotly-plot')).map(f => { const s = f.querySelector('.main-svg');
+            const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
+            return [b.width, b.height, f.querySelectorAll('.trace, .point').length]; })""")
+        assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
+        empty = [i for i, (w, h, n) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
+        assert not empty, f"{path.name}: plots {empty} did not render: {sizes}"
+        widest = max(w for w, _, _ in sizes)
+        assert widest > 900, f"{path.name}: figures do not use the cell's width ({widest} px)"
+        # one control changes a figure
+        target = page.locator(control).first
+        target.scroll_into_view_if_needed()
+        before = _figure_state(page, figure)
+        assert before, f"{path.name}: no figure {figure}"
+        if kind == "select":
+            current = target.input_value()
+            options = [o for o in target.locator("option").all_inner_texts() if o != current]
+            target.select_option(label=options[0])
+        elif kind == "checkbox":
+            target.click()
+        else:  # an ipywidgets slider: move its handle with the keyboard
+            handle = target.locator(".noUi-handle").first
+            handle.focus()
+            for _ in range(3):
+                handle.press("ArrowRight")
+        t0 = time.time()
+        while _figure_state(page, figure) == before:
+            if time.time() - t0 > 60:
+                page.screenshot(path=str(out / f"nochange-{path.stem}.png"), full_page=True)
+                raise AssertionError(f"{path.name}: {control} did not change {figure}")
+            time.sleep(0.5)
+        page.screenshot(path=str(SHOTS / f"{path.stem}.png"), full_page=True)
+        if path.name.startswith("07"):
+            _board_details(page, out)
+    finally:
+        page.close()
+        _shutdown_kernels(lab["url"])
+    assert (SHOTS / f"{path.stem}.png").stat().st_size > 10_000
 
-            n_code = sum(c.cell_type == "code" for c in nbformat.read(NOTEBOOK, 4).cells)
-            expect(page.locator(".jp-Notebook .jp-CodeCell")).to_have_count(n_code)
-            expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
-                timeout=90_000)
-            # run all cells: the toolbar's "restart the kernel and run all cells", confirmed
-            page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
-                         ).first.click()
-            page.locator(".jp-Dialog .jp-mod-accept").first.click()
-            # every code cell gets an execution count, none stays busy
-            t0 = time.time()
-            while True:
-                prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-                done = [t for t in prompts if t.strip()[:1] == "[" and t.strip()[1:2].isdigit()]
-                if len(done) == n_code:
-                    break
-                errors = page.locator(".jp-OutputArea-output[data-mime-type="
-                                      "'application/vnd.jupyter.stderr']").count()
-                if time.time() - t0 > 180:
-                    page.screenshot(path=str(out / "timeout.png"), full_page=True)
-                    raise AssertionError(f"cells did not finish: prompts {prompts}, "
-                                         f"{errors} stderr outputs")
-                time.sleep(1)
-            tracebacks = page.locator(".jp-RenderedText[data-mime-type="
-                                      "'application/vnd.jupyter.stderr'] >> text=Traceback")
-            assert tracebacks.count() == 0, tracebacks.first.inner_text()
 
-            # the DAG renders: plotly drew its nodes
-            dag = page.locator(".wb-dag.js-plotly-plot").first
-            try:
-                expect(dag).to_be_visible(timeout=60_000)
-            except AssertionError:
-                page.screenshot(path=str(out / "no_dag.png"), full_page=True)
-                (out / "dom.html").write_text(page.content())
-                raise
-            assert page.locator(".wb-dag .scatterlayer .trace .point").count() > 50
-            # the Gantts render: bars for ops, a title naming the method
-            for cls in ("wb-gantt-a", "wb-gantt-b"):
-                expect(page.locator(f".{cls}.js-plotly-plot").first).to_be_visible()
-                assert page.locator(f".{cls} .barlayer .point").count() > 20
-            # the comparison bars render
-            assert page.locator(".wb-compare .barlayer .point").count() >= 3
-            page.locator(".wb-gantt-a").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(out / "notebook07_before.png"), full_page=True)
+def _board_details(page, out: Path) -> None:
+    """Notebook 07: the board's Gantt pickers and the linked DAG/Gantt selection."""
+    from playwright.sync_api import expect
 
-            # change a control: the method of Gantt B; its figure must redraw
-            select = page.locator(".wb-gantt-b-picker select").first
-            options = select.locator("option").all_inner_texts()
-            before = _gantt_title(page, "wb-gantt-b")
-            target = next(o for o in options if not before.startswith(o + " "))
-            select.select_option(label=target)
-            expect(page.locator(".wb-gantt-b .gtitle").first).to_contain_text(
-                target + " on ", timeout=30_000)
-            after = _gantt_title(page, "wb-gantt-b")
-            assert after != before and after.startswith(target)
-            page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
-            page.screenshot(path=str(out / "notebook07_after.png"))
-            # linked selection in the browser: click a DAG node, the Gantt outlines that op
-            lone = page.locator(".wb-gantt:not(.wb-gantt-a):not(.wb-gantt-b)").first
-            bars = lone.locator(".barlayer .point")
-            n_bars = bars.count()  # the empty "selected" trace draws nothing yet
-            node = dag.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3)
-            node.scroll_into_view_if_needed()
-            box = node.bounding_box()
-            page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-            expect(bars).to_have_count(n_bars + 1, timeout=30_000)
-            lone.screenshot(path=str(out / "gantt_selected.png"))
-            page.locator(".wb-gantt-b").first.screenshot(path=str(out / "gantt_b.png"))
-            page.locator(".wb-compare").first.screenshot(path=str(out / "compare.png"))
-            page.locator(".wb-dag").first.screenshot(path=str(out / "dag.png"))
-        finally:
-            browser.close()
-    assert (out / "notebook07_after.png").stat().st_size > 10_000
+    dag = page.locator(".wb-dag.js-plotly-plot").first
+    expect(dag).to_be_visible(timeout=60_000)
+    assert page.locator(".wb-dag .scatterlayer .trace .point").count() > 50
+    for cls in ("wb-gantt-a", "wb-gantt-b"):
+        expect(page.locator(f".{cls}.js-plotly-plot").first).to_be_visible()
+        assert page.locator(f".{cls} .barlayer .point").count() > 20
+    assert page.locator(".wb-compare .barlayer .point").count() >= 3
+    # the two Gantts share one time axis: the same last tick label
+    ticks = [page.locator(f".{c} .xtick text").all_inner_texts() for c in ("wb-gantt-a",
+                                                                           "wb-gantt-b")]
+    assert ticks[0] and ticks[0][-1] == ticks[1][-1], ticks
+    select = page.locator(".wb-gantt-b-picker select").first
+    options = select.locator("option").all_inner_texts()
+    before = _gantt_title(page, "wb-gantt-b")
+    target = next(o for o in options if not before.startswith(o + " "))
+    select.select_option(label=target)
+    expect(page.locator(".wb-gantt-b .gtitle").first).to_contain_text(target + " on ",
+                                                                       timeout=30_000)
+    after = _gantt_title(page, "wb-gantt-b")
+    assert after != before and after.startswith(target)
+    page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "07_board_gantts.png"))
+    # linked selection in the browser: click a DAG node, the Gantt outlines that op
+    lone = page.locator(".wb-gantt:not(.wb-gantt-a):not(.wb-gantt-b)").first
+    bars = lone.locator(".barlayer .point")
+    n_bars = bars.count()  # the empty "selected" trace draws nothing yet
+    node = dag.locator(".scatterlayer .trace").nth(2).locator(".point").nth(3)
+    node.scroll_into_view_if_needed()
+    box = node.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    expect(bars).to_have_count(n_bars + 1, timeout=30_000)
+    lone.screenshot(path=str(SHOTS / "07_gantt_selected.png"))
+    page.locator(".wb-compare").first.screenshot(path=str(SHOTS / "07_compare.png"))
