@@ -48,7 +48,7 @@ def load_graph_arg(spec: str):
     if p.is_dir():
         raise WorkbenchError(f"{spec} is a directory, not a graph file")
     if p.exists():
-        return _nonempty(load_problem(p))
+        return _nonempty(load_problem(p), spec)
     if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
         from .io.msr import read_msr
 
@@ -64,12 +64,12 @@ def load_graph_arg(spec: str):
             kwargs["n_ops"] = int(size)
         except ValueError:
             raise WorkbenchError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
-    return _nonempty((samples.load_sample(name, **kwargs), None))
+    return _nonempty((samples.load_sample(name, **kwargs), None), spec)
 
 
-def _nonempty(problem):
+def _nonempty(problem, where: str):
     if problem[0].n_ops == 0:
-        raise GraphError(f"graph {problem[0].name!r} has no ops")
+        raise GraphError(f"{where}: graph {problem[0].name!r} has no ops")
     return problem
 
 
@@ -101,6 +101,10 @@ def _params(items: list[str] | None) -> dict:
             raise WorkbenchError(f"--param expects KEY=VALUE, got {it!r}")
         if k in out:
             raise WorkbenchError(f"--param {k} is given twice")
+        if k in ("seed", "time_limit", "progress"):
+            raise WorkbenchError(f"--param {k}: use the option --{k.replace('_', '-')} "
+                                 f"instead" if k != "progress" else "--param progress is not "
+                                 "a solver parameter")
         try:
             out[k] = json.loads(v, parse_constant=lambda c: float(c))
         except (ValueError, RecursionError):
