@@ -50,6 +50,8 @@ def _greedy_units(graph, cluster):
 
 
 def _dfs_order(n: int, succ: list) -> list:
+    """DFS-like topological order; units on a cycle (a backward edge between two colour
+    classes of a training graph) follow at the end in index order."""
     indeg = [0] * n
     for ss in succ:
         for w in ss:
@@ -63,6 +65,9 @@ def _dfs_order(n: int, succ: list) -> list:
             indeg[w] -= 1
             if indeg[w] == 0:
                 stack.append(w)
+    if len(out) < n:
+        seen = set(out)
+        out.extend(v for v in range(n) if v not in seen)
     return out
 
 
@@ -201,6 +206,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
             v = latency(pl, cluster)
             if v < wval - 1e-12:
                 warm, wval = pl, v
+    if warm is not None and wval <= 1e-300:
+        return _keep(warm, wval, dl, "the warm start has zero latency", optimal=True)
     # slots: CPUs first (each a pool of cores), then q per accelerator
     slots = [(d, 0) for d in cpus] + [(d, r) for d in acc for r in range(q)]
     ncpu = len(cpus)
@@ -319,11 +326,12 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
     return plan
 
 
-def _keep(warm, wval, dl, where, *, res=None, T=1.0) -> Plan:
+def _keep(warm, wval, dl, where, *, res=None, T=1.0, optimal: bool = False) -> Plan:
     if warm is None:
         raise SolverError(f"latency_ip: the time limit ({dl.limit} s) ran out while {where}, "
                           f"before any solution was found; raise time_limit")
-    plan = Plan(warm.graph, dict(warm.placement), method="latency_ip", status="time_limit")
+    plan = Plan(warm.graph, dict(warm.placement), method="latency_ip",
+                status="optimal" if optimal else "time_limit")
     plan.predicted = {"latency_ms": wval}
     plan.stats = {"note": f"{where}; the warm start ({warm.method}) is returned",
                   "warm_start": warm.method, "total_s": dl.elapsed()}
