@@ -444,3 +444,22 @@ def test_gantts_share_one_time_axis_and_show_utilisation(problem):
     busy = sum(float((s.end - s.start)[s.device == i].sum()) for i in range(len(c.names)))
     assert sum(u.values()) * s.makespan == pytest.approx(busy)
     assert any(t.endswith(f"{100 * u['gpu0']:.0f} %") for t in a.layout.yaxis.ticktext)
+
+
+# ---------------------------------------------------------------- large graphs
+def test_placement_heatmap_bins_compute_by_device_and_depth():
+    from widgets.figures import placement_heatmap
+
+    g, c = wb.samples.lstm_grid(400, layers=4, seed=0), wb.Cluster.preset("4xV100-nvlink")
+    one = wb.Plan(g, {v: "gpu2" for v in g.ops})
+    fig = placement_heatmap(g, {"one": one, "m_topo": wb.solve(g, c, method="m_topo")}, c,
+                            bins=30)
+    z = np.asarray(fig.data[0].z, dtype=float)
+    assert z.shape == (4, fig.layout.meta["bins"]) and fig.layout.meta["bins"] <= 30
+    assert np.isnan(z[[0, 1, 3]]).all() and np.isfinite(z[2]).any()  # only gpu2 works
+    from widgets.figures._common import op_times_or_min
+
+    assert np.nansum(z) == pytest.approx(op_times_or_min(g, c).sum())
+    assert np.nansum(np.asarray(fig.data[1].z, dtype=float)) == pytest.approx(np.nansum(z))
+    with pytest.raises(ValueError, match="at least one plan"):
+        placement_heatmap(g, {}, c)
