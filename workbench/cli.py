@@ -47,6 +47,10 @@ def load_graph_arg(spec: str):
     p = Path(spec)
     if p.is_dir():
         raise WorkbenchError(f"{spec} is a directory, not a graph file")
+    if p.exists() and p.suffix == ".onnx":  # forward graph of an ONNX model (batch 1)
+        from .io.onnx import read_onnx
+
+        return read_onnx(p), None
     if p.exists():
         return _nonempty(load_problem(p), spec)
     if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
