@@ -210,12 +210,18 @@ def test_notebook_in_jupyterlab(lab, browser, path):
         # every figure renders: plotly drew an SVG of a real size with something in it
         plots = page.locator(".jp-OutputArea .js-plotly-plot")
         expect(plots.nth(min_plots - 1)).to_be_attached(timeout=60_000)
-        sizes = page.evaluate("""() => Array.from(document.querySelectorAll(
-            '.jp-OutputArea .js-plotly-plot')).map(f => { const s = f.querySelector('.main-svg');
-            const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
-            return [b.width, b.height, f.querySelectorAll('.trace, .point').length]; })""")
+        t0 = time.time()
+        while True:  # plots draw asynchronously: scroll each into view until all are drawn
+            sizes = page.evaluate("""() => Array.from(document.querySelectorAll(
+                '.jp-OutputArea .js-plotly-plot')).map(f => { f.scrollIntoView();
+                const s = f.querySelector('.main-svg');
+                const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
+                return [b.width, b.height, f.querySelectorAll('.trace, .point').length]; })""")
+            empty = [i for i, (w, h, n) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
+            if (not empty and len(sizes) >= min_plots) or time.time() - t0 > 45:
+                break
+            time.sleep(1)
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
-        empty = [i for i, (w, h, n) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
         assert not empty, f"{path.name}: plots {empty} did not render: {sizes}"
         widest = max(w for w, _, _ in sizes)
         assert widest > 900, f"{path.name}: figures do not use the cell's width ({widest} px)"

@@ -192,7 +192,7 @@ def coarse_figure(graph, mapping: dict, *, plan=None, cluster=None,
     fig.update_yaxes(visible=False)
     if title is None:
         title = f"{graph.name}: {graph.n_ops} ops coarsened to {G} clusters"
-    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white",
+    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white", autosize=True,
                       showlegend=False, height=height or 440, hovermode="closest",
                       margin=dict(l=10, r=10, t=70, b=10),
                       meta={"figure": "coarse", "clusters": G,

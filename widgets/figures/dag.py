@@ -266,7 +266,7 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
                 "kind": "op kind", "op_type": "op type", "cluster": "cluster"}[color_by]
         title = f"{graph.name}: {n} ops, {graph.n_edges} edges, coloured by {what}"
     fig.update_layout(
-        title=dict(text=title, x=0.01), template="plotly_white", hovermode="closest",
+        title=dict(text=title, x=0.01), template="plotly_white", autosize=True, hovermode="closest",
         height=height or (460 if n <= 300 else 560), margin=dict(l=10, r=10, t=45, b=10),
         xaxis=dict(visible=False), yaxis=dict(visible=False), dragmode="pan",
         legend=dict(title=dict(text=color_by)), meta={"figure": "dag", "graph": graph.name,

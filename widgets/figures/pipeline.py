@@ -113,7 +113,7 @@ def pipeline_figure(plan, cluster, *, lower_bound: float | None = None,
         title = (f"{plan.method}: {len(df)} stages, time per sample {fmt_ms(ml)}"
                  f" (bottleneck {bott})")
     fig.update_layout(
-        title=dict(text=title, x=0.01), template="plotly_white", barmode="relative",
+        title=dict(text=title, x=0.01), template="plotly_white", autosize=True, barmode="relative",
         height=height or 380, margin=dict(l=10, r=10, t=45, b=40),
         yaxis=dict(title="load per sample (ms)"), legend=dict(orientation="h", y=-0.2),
         annotations=([dict(x=labels[b], y=ml, text="bottleneck", showarrow=True, arrowhead=2,
