@@ -308,3 +308,24 @@ def test_backward_contiguous_dp_equals_brute_force(seed):
     assert best > free.predicted["max_load_ms"] + 1e-6
     q = solve(g, c, method="dpl", backward_contiguous=True)
     assert contiguity_violations(q) == [] and q.predicted["max_load_ms"] >= best - 1e-9
+
+
+MSR = __import__("pathlib").Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
+
+
+@pytest.mark.skipif(not MSR.is_dir(), reason="MSR workloads not in the repo")
+@pytest.mark.parametrize("name,principled,authors", [
+    ("layer_gnmt_training", 294.90, 107.35),
+    ("layer_bert24_inference", 17.79, 17.79),
+    ("layer_resnet50_training", 83.67, 83.67)])
+def test_pipedream_authors_setting_reproduces_table1(name, principled, authors):
+    from workbench.io.msr import read_msr
+
+    g, c = read_msr(MSR / "throughput" / f"{name}.json")
+    p = solve(g, c, method="pipedream")
+    q = solve(g, c, method="pipedream", skip_span=10)
+    assert max_load(p, c) == pytest.approx(principled, abs=5e-3)
+    assert max_load(q, c) == pytest.approx(authors, abs=5e-3)
+    assert q.predicted["max_load_ms"] == pytest.approx(max_load(q, c), rel=1e-9)
+    with pytest.raises(SolverError, match="skip_span"):
+        solve(g, c, method="pipedream", skip_span=-1)
