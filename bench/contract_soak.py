@@ -3,6 +3,7 @@
     python bench/contract_soak.py --cases 2000                      # seeds 0..1999, all methods
     python bench/contract_soak.py --start 500 --cases 500 --out part2.json
     python bench/contract_soak.py --merge part1.json part2.json     # one table from chunks
+    python bench/contract_soak.py --methods pesto,pesto_ilp --param engine=milp
 
 Cases come from :func:`workbench.testing.contract.make_case` (the same generator as
 tests/test_contract.py) and every method is checked by :func:`~workbench.testing.contract.
@@ -35,10 +36,10 @@ def _worker(conn) -> None:
         msg = conn.recv()
         if msg is None:
             return
-        seed, method, time_limit = msg
+        seed, method, time_limit, params = msg
         if case is None or case.seed != seed:
             case = make_case(seed)
-        o = run_method(case, method, time_limit=time_limit)
+        o = run_method(case, method, time_limit=time_limit, params=params)
         conn.send((o.verdict, o.detail, o.status, o.wall_s, o.values))
 
 
@@ -55,11 +56,12 @@ class Runner:
         self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
         self.proc.start()
 
-    def run(self, seed: int, method: str, time_limit: float, hang: float) -> Outcome:
+    def run(self, seed: int, method: str, time_limit: float, hang: float,
+            params: dict | None = None) -> Outcome:
         if self.proc is None or not self.proc.is_alive():
             self.start()
         t0 = time.perf_counter()
-        self.conn.send((seed, method, time_limit))
+        self.conn.send((seed, method, time_limit, params))
         if self.conn.poll(hang):
             try:
                 verdict, detail, status, wall, values = self.conn.recv()
@@ -81,14 +83,14 @@ class Runner:
 
 
 def soak(start: int, cases: int, methods: list, time_limit: float, hang: float,
-         progress: bool = True) -> list:
+         progress: bool = True, params: dict | None = None) -> list:
     """Records ``{seed, method, verdict, detail, status, wall_s, case}`` for every run."""
     runner = Runner()
     records = []
     t0 = time.perf_counter()
     try:
         for k, seed in enumerate(range(start, start + cases)):
-            outs = [runner.run(seed, m, time_limit, hang) for m in methods]
+            outs = [runner.run(seed, m, time_limit, hang, params) for m in methods]
             cross_check(outs)
             case = make_case(seed)
             for o in outs:
@@ -148,6 +150,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated methods to leave out")
     ap.add_argument("--time-limit", type=float, default=2.0)
     ap.add_argument("--hang", type=float, default=120.0, help="seconds before a run is a hang")
+    ap.add_argument("--param", action="append", default=[], metavar="KEY=JSON",
+                    help="extra keyword for the methods that accept it, e.g. engine='\"milp\"'")
     ap.add_argument("--out", help="write the records as JSON (for --merge)")
     ap.add_argument("--merge", nargs="+", help="print the table of these JSON record files")
     args = ap.parse_args(argv)
@@ -156,7 +160,15 @@ def main(argv=None) -> int:
     else:
         methods = [m for m in (args.methods.split(",") if args.methods else contract_methods())
                    if m and m not in set(args.skip.split(","))]
-        records = soak(args.start, args.cases, methods, args.time_limit, args.hang)
+        params = {}
+        for kv in args.param:
+            k, _, v = kv.partition("=")
+            try:
+                params[k] = json.loads(v)
+            except json.JSONDecodeError:
+                params[k] = v
+        records = soak(args.start, args.cases, methods, args.time_limit, args.hang,
+                       params=params)
         if args.out:
             _write_json(args.out, records)
     seeds = sorted({r["seed"] for r in records})

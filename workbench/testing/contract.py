@@ -245,11 +245,13 @@ def contract_methods() -> list:
     return list(SOLVERS)
 
 
-def _params(case: Case, method: str, time_limit: float | None) -> dict:
+def _params(case: Case, method: str, time_limit: float | None, extra: dict | None = None) -> dict:
     from ..solvers import SOLVERS
 
     info = SOLVERS[method]
     kw = dict(info.contract_params)
+    sig = inspect.signature(info.func).parameters
+    kw.update({k: v for k, v in (extra or {}).items() if k in sig})
     if "split" in info.needs:  # a hand-made split: ops dealt to devices that can run them
         r = np.random.default_rng([case.seed, 7])
         ok = np.isfinite(case.cluster.op_times(case.graph))
@@ -268,7 +270,6 @@ def _params(case: Case, method: str, time_limit: float | None) -> dict:
             if g is not None:
                 grp_dev[g] = d
         kw["split"] = split
-    sig = inspect.signature(info.func).parameters
     if time_limit is not None and "time_limit" in sig:
         kw["time_limit"] = time_limit
     return kw
@@ -290,15 +291,18 @@ def _close(a: float, b: float, rel: float = 1e-6) -> bool:
 
 
 def run_method(case: Case, method: str, *, time_limit: float | None = 2.0,
-               seed: int = 7) -> Outcome:
-    """Run ``method`` on ``case`` and check the single-method clauses (see module docstring)."""
+               seed: int = 7, params: dict | None = None) -> Outcome:
+    """Run ``method`` on ``case`` and check the single-method clauses (see module docstring).
+
+    ``params`` are extra keyword arguments, passed to the methods that accept them (e.g.
+    ``{"engine": "milp"}``)."""
     from ..simulate import evaluate
     from ..solvers import SOLVERS, solve
 
     info = SOLVERS[method]
     g, c = case.graph, case.cluster
     try:
-        kw = _params(case, method, time_limit)
+        kw = _params(case, method, time_limit, params)
     except ValueError as e:  # no device for an expert split: nothing to test
         return Outcome(method, "error", f"no split: {e}")
     t0 = time.perf_counter()
