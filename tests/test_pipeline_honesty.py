@@ -269,3 +269,29 @@ def test_judge_imports_no_solver():
                 assert "solvers" not in (node.module or ""), f"{rel} imports {node.module}"
             elif isinstance(node, ast.Import):
                 assert not any("solvers" in a.name for a in node.names), rel
+
+
+# ----------------------------------------------------------------------------- latency baselines
+def test_greedy_latency_on_a_training_graph_places_every_unit():
+    """Colour classes of a training graph form unit cycles (forward a -> b, backward b' -> a');
+    the greedy's DFS order missed such units, which then landed on the last device unchecked."""
+    g = samples.to_training(samples.random_dag(6, edge_prob=0.4, seed=1, memory=1e6))
+    need = g.total_memory()
+    tight = cluster([(need * 0.2, 1.0)], [(need * 0.3, 1.0)])
+    p = solve(g, tight, method="greedy_latency")
+    assert p.status == "infeasible"  # memory cannot hold the model: it must say so
+    roomy = cluster([(need * 0.6, 1.0)], [(need, 1.0)])
+    p = solve(g, roomy, method="greedy_latency")
+    used = {d.name: 0.0 for d in roomy.devices}
+    for v, d in p.placement.items():
+        used[d] += g.op(v)["memory"]
+    assert p.status == "heuristic"
+    assert all(used[d.name] <= d.memory * (1 + 1e-9) for d in roomy.devices)
+
+
+def test_latency_ip_zero_cost_graph():
+    ops = [(f"n{i}", {"compute": {"gpu": 0.0}}) for i in range(4)]
+    g = OpGraph.from_ops(ops, [("n0", "n1", {"bytes": 0.0}), ("n0", "n2", {"bytes": 0.0})])
+    c = Cluster([Device("gpu0")], mode="direct")
+    p = solve(g, c, method="latency_ip", time_limit=5)  # was ZeroDivisionError
+    assert p.predicted["latency_ms"] == 0.0 and p.status == "optimal"
