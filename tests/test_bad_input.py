@@ -485,6 +485,10 @@ API_CASES = {
     "sample-not-string": (lambda: samples.load_sample(5), GraphError, "5"),
     "plan-bad-status": (lambda: wb.Plan(samples.diamond(), {}, status="great"), WorkbenchError,
                         "great"),
+    "plan-placement-list": (lambda: wb.Plan(samples.diamond(), ["gpu0"]), WorkbenchError,
+                            "placement"),
+    "plan-order-string": (lambda: wb.Plan(samples.diamond(), {}, order={"gpu0": "a"}),
+                          WorkbenchError, "gpu0"),
     "write-surrogate": (lambda: write_atomic("/tmp/never-written.json", "a\ud800"), OutputError,
                         "surrogate"),
     "write-directory": (lambda: write_atomic("/tmp", "x"), OutputError, "directory"),
@@ -563,6 +567,7 @@ def test_output_paths_are_checked_first(tmp_path, capsys):
     assert "directory" in run_cli(base + ["--trace", tmp_path], capsys)
     f = write(tmp_path, "file.txt", "x")
     assert "not a directory" in run_cli(base + ["--out", f / "plan.json"], capsys)
+    assert "cannot write" in run_cli(base + ["--out", "/proc/forbidden.json"], capsys)
     same = tmp_path / "same.json"
     assert "same file" in run_cli(base + ["--out", same, "--trace", same], capsys)
     assert "directory" in run_cli(["compare", "diamond", "--methods", "single",

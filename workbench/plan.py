@@ -86,11 +86,26 @@ class Plan:
     info: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.status not in STATUSES:
+        if not isinstance(self.status, str) or self.status not in STATUSES:
             raise PlanError(f"plan status {self.status!r} is not one of {', '.join(STATUSES)}")
+        if not isinstance(self.method, str):
+            raise PlanError(f"plan method must be a string, got {self.method!r}")
+        if not hasattr(self.placement, "items"):
+            raise PlanError(f"plan {self.method!r}: placement must be a dict op -> device, got "
+                            f"{type(self.placement).__name__}")
         self.placement = {str(k): str(v) for k, v in self.placement.items()}
         if self.order is not None:
+            if not hasattr(self.order, "items"):
+                raise PlanError(f"plan {self.method!r}: order must be a dict device -> ops or "
+                                f"None, got {type(self.order).__name__}")
+            for d, ops in self.order.items():
+                if isinstance(ops, (str, bytes)) or not hasattr(ops, "__iter__"):
+                    raise PlanError(f"plan {self.method!r}: order of device {d!r} must be a "
+                                    f"list of ops, got {ops!r}")
             self.order = {str(d): [str(v) for v in ops] for d, ops in self.order.items()}
+        for what in ("predicted", "stats", "info"):
+            if not isinstance(getattr(self, what), dict):
+                raise PlanError(f"plan {self.method!r}: {what} must be a dict")
 
     def __repr__(self) -> str:
         return (f"Plan(method={self.method!r}, status={self.status!r}, graph={self.graph.name!r},"
