@@ -59,10 +59,11 @@ def test_ideal_counts_match_table1():
 def test_ip_contig_equals_dp_within_gap(name):
     g, c = load("throughput", name)
     dpv = solve(g, c, method="dp").predicted["max_load_ms"]
-    p = solve(g, c, method="ip_contig", time_limit=60, gap=0.01)
+    p = solve(g, c, method="ip_contig", time_limit=15, gap=0.01)
     v = p.predicted["max_load_ms"]
-    assert abs(v - dpv) <= 0.01 * dpv + 1e-6
+    assert abs(v - dpv) <= 0.01 * dpv + 1e-6  # from the DP warm start at the latest
     assert p.stats["bound"] <= dpv * (1 + 1e-6)
+    assert p.status in ("feasible", "time_limit")  # a 1 % gap is no proof of optimality
     assert max_load(p, c) == pytest.approx(v, rel=1e-6)
 
 
@@ -106,7 +107,7 @@ def test_gnmt_dp_split_latency_table4():
 def test_latency_ip_never_worse_than_greedy():
     g, c = load("latency", "layer_gnmt_inference")
     gr = solve(g, c, method="greedy_latency").predicted["latency_ms"]
-    p = solve(g, c, method="latency_ip", time_limit=30)
+    p = solve(g, c, method="latency_ip", time_limit=10)
     assert p.predicted["latency_ms"] <= gr + 1e-6
     assert latency(p, c) <= gr + 1e-6
 
