@@ -220,12 +220,13 @@ class CompareBoard(W.VBox):
 
     def _draw(self) -> None:
         df = self.table
-        self.table_view.value = results_table_html(df, plans=self.plans, graph=self.graph)
+        self.table_view.value = results_table_html(df, plans=self.plans, graph=self.graph,
+                                                   cluster=self.cluster)
         self.verdict_view.value = verdict_html(verdict(
             df, schedules=self.schedules, plans=self.plans, cluster=self.cluster,
             graph=self.graph))
         replace_figure(self.bars, compare_figure(
-            df, plans=self.plans, graph=self.graph,
+            df, plans=self.plans, graph=self.graph, cluster=self.cluster,
             title=f"{self.graph.name} on {self.cluster.name}"))
         ok = df[df["method"].isin(list(self.schedules))]
         ranked = ok.sort_values("makespan_ms", kind="stable")["method"].tolist()

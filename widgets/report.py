@@ -115,8 +115,10 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         parts.append("<p class='note'>Makespan and max load come from the workbench simulator; "
                      "each gap is relative to the method's own lower bound (a method that "
                      "changed the graph has its own). Click a header to sort.</p>")
-        parts.append(results_table_html(table, plans=plans, graph=graph, sortable=True))
-        parts.append(_fig_div(compare_figure(table, plans=plans, graph=graph), "compare"))
+        parts.append(results_table_html(table, plans=plans, graph=graph, cluster=cluster,
+                                          sortable=True))
+        parts.append(_fig_div(compare_figure(table, plans=plans, graph=graph,
+                                                 cluster=cluster), "compare"))
     best_mk = _best(table, "makespan_ms") if table is not None else None
     if best_mk not in plans:
         best_mk = next(iter(plans), None)

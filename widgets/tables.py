@@ -24,7 +24,7 @@ import math
 
 from .figures._common import fmt_bytes
 from .figures.compare import ranked
-from .figures.methods import FLAGS, flag_label, method_colors, row_flags
+from .figures.methods import FLAGS, flag_label, method_colors, own_bounds, row_flags
 
 __all__ = ["results_table_html", "results_csv", "TABLE_CSS", "SORT_JS"]
 
@@ -32,11 +32,12 @@ __all__ = ["results_table_html", "results_csv", "TABLE_CSS", "SORT_JS"]
 _COLUMNS = [
     ("status", "status", "text"),
     ("makespan_ms", "makespan (ms)", "ms"),
-    ("makespan_lb", "own bound (ms)", "ms"),
+    ("makespan_lb", "bound (ms)", "ms"),
     ("makespan_gap", "gap", "gap"),
     ("max_load_ms", "max load (ms)", "ms"),
-    ("max_load_lb", "own bound (ms)", "ms"),
+    ("max_load_lb", "bound (ms)", "ms"),
     ("max_load_gap", "gap", "gap"),
+    ("proven_bound", "own proven bound (ms)", "ms"),
     ("measured_ms", "measured (ms)", "ms"),
     ("sim_error", "sim. error", "pct"),
     ("comm_ms", "transfers (ms)", "ms"),
@@ -99,13 +100,24 @@ def _cell(v, kind: str) -> tuple[str, str]:
     return f"{x:.0f}", repr(x)
 
 
-def results_table_html(df, *, plans: dict | None = None, graph=None,
+def results_table_html(df, *, plans: dict | None = None, graph=None, cluster=None,
                        sortable: bool = False) -> str:
     """The comparison table as HTML (see the module docstring); ``plans``/``graph`` as for
-    :func:`~widgets.figures.methods.row_flags`."""
+    :func:`~widgets.figures.methods.row_flags`; with ``cluster`` too, a method that changed
+    the graph gets the bound of its own graph and its gap to it
+    (:func:`~widgets.figures.methods.own_bounds`)."""
     if "method" not in df:
         raise ValueError("results_table_html needs a 'method' column (got "
                          f"{', '.join(map(str, df.columns))})")
+    df = df.copy()
+    for col, lb in own_bounds(df, plans=plans, graph=graph, cluster=cluster).items():
+        base = col[:-3]
+        if f"{base}_lb" in df:
+            df[f"{base}_lb"] = lb
+            if col in df:
+                v = df[col].astype(float)
+                df[f"{base}_gap"] = [max(0.0, a / b - 1) if b > 0 and a == a else math.nan
+                                     for a, b in zip(v, lb)]
     flags = row_flags(df, plans=plans, graph=graph)
     colors = method_colors(df["method"].astype(str))
     cols = [(c, h, k) for c, h, k in _COLUMNS if c in df]

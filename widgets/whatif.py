@@ -197,7 +197,8 @@ class WhatIfPanel(W.VBox):
         df, plans = self._solve_all(self.cluster)
         self.table = df
         self.schedules = {m: wb.simulate(p, self.cluster) for m, p in plans.items()}
-        self.table_view.value = results_table_html(df, plans=plans, graph=self.graph)
+        self.table_view.value = results_table_html(df, plans=plans, graph=self.graph,
+                                                   cluster=self.cluster)
         if self.schedules:
             replace_figure(self.gantts, gantt_multiples(self.schedules))
         failed = df[df["status"] == "error"]["method"].tolist()

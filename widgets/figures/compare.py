@@ -35,7 +35,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .methods import FLAGS, flag_label, method_colors, row_flags
+from .methods import FLAGS, flag_label, method_colors, own_bounds, row_flags
 
 __all__ = ["compare_figure", "ranked"]
 
@@ -61,7 +61,8 @@ def ranked(df, col: str, flags: dict) -> list[int]:
     return [k[-1] for k in sorted(key)]
 
 
-def compare_figure(df, *, plans: dict | None = None, graph=None, title: str | None = None,
+def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
+                   title: str | None = None,
                    height: int | None = None, fig: go.Figure | None = None) -> go.Figure:
     """Horizontal bars per method for makespan, max load and solve time.
 
@@ -75,6 +76,9 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, title: str | No
         Method -> Plan; with ``graph`` it tells which methods solved a changed graph.
     graph : OpGraph, optional
         The graph the comparison was asked for.
+    cluster : Cluster, optional
+        With ``plans``: the bound of a method that changed the graph is computed on its own
+        graph (see :func:`~widgets.figures.methods.own_bounds`).
     fig : Figure, optional
         Cleared and drawn into (its subplot grid is replaced).
     """
@@ -92,14 +96,15 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, title: str | No
     colors = method_colors(methods)
     labels = {m: m + (" " + flag_label(flags[m]) if flags[m] else "") for m in methods}
     new = make_subplots(rows=1, cols=3, shared_yaxes=False, horizontal_spacing=0.11,
-                        subplot_titles=("makespan (ms), best first; | own bound",
-                                        "max load per sample (ms); | own bound",
+                        subplot_titles=("makespan (ms), best first; | bound",
+                                        "max load per sample (ms); | bound",
                                         "solve time (s, log)"))
     if fig is None:
         fig = new
     else:
         fig.data = []
         fig.layout = new.layout
+    bounds = own_bounds(d, plans=plans, graph=graph, cluster=cluster)
     orders = {}
     for col, (name, vcol, lbcol, gapcol, lbname) in enumerate((
             ("makespan", "makespan_ms", "makespan_lb", "makespan_gap", "makespan lower bound"),
@@ -107,9 +112,10 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, title: str | No
              "max-load lower bound")), start=1):
         pos = ranked(d, vcol, flags)
         orders[vcol] = [methods[i] for i in pos]
-        vals, lb, gaps = _col(d, vcol)[pos], _col(d, lbcol)[pos], _col(d, gapcol)[pos]
-        if gapcol not in d:  # derive the gap from the row's own bound
-            gaps = np.where(lb > 0, vals / np.where(lb > 0, lb, 1) - 1, np.nan)
+        vals, lb = _col(d, vcol)[pos], np.asarray(bounds[vcol], dtype=float)[pos]
+        # each row's gap to its own bound (0 when the bound is reached; NaN without one)
+        gaps = np.where(lb > 0, np.maximum(vals / np.where(lb > 0, lb, 1) - 1, 0.0), np.nan)
+        gaps = np.where(gaps < 1e-9, 0.0, gaps)
         ms = orders[vcol]
         text, hover = [], []
         for m, v, g_, b in zip(ms, vals, gaps, lb):

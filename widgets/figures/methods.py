@@ -35,7 +35,7 @@ import zlib
 import numpy as np
 
 __all__ = ["METHOD_PALETTE", "FLAGS", "method_color", "method_colors", "row_flags",
-           "flag_label", "critical_breakdown", "verdict"]
+           "flag_label", "own_bounds", "critical_breakdown", "verdict"]
 
 METHOD_PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
@@ -122,6 +122,38 @@ def row_flags(df, *, plans: dict | None = None, graph=None) -> dict:
         if m in changed:
             f.append("changed_graph")
         out[m] = f
+    return out
+
+
+def own_bounds(df, *, plans: dict | None = None, graph=None, cluster=None) -> dict:
+    """Objective column -> list (row order) of each row's own lower bound.
+
+    A row's bound is its ``makespan_lb``/``max_load_lb`` (``workbench.compare`` puts the best
+    bound known for the problem there). A method that solved a changed graph (see
+    :func:`row_flags`) is judged on that graph: with ``plans`` and ``cluster`` its bound is
+    recomputed on its own graph (:func:`workbench.bounds.lower_bounds`), as a bound of the
+    original graph does not hold for it.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"method": ["a"], "makespan_lb": [3.0], "max_load_lb": [2.0]})
+    >>> own_bounds(df)
+    {'makespan_ms': [3.0], 'max_load_ms': [2.0]}
+    """
+    out = {}
+    methods = df["method"].astype(str).tolist()
+    changed = _changed_graph(df, plans, graph) if plans else set()
+    recomputed = {}
+    if cluster is not None:
+        from workbench.bounds import lower_bounds
+
+        for m in changed:
+            if m in plans:
+                recomputed[m] = lower_bounds(plans[m].graph, cluster)
+    for col, lbcol, key in (("makespan_ms", "makespan_lb", "makespan_ms"),
+                            ("max_load_ms", "max_load_lb", "max_load_ms")):
+        vals = df[lbcol].to_numpy(dtype=float) if lbcol in df else np.full(len(df), np.nan)
+        out[col] = [float(recomputed[m][key]) if m in recomputed else float(v)
+                    for m, v in zip(methods, vals)]
     return out
 
 
