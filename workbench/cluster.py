@@ -40,10 +40,13 @@ import numpy as np
 
 from .errors import ClusterError, InfeasibleError
 
-__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB", "MAX_DEVICES"]
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH"]
 
 GiB = float(2**30)
 _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
+REF_BANDWIDTH = 10 * _GBps
+"""The reference link (10 GB/s, in bytes per ms) of cluster-free estimates: the CCR of the
+generated samples, communication in priority orders and in coarsening."""
 MAX_DEVICES = 4096
 """Most devices a cluster may have (per-pair link data is sparse, but solvers use dense
 ``n x n`` numpy matrices: 4,096 devices take 2 x 134 MB)."""

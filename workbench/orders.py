@@ -90,7 +90,7 @@ def cpath(graph, cluster=None, *, w: np.ndarray | None = None,
     Node weights ``w`` default to the mean compute time over the cluster's devices that can run
     the op, edge weights ``c`` to the mean transfer time between distinct devices (see
     :func:`workbench.analysis.levels`). Without a cluster, ``w`` is the fastest compute time and
-    ``c`` the edge's fixed ``comm`` or its bytes over :data:`workbench.samples.REF_BANDWIDTH`.
+    ``c`` the edge's fixed ``comm`` or its bytes over :data:`workbench.cluster.REF_BANDWIDTH`.
 
     >>> from workbench import samples
     >>> cpath(samples.diamond(), c=np.zeros(4)).tolist()
@@ -120,7 +120,7 @@ def cpath(graph, cluster=None, *, w: np.ndarray | None = None,
 def cluster_free_weights(graph) -> tuple[np.ndarray, np.ndarray]:
     """Node and edge weights without a cluster: fastest compute; fixed comm or bytes over the
     reference bandwidth of the sample generators (10 GB/s)."""
-    from .samples import REF_BANDWIDTH
+    from .cluster import REF_BANDWIDTH
 
     gc = graph.c
     c = np.where(np.isnan(gc.comm), gc.bytes / REF_BANDWIDTH, np.nan_to_num(gc.comm))

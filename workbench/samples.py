@@ -29,8 +29,7 @@ from .graph import OpGraph
 __all__ = ["diamond", "pesto_fig2", "two_branch", "cnn", "inception", "transformer",
            "lstm_grid", "random_dag", "to_training", "load_sample", "SAMPLES", "REF_BANDWIDTH"]
 
-REF_BANDWIDTH = 1e7
-"""Reference link for the ``ccr`` knob of the generators: 10 GB/s in bytes per ms."""
+from .cluster import REF_BANDWIDTH  # noqa: E402 - the constant belongs to the data model
 
 MB = 1e6
 
@@ -370,6 +369,8 @@ SAMPLES: dict[str, Callable[..., OpGraph]] = {
     "transformer": transformer,
     "lstm": lstm_grid,
     "random": random_dag,
+    "layered": lambda n_ops=300, **kw: __import__("workbench.workloads",
+                                                  fromlist=["layered"]).layered(n_ops, **kw),
 }
 """Name -> factory. Generators take ``n_ops`` as first argument."""
 
@@ -383,7 +384,7 @@ def load_sample(name: str, **kwargs) -> OpGraph:
     >>> load_sample("nope")
     Traceback (most recent call last):
     ...
-    workbench.errors.GraphError: unknown sample 'nope'; known: diamond, pesto_fig2, two_branch, cnn, inception, transformer, lstm, random (and files in sample_graphs/: ...)
+    workbench.errors.GraphError: unknown sample 'nope'; known: diamond, pesto_fig2, two_branch, cnn, inception, transformer, lstm, random, layered (and files in sample_graphs/: ...)
     """
     if not isinstance(name, str):
         raise GraphError(f"sample name must be a string, got {name!r}")

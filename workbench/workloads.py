@@ -32,7 +32,7 @@ import numpy as np
 from .cluster import Cluster
 from .errors import GraphError
 from .graph import OpGraph
-from .samples import REF_BANDWIDTH
+from .cluster import REF_BANDWIDTH
 
 __all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "hard_suite", "layered",
            "workload"]
@@ -55,7 +55,7 @@ def layered(n_ops: int = 300, *, ccr: float = HARD_DEFAULTS["ccr"],
     join when it is the last of a block of four (a synchronisation point, as the concat of an
     Inception cell or the residual add). Compute costs are log-normal (``cost_sigma``);
     tensor sizes are scaled so that the graph's CCR at the reference link
-    (:data:`~workbench.samples.REF_BANDWIDTH`) is ``ccr``. Memory: every op holds a weight
+    (:data:`~workbench.cluster.REF_BANDWIDTH`) is ``ccr``. Memory: every op holds a weight
     proportional to its cost (the ``memory_pressure`` of a workload scales it to a cluster).
 
     Parameters

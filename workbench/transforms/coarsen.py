@@ -239,7 +239,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         Desired number of coarse vertices (>= 1).
     cluster : Cluster, optional
         Restricts device kinds to the cluster's, sets edge costs from its mean link (else bytes
-        over :data:`workbench.samples.REF_BANDWIDTH`) and caps a merged vertex's memory (and
+        over :data:`workbench.cluster.REF_BANDWIDTH`) and caps a merged vertex's memory (and
         a united colocation group's) at the largest device's memory.
     balance : float or None
         Cap on a merged vertex's compute, as a multiple of ``total_work / target``; doubled each
@@ -297,7 +297,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     if cluster is not None and len(cluster) > 1:
         lat, bw = cluster.mean_link()
     else:
-        from ..samples import REF_BANDWIDTH
+        from ..cluster import REF_BANDWIDTH
 
         lat, bw = 0.0, REF_BANDWIDTH
     inv = 0.0 if math.isinf(bw) else 1.0 / bw
