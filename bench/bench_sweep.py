@@ -3,8 +3,8 @@
 1. Cells per second for the same 200-cell sweep (short cells: list schedulers on a 600-op
    graph) on a local Dask cluster of 1 and of 2 worker processes; the cluster is started
    beforehand and its start-up time printed apart.
-2. Per-cell overhead of a sweep against a plain loop of ``solve`` + ``simulate`` + ``evaluate``
-   over the same cells, for cells of about 1 s (list schedulers on a 3,000-op graph), on one
+2. Per-cell overhead of a sweep against a plain loop of ``solve`` + ``simulate`` over the same
+   cells (a cell also evaluates the plan and its lower bounds, as ``compare()`` does), for cells of about 1 s (list schedulers on a 3,000-op graph), on one
    worker, with each cell in its killable child process (the default) and without.
 
 Run: ``.venv/bin/python bench/bench_sweep.py [--cells 200] [--long-cells 24]``
@@ -77,7 +77,7 @@ def plain_loop(spec: dict) -> tuple[float, int]:
     for c in cells:
         cl = make_cluster(c.preset, graph, own, bandwidth_scale=c.bandwidth_scale)
         plan = wb.solve(graph, cl, method=c.solver, time_limit=c.time_limit, seed=c.seed)
-        wb.evaluate(plan, cl, schedule=wb.simulate(plan, cl))
+        wb.simulate(plan, cl)
     return time.perf_counter() - t0, len(cells)
 
 
@@ -85,7 +85,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", type=int, default=200, help="cells of the throughput sweep")
     ap.add_argument("--long-cells", type=int, default=24, help="cells of about 1 s")
-    ap.add_argument("--long-ops", type=int, default=3000, help="graph size of the 1 s cells")
+    ap.add_argument("--long-ops", type=int, default=8000, help="graph size of the 1 s cells")
     ap.add_argument("--rounds", type=int, default=2, help="repeats of the overhead runs")
     args = ap.parse_args()
     print(f"# bench_sweep: python {os.sys.version.split()[0]}, {os.cpu_count()} cpus, "

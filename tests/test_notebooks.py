@@ -38,6 +38,9 @@ EFFECTS = {
     # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison)
     "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live)}",
            lambda v: v["fig"] == ("fidelity" if v["live"] else "compare")),
+    # the sweep ran every cell once, and the rerun found them all done
+    "09": ("{'n': len(df), 'again': len(again), 'keys': int(df.key.nunique())}",
+           lambda v: v["n"] == v["again"] == v["keys"] == 60),
 }
 NOTICE = {f"0{i}" for i in range(1, 9)}  # notebooks that open with one sentence to notice
 TF_NOISE = ("cuda", "cudnn", "cufft", "cublas", "tensorrt", "oneDNN", "cpu_feature_guard",

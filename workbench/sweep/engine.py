@@ -11,13 +11,15 @@ worker dies ``distributed.scheduler.allowed-failures`` times is recorded as an e
 
 Examples
 --------
->>> import tempfile, workbench.sweep as sw
+>>> import pathlib, tempfile, workbench.sweep as sw
+>>> from distributed import Client, LocalCluster
 >>> spec = {"workloads": ["diamond"], "clusters": {"presets": ["2xV100-pcie"]},
 ...         "methods": {"single": {}, "m_topo": {}}}
->>> with tempfile.TemporaryDirectory() as d:
-...     df = sw.run(spec, d, workers=1, isolate=False, progress=False, echo=None)
-...     again = sw.run(spec, d, workers=1, isolate=False, progress=False, echo=None)
-...     n_files = len(list(__import__("pathlib").Path(d).glob("part-*.parquet")))
+>>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc, \
+...         Client(lc) as client, tempfile.TemporaryDirectory() as d:
+...     df = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
+...     again = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
+...     n_files = len(list(pathlib.Path(d).glob("part-*.parquet")))
 >>> sorted(df["method"]), len(again), n_files
 (['m_topo', 'single'], 2, 1)
 """
@@ -218,6 +220,8 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
         if c.key not in seen:
             seen.add(c.key)
             cells.append(c)
+    if not cells:
+        raise SweepError(f"spec {spec.source}: no cells left after the filters")
     done = done_keys(out)
     todo = [c for c in cells if c.key not in done]
     say = echo or (lambda *a, **k: None)
@@ -230,8 +234,10 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
             made = True
         try:
             out.mkdir(parents=True, exist_ok=True)
-            n_workers = len(client.scheduler_info().get("workers", {})) or 1
-            say(f"dask: {n_workers} workers, dashboard {client.dashboard_link}")
+            n_workers = len(client.scheduler_info().get("workers", {}))
+            say(f"dask: {n_workers} workers, dashboard {client.dashboard_link}"
+                + ("" if n_workers else " (no worker yet: the cells wait for one to join)"))
+            n_workers = max(n_workers, 1)
             _run_cells(client, todo, out, isolate=isolate, progress=progress,
                        flush_rows=flush_rows or max(8, 4 * n_workers), flush_s=flush_s,
                        on_result=on_result, name=spec.name)
@@ -240,8 +246,6 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
                 client.close()
             if own is not None:
                 own.close()
-    if not cells:
-        raise SweepError(f"spec {spec.source}: no cells left after the filters")
     df = load(out)
     keys = {c.key for c in cells}
     return df[df["key"].isin(keys)].reset_index(drop=True)
