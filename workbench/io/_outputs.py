@@ -34,7 +34,7 @@ import contextlib
 import os
 import threading
 
-__all__ = ["transaction", "defer"]
+__all__ = ["defer", "transaction"]
 
 _local = threading.local()
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import FormatError
 
-__all__ = ["SCHEMAS", "MAX_DEVICES", "MAX_DEPTH", "validate", "check_depth", "write_schemas"]
+__all__ = ["MAX_DEPTH", "MAX_DEVICES", "SCHEMAS", "check_depth", "validate", "write_schemas"]
 
 MAX_DEVICES = 4096
 """Most devices a cluster may have (files and the API); see :class:`workbench.cluster.Cluster`."""

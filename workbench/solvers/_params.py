@@ -28,14 +28,15 @@ from __future__ import annotations
 import inspect
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..errors import SolverError
 
-__all__ = ["Param", "RULES", "declare", "check"]
+__all__ = ["RULES", "Param", "check", "declare"]
 
 _WHAT = {"int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
          "str": "a string", "none": "null/None", "dict": "a dict", "list": "a list",
