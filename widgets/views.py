@@ -275,11 +275,10 @@ class CoarsenView(W.VBox):
         self.info = W.HTML()
         self.mapping = None
         self.result = None
-        self.figure = go.FigureWidget()
-        fill(self.figure).add_class("wb-coarse")
+        self.figure = None  # built from the first drawing, so it opens at its cell's width
         self.slider.observe(lambda ch: setattr(self, "target", int(ch["new"])), "value")
-        self.children = [W.HTML(FILL_CSS), W.HBox([self.slider, self.info]), self.figure]
         self.target = int(start)
+        self.children = [W.HTML(FILL_CSS), W.HBox([self.slider, self.info]), self.figure]
 
     @traitlets.observe("target")
     def _on_target(self, change) -> None:
@@ -300,10 +299,12 @@ class CoarsenView(W.VBox):
         sel = next((i for i in ids if str(i) == self.selected_cluster), None)
         new = coarse_figure(self.graph, self.mapping, plan=self.plan, cluster=self.cluster,
                             selected=sel)
-        first = len(self.figure.data) == 0
-        replace_figure(self.figure, new)
-        if first:
+        if self.figure is None:
+            self.figure = go.FigureWidget(new)
+            fill(self.figure).add_class("wb-coarse")
             self.figure.data[_trace_index(self.figure, "clusters")].on_click(self._on_click)
+        else:
+            replace_figure(self.figure, new)
         self.info.value = (f"&nbsp;{self.graph.n_ops} ops &rarr; <b>{len(ids)}</b> clusters"
                            + (f" (stopped: {self.result.stopped})"
                               if hasattr(self.result, "stopped") else ""))

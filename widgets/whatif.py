@@ -146,15 +146,16 @@ class WhatIfPanel(W.VBox):
                                    continuous_update=False)
         self.status = W.HTML()
         self.status.add_class("wb-whatif-status")
-        self.gantts = go.FigureWidget()
-        self.gantts.add_class("wb-whatif-gantt")
-        self.gantts.add_class("wb-fill")
+        self.gantts = None  # built from the first drawing, so it opens at its cell's width
         self.table_view = W.HTML()
         self.sweep_buttons = {k: W.Button(description=f"sweep {k}", icon="line-chart")
                               for k in SWEEPS}
         for k, b in self.sweep_buttons.items():
             b.on_click(lambda _b, k=k: self.sweep(k))
-        self.sweep_figure = go.FigureWidget()
+        self.sweep_figure = go.FigureWidget(go.Figure(layout=dict(
+            autosize=True, height=120, template="plotly_white", xaxis=dict(visible=False),
+            yaxis=dict(visible=False), meta={"figure": "empty"},
+            title=dict(text="press a sweep button", x=0.01))))
         self.sweep_figure.add_class("wb-whatif-sweep")
         self.sweep_figure.add_class("wb-fill")
         for s in (self.bandwidth, self.latency, self.devices, self.memory, self.speed):
@@ -162,11 +163,11 @@ class WhatIfPanel(W.VBox):
         sliders = W.VBox([self.bandwidth, self.latency, self.devices, self.memory, self.speed])
         from .board import FILL_CSS
 
+        self.table, self.schedules, self.sweeps = None, {}, {}
+        self.update()
         self.children = [W.HTML(FILL_CSS), W.HBox([sliders, W.VBox([self.status,
                                                   W.HBox(list(self.sweep_buttons.values()))])]),
                          self.table_view, self.gantts, self.sweep_figure]
-        self.table, self.schedules, self.sweeps = None, {}, {}
-        self.update()
 
     def make_cluster(self, *, devices: int | None = None, bandwidth: float | None = None):
         """The cluster of the sliders (``devices``/``bandwidth`` override them)."""
@@ -200,7 +201,16 @@ class WhatIfPanel(W.VBox):
         self.table_view.value = results_table_html(df, plans=plans, graph=self.graph,
                                                    cluster=self.cluster)
         if self.schedules:
-            replace_figure(self.gantts, gantt_multiples(self.schedules))
+            new = gantt_multiples(self.schedules)
+            if self.gantts is None:
+                self.gantts = go.FigureWidget(new)
+                self.gantts.add_class("wb-whatif-gantt")
+                self.gantts.add_class("wb-fill")
+            else:
+                replace_figure(self.gantts, new)
+        elif self.gantts is None:
+            self.gantts = go.FigureWidget(go.Figure(layout=dict(
+                autosize=True, title=dict(text="no method ran", x=0.01))))
         failed = df[df["status"] == "error"]["method"].tolist()
         self.status.value = (f"<b>{_html.escape(self.cluster.name)}</b>: solved in "
                              f"{time.perf_counter() - t0:.1f} s"
