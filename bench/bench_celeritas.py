@@ -254,7 +254,7 @@ def suite_table() -> None:
         cells = [f"{v[0]:.2f} / {v[1]:.2f}" + ("" if v[2] == "heuristic" else f" ({v[2]})")
                  for v in res.values()]
 
-        def worse(k):
+        def worse(k, res=res):
             return ", ".join(b for b in ("m_topo", "order_place")
                              if res[k][0] > res[b][0] * (1 + 1e-9)) or "-"
 

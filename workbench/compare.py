@@ -178,7 +178,7 @@ def _best_bounds(df, graph, cluster, proven: dict) -> None:
     for obj, col in (("makespan", "makespan"), ("max_load", "max_load")):
         best = max(float(lb[f"{col}_ms"]), proven.get(obj, -math.inf))
         df[f"{col}_lb"] = best
-        df[f"{col}_gap"] = [(_gap(v, best) if v == v else math.nan)
+        df[f"{col}_gap"] = [(math.nan if math.isnan(v) else _gap(v, best))
                             for v in df[f"{col}_ms"].tolist()]
 
 

@@ -57,7 +57,7 @@ import numpy as np
 from ..errors import InfeasibleError, SolverError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["CpsatResult", "BuildTimeout", "solve_cpsat", "time_scale"]
+__all__ = ["BuildTimeout", "CpsatResult", "solve_cpsat", "time_scale"]
 
 
 class BuildTimeout(SolverError):
@@ -123,7 +123,7 @@ def _classes(graph, host_mode: bool) -> list:
         cls: dict = {}
         for e in gc.out_edges[u]:
             c = cl[e]
-            key = (bl[e], None if c != c else c)
+            key = (bl[e], None if math.isnan(c) else c)
             cls.setdefault(key, []).append(dl[e])
         out.append([(k[0], k[1], sorted(set(v))) for k, v in cls.items()])
     return out
@@ -528,7 +528,7 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
             hdev = [relabel[d] for d in hdev]
         for (r, d), lit in X.items():
             m.add_hint(lit, hdev[r] == d)
-        hs, he = hint.start.tolist(), hint.end.tolist()
+        hs = hint.start.tolist()
         for i in range(n):
             m.add_hint(S[i], ticks(hs[i]))
             m.add_hint(E[i], ticks(hs[i]) + dur[i][hdev[i]])

@@ -24,6 +24,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from ..errors import SolverError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["schedule_groups", "units_target", "pesto_cpsat"]
+__all__ = ["pesto_cpsat", "schedule_groups", "units_target"]
 
 
 def units_target(n_devices: int, time_limit: float) -> int:
@@ -114,8 +115,7 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
                 time_limit, workers: int, symmetry: bool, seed, method: str) -> Plan:
     """Warm start, (coarsening,) CP-SAT, and the plan to return (see ``pesto``)."""
     from ..simulate import simulate
-    from .cpsat import BuildTimeout, solve_cpsat
-    from .cpsat import CpsatResult
+    from .cpsat import BuildTimeout, CpsatResult, solve_cpsat
     from .pesto import _DEFAULT_TIME_LIMIT, _best_heuristic, _check_memory
 
     t0 = time.perf_counter()
@@ -156,7 +156,7 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
     model_bound = res.bound_ms
     stats["model_bound_ms"] = model_bound
     # CP-SAT's bound is a bound of the problem only when nothing was merged
-    stats["bound_ms"] = model_bound if not groups and model_bound == model_bound else None
+    stats["bound_ms"] = model_bound if not groups and not math.isnan(model_bound) else None
     cands = []
     if res.has_solution:
         cands.append(("cpsat", res.plan(graph, cluster, method=method), res.simulated_ms))
