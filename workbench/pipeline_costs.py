@@ -76,7 +76,7 @@ class PipelineModel:
 
 
 def pipeline_model(cluster, *, method: str, identical: bool = True,
-                   cpus_pay: bool = True) -> PipelineModel:
+                   cpus_pay: bool = True, any_mode: bool = False) -> PipelineModel:
     """Check that ``cluster`` is within the paper's model and describe it.
 
     Always required: at most one accelerator kind; in ``direct`` mode at most two devices
@@ -84,7 +84,9 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
     devices once per destination device, which a per-device split model cannot express).
     With ``identical=True`` (the DP family) the accelerators must share one speed and the CPUs
     another; ``cpus_pay=False`` also refuses direct-mode clusters with CPUs (a model that never
-    charges a CPU for transfers).
+    charges a CPU for transfers). ``any_mode=True`` skips the ``direct``-mode checks (the
+    latency model of :func:`workbench.pipeline.latency` stages every transfer through the host
+    whatever the mode).
 
     Raises
     ------
@@ -105,7 +107,7 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
     if len(kinds) > 1:
         raise SolverError(f"{method} assumes one accelerator kind (Tarnawski et al., Section 3); "
                           f"cluster {cluster.name!r} has {', '.join(kinds)}")
-    direct = cluster.mode == "direct"
+    direct = cluster.mode == "direct" and not any_mode
     if direct and len(devs) > 2:
         raise SolverError(
             f"{method} models host-staged transfers (Tarnawski et al.); cluster {cluster.name!r} "
@@ -137,7 +139,8 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
 
     acc_speed = common(acc, "accelerators")
     cpu_speed = common(cpus, "CPUs")
-    pays = tuple(bool(direct or d.kind != "cpu") for d in devs)
+    pays = tuple(bool((cluster.mode == "direct" and not any_mode) or d.kind != "cpu")
+                 for d in devs)
     return PipelineModel(acc=acc, cpus=cpus, acc_kind=kinds[0] if kinds else "gpu",
                          acc_speed=acc_speed, cpu_speed=cpu_speed,
                          acc_memory=tuple(devs[i].memory for i in acc),

@@ -335,7 +335,7 @@ def _dp_warm(graph, cluster, dl: _Deadline | None = None):
     from .pipeline_latency import greedy_latency
 
     best, best_v = None, math.inf
-    for f, share, kw in ((dpl, 0.3, {}), (dp, 0.4, {"max_ideals": 20_000})):
+    for f, share, kw in ((dpl, 0.2, {}), (dp, 0.25, {"max_ideals": 20_000})):
         left = dl.left() if dl is not None else math.inf
         try:
             plan = f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,

@@ -90,7 +90,7 @@ def greedy_latency(graph, cluster) -> Plan:
     ``infeasible`` when some block fits neither an accelerator nor a CPU."""
     from ..pipeline import latency
 
-    model = pipeline_model(cluster, method="greedy_latency", identical=False)
+    model = pipeline_model(cluster, method="greedy_latency", identical=False, any_mode=True)
     U, p = _greedy_units(graph, cluster)
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
@@ -191,7 +191,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         raise SolverError(f"latency_ip: q must be >= 1, got {q}")
     if engine not in ("cpsat", "milp"):
         raise SolverError(f"latency_ip: unknown engine {engine!r}; use 'cpsat' or 'milp'")
-    model = pipeline_model(cluster, method="latency_ip", identical=False)
+    model = pipeline_model(cluster, method="latency_ip", identical=False, any_mode=True)
     U, _p = _greedy_units(graph, cluster)
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
