@@ -240,3 +240,12 @@ def test_whatif_panel_resolves_on_every_slider_and_sweeps():
         panel.sweep("colour")
     with pytest.raises(ValueError, match="unknown methods"):
         WhatIfPanel(g, methods=["nope"])
+
+
+def test_figure_widgets_fill_their_cell(problem):
+    g, c, plan, s = problem
+    views = [DagView(g, cluster=c, plan=plan).figure, GanttView(s).figure,
+             CoarsenView(g, cluster=c, coarsen=lambda gg, t: {v: i % t for i, v in
+                                                             enumerate(gg.ops)}).figure]
+    for fw in views:
+        assert fw._config.get("responsive") is True and "wb-fill" in fw._dom_classes

@@ -39,7 +39,7 @@ from .figures.gantt import gantt_figure
 from .figures.methods import verdict
 from .tables import TABLE_CSS, results_table_html
 from .views import FILL_CSS as VIEW_CSS
-from .views import replace_figure
+from .views import fill, replace_figure
 
 FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
 """CSS of the board: figures take their cell's width; the results table."""
@@ -143,8 +143,7 @@ class CompareBoard(W.VBox):
         self.verdict_view.add_class("wb-verdict")
         self.table_view = W.HTML()
         self.bars = go.FigureWidget(_empty_figure("press Run to compare"))
-        self.bars.add_class("wb-compare")
-        self.bars.add_class("wb-fill")
+        fill(self.bars).add_class("wb-compare")
         self.gantt_a_picker = W.Dropdown(options=[], description="Gantt A")
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
         self.gantt_a_picker.add_class("wb-gantt-a-picker")
@@ -355,8 +354,7 @@ class _EmptyGantt:
 
     def __init__(self, dom_class: str):
         self.figure = go.FigureWidget(_empty_figure("Gantt: run a comparison first"))
-        self.figure.add_class("wb-gantt")
-        self.figure.add_class("wb-fill")
+        fill(self.figure).add_class("wb-gantt")
         self.figure.add_class(dom_class)
         self.schedule = None
         self.xmax = None

@@ -40,8 +40,10 @@ FILL_CSS = ("<style>.wb-fill{width:100% !important;min-width:0;max-width:100%}"
 
 
 def fill(fw):
-    """Mark a ``FigureWidget`` to take the full width of its cell (with :data:`FILL_CSS`)."""
+    """Make a ``FigureWidget`` take the full width of its cell: plotly.js's ``responsive``
+    config (the plot follows its container) and the ``wb-fill`` class of :data:`FILL_CSS`."""
     fw.add_class("wb-fill")
+    fw._config = {**(fw._config or {}), "responsive": True, "displaylogo": False}
     return fw
 
 

@@ -34,7 +34,7 @@ import plotly.graph_objects as go
 from .figures.gantt import gantt_multiples
 from .figures.methods import method_color
 from .tables import results_table_html
-from .views import replace_figure
+from .views import fill, replace_figure
 
 __all__ = ["WhatIfPanel", "whatif_figure", "SWEEPS"]
 
@@ -156,8 +156,7 @@ class WhatIfPanel(W.VBox):
             autosize=True, height=120, template="plotly_white", xaxis=dict(visible=False),
             yaxis=dict(visible=False), meta={"figure": "empty"},
             title=dict(text="press a sweep button", x=0.01))))
-        self.sweep_figure.add_class("wb-whatif-sweep")
-        self.sweep_figure.add_class("wb-fill")
+        fill(self.sweep_figure).add_class("wb-whatif-sweep")
         for s in (self.bandwidth, self.latency, self.devices, self.memory, self.speed):
             s.observe(lambda _ch: self.update(), "value")
         sliders = W.VBox([self.bandwidth, self.latency, self.devices, self.memory, self.speed])
@@ -204,8 +203,7 @@ class WhatIfPanel(W.VBox):
             new = gantt_multiples(self.schedules)
             if self.gantts is None:
                 self.gantts = go.FigureWidget(new)
-                self.gantts.add_class("wb-whatif-gantt")
-                self.gantts.add_class("wb-fill")
+                fill(self.gantts).add_class("wb-whatif-gantt")
             else:
                 replace_figure(self.gantts, new)
         elif self.gantts is None:
