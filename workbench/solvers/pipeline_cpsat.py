@@ -24,13 +24,39 @@ from ..errors import SolverError
 __all__ = ["solve_latency_cpsat"]
 
 
+class _BuildTimeout(Exception):
+    """The time limit passed while the model was built."""
+
+
 def solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit,
-                        workers: int = 2, resolution: float = 1e6, seed: int = 0) -> dict:
+                        workers: int = 2, resolution: float = 1e6, seed: int = 0,
+                        deadline=None) -> dict:
     """Solve the latency program; ``lb``: per-unit lower bounds (ms); ``T``: the warm start's
     latency (ms, the scale); ``warm_slot``: slot per unit of the warm start (or None).
 
-    Returns ``{"slot": per-unit slot or None, "status", "bound_ms", "exact", "seconds"}``.
+    Returns ``{"slot": per-unit slot or None, "status", "bound_ms", "exact", "seconds"}``;
+    ``status`` is ``"BUILD_TIMEOUT"`` when ``deadline`` (an object with ``over()`` and
+    ``left()``) passes while the model is built.
     """
+    try:
+        return _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, time_limit=time_limit,
+                      workers=workers, resolution=resolution, seed=seed, deadline=deadline)
+    except _BuildTimeout:
+        return {"status": "BUILD_TIMEOUT", "exact": False, "seconds": 0.0, "slot": None,
+                "bound_ms": math.nan}
+
+
+def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, workers,
+           resolution, seed, deadline) -> dict:
+    """The model and the solve of :func:`solve_latency_cpsat`."""
+    import time
+
+    t_start = time.perf_counter()
+
+    def check():
+        if deadline is not None and deadline.over():
+            raise _BuildTimeout
+
     try:
         from ortools.sat.python import cp_model
     except ImportError as e:  # pragma: no cover - ortools is a dependency
@@ -69,6 +95,7 @@ def solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, t
     cin, cout = {}, {}
     wint = [scaled(w) for *_x, w in U.hyper]
     for h, (a, T_, _w) in enumerate(U.hyper):
+        check()
         for j in acc_slots:
             cin[h, j] = m.NewBoolVar(f"cin_{h}_{j}")
             cout[h, j] = m.NewBoolVar(f"cout_{h}_{j}")
@@ -86,6 +113,7 @@ def solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, t
             if sum(c for c, _ in terms) > caps[d]:
                 m.Add(sum(c * var for c, var in terms) <= int(math.floor(caps[d])))
     for j in acc_slots:
+        check()
         d = slots[j][0]
         m.Add(fi[j] == st[j] + sum(wint[h] * (cin[h, j] + cout[h, j])
                                    for h in range(len(U.hyper)))
@@ -116,7 +144,10 @@ def solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, t
             m.AddHint(var, int(warm_slot[v] == j))
     s = cp_model.CpSolver()
     if time_limit is not None:
-        s.parameters.max_time_in_seconds = max(0.05, float(time_limit))
+        left = float(time_limit) - (time.perf_counter() - t_start)
+        if left <= 0.05:
+            raise _BuildTimeout
+        s.parameters.max_time_in_seconds = left
     s.parameters.num_workers = workers
     s.parameters.random_seed = seed
     code = s.Solve(m)

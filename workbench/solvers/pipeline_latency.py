@@ -284,7 +284,8 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
         return _keep(warm, wval, dl, "the warm starts")
     out = solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, wslot,
                               time_limit=None if time_limit is None else left,
-                              workers=workers, seed=0 if seed is None else int(seed))
+                              workers=workers, seed=0 if seed is None else int(seed),
+                              deadline=dl if time_limit is not None else None)
     if out["slot"] is None:
         if warm is not None:
             return _keep(warm, wval, dl, f"CP-SAT found nothing ({out['status']})")
