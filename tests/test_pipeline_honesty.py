@@ -7,12 +7,12 @@ outside the paper's model get a SolverError naming what is unsupported.
 
 from __future__ import annotations
 
+import _thread
 import ast
 import itertools
 import math
 import threading
 import time
-import _thread
 from pathlib import Path
 
 import numpy as np
@@ -164,8 +164,8 @@ def test_replicated_dp_pruning_is_exact():
 
     g = samples.transformer(30, seed=2)
     c = cluster([(1e12, 1.0)] * 4)
-    kw = dict(linear=False, max_ideals=100_000, interleave=False, replicate=True,
-              allreduce_bandwidth=5e3, time_limit=None, progress=None)
+    kw = {"linear": False, "max_ideals": 100_000, "interleave": False, "replicate": True,
+              "allreduce_bandwidth": 5e3, "time_limit": None, "progress": None}
     pruned = _run(g, c, "dp", prune=True, **kw)
     full = _run(g, c, "dp", prune=False, **kw)
     assert pruned.predicted["max_load_ms"] == pytest.approx(full.predicted["max_load_ms"],

@@ -34,9 +34,8 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
                  seed: int | None = None) -> Plan:
     """Best-improvement local search over colour classes; ``restarts`` random starts (the paper
     used 10), deterministic for a fixed ``seed``. Loads use the paper's accounting."""
-    from .pipeline_ip import _class_units
-
     from ..simulate import max_load
+    from .pipeline_ip import _class_units
 
     U = _class_units(graph, cluster)
     acc = [i for i, d in enumerate(cluster.devices) if d.kind != "cpu"]

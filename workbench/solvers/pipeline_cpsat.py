@@ -66,13 +66,13 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
 
     def scaled(t: float) -> int:
         v = t * R
-        r = int(round(v))
+        r = round(v)
         if abs(v - r) > 1e-9 * max(1.0, abs(v)):
             exact[0] = False
         return r
 
     def mem_int(m: float) -> int:
-        r = int(math.ceil(m))
+        r = math.ceil(m)
         if r != m:
             exact[0] = False
         return r
@@ -84,11 +84,11 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
         for j, (d, _r) in enumerate(slots):
             if math.isfinite(U.comp[v, d]) and U.mem[v] <= caps[d] * (1 + 1e-12):
                 x[v, j] = m.NewBoolVar(f"x_{v}_{j}")
-    X = lambda v, j: x.get((v, j), 0)  # noqa: E731
+    X = lambda v, j: x.get((v, j), 0)
     for v in range(U.n):
         m.AddExactlyOne([x[v, j] for j in range(len(slots)) if (v, j) in x])
-    lat = [m.NewIntVar(min(int(math.floor(lb[v] * R)), H), H, f"L_{v}") for v in range(U.n)]
-    tot = m.NewIntVar(min(int(math.floor(float(np.max(lb, initial=0.0)) * R)), H), H, "total")
+    lat = [m.NewIntVar(min(math.floor(lb[v] * R), H), H, f"L_{v}") for v in range(U.n)]
+    tot = m.NewIntVar(min(math.floor(float(np.max(lb, initial=0.0)) * R), H), H, "total")
     acc_slots = range(ncpu, len(slots))
     st = {j: m.NewIntVar(0, H, f"start_{j}") for j in acc_slots}
     fi = {j: m.NewIntVar(0, H, f"finish_{j}") for j in acc_slots}
@@ -111,7 +111,7 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
             terms = [(mem_int(U.mem[v]), x[v, j]) for j in js for v in range(U.n)
                      if (v, j) in x and U.mem[v] > 0]
             if sum(c for c, _ in terms) > caps[d]:
-                m.Add(sum(c * var for c, var in terms) <= int(math.floor(caps[d])))
+                m.Add(sum(c * var for c, var in terms) <= math.floor(caps[d]))
     for j in acc_slots:
         check()
         d = slots[j][0]

@@ -42,8 +42,13 @@ import numpy as np
 import pulp
 
 from ..errors import InfeasibleError, SolverError
-from ..pipeline_costs import (check_finite_costs, contiguous_optimum_status, out_costs,
-                              pipeline_model, transfer_tiers)
+from ..pipeline_costs import (
+    check_finite_costs,
+    contiguous_optimum_status,
+    out_costs,
+    pipeline_model,
+    transfer_tiers,
+)
 from ..plan import Plan
 from . import register
 from .milp import solve_milp
@@ -172,7 +177,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     dl = _Deadline(time_limit)
     model = pipeline_model(cluster, method=method, identical=False)
     if contiguous:
-        U, p = _dp_units(graph, cluster)
+        U, _p = _dp_units(graph, cluster)
         cedges = U.fwd_edges
     else:
         U = _class_units(graph, cluster)
@@ -201,7 +206,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                                       f"no device of cluster {cluster.name!r} (compute kind or "
                                       f"memory)")
             prob += pulp.lpSum(opts) == 1, f"assign_{v}"
-        X = lambda v, i: x.get((v, i), 0)  # noqa: E731
+        X = lambda v, i: x.get((v, i), 0)
         ml = pulp.LpVariable("MaxLoad", lowBound=0)
         y = {}
         for h, (a, T_, w) in enumerate(U.hyper):

@@ -39,8 +39,14 @@ from ..pipeline_costs import contiguous_optimum_status, pipeline_model
 from ..plan import Plan
 from . import register
 from .milp import solve_milp
-from .pipeline_ip import (_Deadline, _dp_units, _OutOfTime, _placement, _plan_status,
-                          _unit_assignment)
+from .pipeline_ip import (
+    _Deadline,
+    _dp_units,
+    _OutOfTime,
+    _placement,
+    _plan_status,
+    _unit_assignment,
+)
 
 __all__ = ["greedy_latency", "latency_ip"]
 
@@ -107,7 +113,7 @@ def greedy_latency(graph, cluster) -> Plan:
     asg = np.full(U.n, -1, dtype=np.int64)
     cpu_used = {d: 0.0 for d in cpus}
     status = "heuristic"
-    ok = lambda v, d: math.isfinite(U.comp[v, d])  # noqa: E731
+    ok = lambda v, d: math.isfinite(U.comp[v, d])
     i, used_acc, n = 0, 0, len(order)
     while i < n:
         v = order[i]
@@ -395,7 +401,7 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
         for j, (d, _r) in enumerate(slots):
             if math.isfinite(U.comp[v, d]) and U.mem[v] <= caps[d] * (1 + 1e-12):
                 x[v, j] = pulp.LpVariable(f"x_{v}_{j}", cat="Binary")
-    X = lambda v, j: x.get((v, j), 0)  # noqa: E731
+    X = lambda v, j: x.get((v, j), 0)
     for v in range(U.n):
         opts = [x[v, j] for j in range(len(slots)) if (v, j) in x]
         if not opts:
@@ -446,7 +452,7 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
         for (a, b) in U.edges:
             prob += z[b, j] <= z[a, j], f"z_mono_{a}_{b}_{j}"
             prob += z[b, j] <= X(b, j) - X(a, j) + 1, f"z_cut_{a}_{b}_{j}"
-    cpu_t = lambda v: pulp.lpSum(U.comp[v, slots[j][0]] / T * x[v, j]  # noqa: E731
+    cpu_t = lambda v: pulp.lpSum(U.comp[v, slots[j][0]] / T * x[v, j]
                                  for j in range(ncpu) if (v, j) in x)
     for v in range(U.n):
         prob += lat[v] >= cpu_t(v), f"cpu0_{v}"
