@@ -4,8 +4,9 @@
    graph) on a local Dask cluster of 1 and of 2 worker processes; the cluster is started
    beforehand and its start-up time printed apart.
 2. Per-cell overhead of a sweep against a plain loop of ``solve`` + ``simulate`` over the same
-   cells (a cell also evaluates the plan and its lower bounds, as ``compare()`` does), for cells of about 1 s (list schedulers on a 3,000-op graph), on one
-   worker, with each cell in its killable child process (the default) and without.
+   cells (a cell also evaluates the plan and its lower bounds, as ``compare()`` does), for
+   cells of about 1 s (list schedulers on an 8,000-op graph), on one worker, with each cell in
+   its killable child process (the default) and without.
 
 Run: ``.venv/bin/python bench/bench_sweep.py [--cells 200] [--long-cells 24]``
 """

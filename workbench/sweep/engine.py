@@ -15,11 +15,11 @@ Examples
 >>> from distributed import Client, LocalCluster
 >>> spec = {"workloads": ["diamond"], "clusters": {"presets": ["2xV100-pcie"]},
 ...         "methods": {"single": {}, "m_topo": {}}}
->>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc, \
-...         Client(lc) as client, tempfile.TemporaryDirectory() as d:
-...     df = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
-...     again = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
-...     n_files = len(list(pathlib.Path(d).glob("part-*.parquet")))
+>>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc:
+...     with Client(lc) as client, tempfile.TemporaryDirectory() as d:
+...         df = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
+...         again = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
+...         n_files = len(list(pathlib.Path(d).glob("part-*.parquet")))
 >>> sorted(df["method"]), len(again), n_files
 (['m_topo', 'single'], 2, 1)
 """
