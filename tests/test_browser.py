@@ -192,7 +192,8 @@ def _figure_state(page, sel: str) -> str:
              return (t ? t.textContent : '') + '|' + pts.length + '|' + vis + '|' +
                     Array.from(f.querySelectorAll('.legendtext')).map(x => x.textContent).join(',')
                     + '|' + Array.from(f.querySelectorAll('.point path, path.point'))
-                      .slice(0, 40).map(p => p.getAttribute('d') + p.getAttribute('style')).join(''); }""",
+                      .slice(0, 40).map(p => p.getAttribute('d') + p.getAttribute('style'))
+                      .join(''); }""",
         sel)
 
 
@@ -216,12 +217,16 @@ def test_notebook_in_jupyterlab(lab, browser, path):
                 '.jp-OutputArea .js-plotly-plot')).map(f => { f.scrollIntoView();
                 const s = f.querySelector('.main-svg');
                 const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
-                return [b.width, b.height, f.querySelectorAll('.trace, .point').length]; })""")
+                return [b.width, b.height,
+                        f.querySelectorAll('.trace, .point, .hm, .imagelayer image').length]; })""")
             empty = [i for i, (w, h, n) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
             if (not empty and len(sizes) >= min_plots) or time.time() - t0 > 45:
                 break
             time.sleep(1)
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
+        if empty:
+            plots.nth(empty[0]).scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / f"{path.stem}-empty-plot.png"))
         assert not empty, f"{path.name}: plots {empty} did not render: {sizes}"
         widest = max(w for w, _, _ in sizes)
         assert widest > 900, f"{path.name}: figures do not use the cell's width ({widest} px)"

@@ -17,7 +17,8 @@ from .methods import critical_breakdown, method_color, method_colors, row_flags,
 from .pipeline import pipeline_figure, stage_table
 
 __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "utilisation",
-           "fidelity_figure", "placement_heatmap", "critical_breakdown", "method_color", "method_colors", "row_flags", "verdict",
+           "fidelity_figure", "placement_heatmap", "critical_breakdown", "method_color",
+           "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
            "layered_layout"]

@@ -11,8 +11,10 @@ Examples
 >>> df = pd.DataFrame({"method": ["single", "dpos"], "makespan_ms": [10.0, 8.0],
 ...                    "measured_ms": [9.0, 9.5], "measured_std_ms": [0.2, 0.3]})
 >>> fig = fidelity_figure(df)
->>> [t.name for t in fig.data][:2], fig.layout.meta["best_simulated"], fig.layout.meta["best_measured"]
-(['perfect prediction', '±15 %'], 'dpos', 'single')
+>>> [t.name for t in fig.data][:2]
+['perfect prediction', '±15 %']
+>>> fig.layout.meta["best_simulated"], fig.layout.meta["best_measured"]
+('dpos', 'single')
 """
 
 from __future__ import annotations
