@@ -804,10 +804,11 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     _check_memory(graph, cluster)
     if target is None:
         target = default_target(cluster)
-    cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
-                 cluster=cluster, balance=balance, cp_slack=cp_slack)
-    t_coarsen = time.perf_counter() - t0
     limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
+                 cluster=cluster, balance=balance, cp_slack=cp_slack,
+                 deadline=t0 + 0.2 * limit)
+    t_coarsen = time.perf_counter() - t0
     # the coarse ILP gets the limit less the coarsening and a share kept for the guard
     ilp_plan, warm_plan, stats = _run_ilp(
         cg.coarse, cluster, congestion=congestion, time_limit=0.8 * limit, gap=gap,

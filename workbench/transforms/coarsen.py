@@ -229,7 +229,7 @@ class _UnionFind:
 
 def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None = 2.0,
             cp_slack: float | None = 0.1, max_rounds: int = 200,
-            strict: bool = False) -> Coarsening:
+            strict: bool = False, deadline: float | None = None) -> Coarsening:
     """Coarsen ``graph`` to at most ``target`` vertices by Pesto's acyclic batch merging.
 
     Parameters
@@ -254,6 +254,9 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     strict : bool
         Raise InfeasibleError when the target cannot be reached (default: return the coarsest
         graph found, with ``stopped="no_feasible_edge"``).
+    deadline : float, optional
+        A :func:`time.perf_counter` value; once it has passed, both guards are dropped (the
+        plain rule, which needs the fewest rounds), so that a caller's time limit holds.
 
     Raises
     ------
@@ -339,6 +342,9 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             stopped = "no_feasible_edge"
             break
         rounds += 1
+        if deadline is not None and (cap < math.inf or slack is not None) \
+                and time.perf_counter() > deadline:
+            cap, slack = math.inf, None
         h, topo = heights([list(s) for s in succ], [len(p) for p in pred])
         if slack is not None:
             tl, bl = _levels(succ, pred, work, topo)
