@@ -362,6 +362,8 @@ PARAM_CASES = [
     ("local_search", "time_limit=5", "--time-limit"),
     ("heft", "insertion=no", "insertion"), ("dpos", "insertion=1", "insertion"),
     ("expert", "split=5", "split"), ("expert", "split=true", "split"),
+    ("expert", "split=[5]", "part 0"), ("expert", 'split=[["a", "b"], ["a"]]', "'a'"),
+    ("expert", 'split={"a": 5}', "'a'"), ("pesto", 'warm_start=["nope"]', "nope"),
     ("dp", "max_ideals=0", "max_ideals"), ("dp", "allreduce_bandwidth=0", "allreduce_bandwidth"),
     ("latency_ip", "q=0", "q"), ("celeritas", "anchor=middle", "anchor"),
     ("celeritas", "R=0", "R"), ("order_place", "M=-1", "M"), ("pesto", "threads=0", "threads"),
@@ -580,6 +582,13 @@ def test_output_paths_are_checked_first(tmp_path, capsys):
     f = write(tmp_path, "file.txt", "x")
     assert "not a directory" in run_cli(base + ["--out", f / "plan.json"], capsys)
     assert "cannot write" in run_cli(base + ["--out", "/proc/forbidden.json"], capsys)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert "not a regular file" in run_cli(base + ["--out", fifo], capsys)
+    with pytest.raises(OutputError, match="not a regular file"):
+        write_atomic(fifo, "x")
+    assert fifo.exists() and not fifo.is_file()
+    fifo.unlink()
     same = tmp_path / "same.json"
     assert "same file" in run_cli(base + ["--out", same, "--trace", same], capsys)
     assert "directory" in run_cli(["compare", "diamond", "--methods", "single",

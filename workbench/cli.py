@@ -460,6 +460,8 @@ def _check_outputs(args) -> None:
         path = Path(p)
         if path.is_dir():
             raise OutputError(f"cannot write {p}: it is a directory")
+        if path.exists() and not path.is_file():
+            raise OutputError(f"cannot write {p}: it exists and is not a regular file")
         parent = path.parent
         while not parent.exists() and parent != parent.parent:
             parent = parent.parent

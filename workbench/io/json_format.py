@@ -82,6 +82,8 @@ def _encode(text: str, path: Path) -> bytes:
 def _check_target(path: Path) -> None:
     if path.is_dir():
         raise OutputError(f"cannot write {path}: it is a directory")
+    if path.exists() and not path.is_file():
+        raise OutputError(f"cannot write {path}: it exists and is not a regular file")
     parent = path.parent
     if parent.exists() and not parent.is_dir():
         raise OutputError(f"cannot write {path}: {parent} is not a directory")

@@ -47,7 +47,8 @@ _WHAT = {"int": "an integer", "float": "a number", "bool": "a boolean (true/fals
 class Param:
     """One parameter: accepted ``types`` (names from ``int float bool str none dict list path
     callable any``), an optional range (``min``/``max``, ``min_open`` for a strict lower
-    bound), whether infinity is accepted (``finite``), and optional ``choices``."""
+    bound), whether infinity is accepted (``finite``), optional ``choices``, and an optional
+    ``validator(value) -> message or None`` for the structure of dicts and lists."""
 
     types: tuple = ("any",)
     min: float | None = None
@@ -55,6 +56,7 @@ class Param:
     min_open: bool = False
     finite: bool = True
     choices: tuple | None = None
+    validator: Callable | None = None
 
     def _type_of(self, v: Any) -> str | None:
         for t in self.types:
@@ -102,7 +104,44 @@ class Param:
         if self.choices is not None and t not in ("none",) and value not in self.choices:
             raise SolverError(f"{where} must be one of {', '.join(map(repr, self.choices))}, "
                               f"got {value!r}")
+        if self.validator is not None and value is not None:
+            problem = self.validator(value)
+            if problem:
+                raise SolverError(f"{where}: {problem}")
         return value
+
+
+def _split_problem(split) -> str | None:
+    """What is wrong with an expert split (dict op -> device, or one op list per device)."""
+    if isinstance(split, dict):
+        for op, dev in split.items():
+            if not isinstance(op, (str, int)) or not isinstance(dev, str):
+                return f"maps op {op!r} to {dev!r}; expected op name -> device name"
+        return None
+    if isinstance(split, (list, tuple)):
+        seen: dict = {}
+        for k, part in enumerate(split):
+            if isinstance(part, (str, bytes)) or not isinstance(part, (list, tuple)):
+                return f"part {k} is {part!r}; expected a list of op names per device"
+            for op in part:
+                if not isinstance(op, (str, int)) or isinstance(op, bool):
+                    return f"part {k} holds {op!r}; expected op names"
+                if str(op) in seen:
+                    return f"op {str(op)!r} is in part {seen[str(op)]} and part {k}"
+                seen[str(op)] = k
+    return None
+
+
+def _method_list_problem(value) -> str | None:
+    if isinstance(value, (list, tuple)):
+        for m in value:
+            if not isinstance(m, str):
+                return f"{m!r} is not a method name"
+            from . import SOLVERS
+
+            if m not in SOLVERS:
+                return f"unknown method {m!r}"
+    return None
 
 
 RULES: dict[str, Param] = {
@@ -126,12 +165,12 @@ RULES: dict[str, Param] = {
     "slow_factor": Param(("float", "none"), min=1),
     "heuristic_effort": Param(("float",), min=0, max=1),
     "anchor": Param(("str",), choices=("previous", "pred", "segments")),
-    "split": Param(("dict", "list", "path")),
+    "split": Param(("dict", "list", "path"), validator=_split_problem),
     "device": Param(("str", "none")),
 }
 """Range (and, for unannotated parameters, type) of solver parameters by name."""
 
-_UNANNOTATED = {"warm_start": Param(("str", "list", "none"))}
+_UNANNOTATED = {"warm_start": Param(("str", "list", "none"), validator=_method_list_problem)}
 
 
 def _types(annotation: Any) -> tuple | None:
@@ -166,7 +205,8 @@ def declare(func: Callable, overrides: dict | None = None) -> dict[str, Param]:
             base = rule or Param(types)
         if p.default is None and "none" not in types:
             types = types + ("none",)
-        out[p.name] = Param(types, base.min, base.max, base.min_open, base.finite, base.choices)
+        out[p.name] = Param(types, base.min, base.max, base.min_open, base.finite, base.choices,
+                            base.validator)
     out.update(overrides or {})
     return out
 
