@@ -415,6 +415,13 @@ def test_solve_wrong_objects():
         wb.solve(samples.diamond(), "2xV100-pcie", method="single")
 
 
+def test_methods_json_lists_parameter_declarations(capsys):
+    assert main(["methods", "--json"]) == 0
+    rows = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["local_search"]["parameters"]["restarts"] == {"types": ["int"], "min": 1}
+    assert rows["m_sct"]["parameters"]["threshold"] == {"types": ["float"], "min": 0, "max": 1}
+
+
 def test_declarations_cover_every_solver():
     from workbench.solvers import SOLVERS
 

@@ -161,12 +161,28 @@ def _cmd_methods(args) -> int:
 
     rows = [(n, i.family, i.objective, i.paper, i.description) for n, i in SOLVERS.items()]
     if args.json:
-        print(json.dumps([dict(zip(("method", "family", "objective", "paper", "description"), r))
-                          for r in rows]))
+        out = []
+        for r in rows:
+            d = dict(zip(("method", "family", "objective", "paper", "description"), r))
+            d["parameters"] = {k: _describe(p) for k, p in SOLVERS[r[0]].parameters().items()}
+            out.append(d)
+        print(json.dumps(out))
         return 0
     for n, fam, obj, paper, desc in rows:
         print(f"{n:<16} {fam:<10} {obj:<9} {paper[:40]:<40} {desc}")
     return 0
+
+
+def _describe(p) -> dict:
+    """A solver parameter's declaration as JSON (types, range, choices)."""
+    d = {"types": list(p.types)}
+    if p.min is not None:
+        d["exclusive_min" if p.min_open else "min"] = p.min
+    if p.max is not None:
+        d["max"] = p.max
+    if p.choices is not None:
+        d["choices"] = list(p.choices)
+    return d
 
 
 def _cmd_solve(args) -> int:
