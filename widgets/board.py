@@ -142,16 +142,16 @@ class CompareBoard(W.VBox):
         self.verdict_view = W.HTML()
         self.verdict_view.add_class("wb-verdict")
         self.table_view = W.HTML()
-        self.bars = go.FigureWidget(_empty_figure("press Run to compare"))
-        fill(self.bars).add_class("wb-compare")
+        self.bars = _figure_widget(_empty_figure("press Run to compare"), "wb-compare")
+        self._bars_box = W.Box([self.bars], layout=W.Layout(width="100%"))
         self.gantt_a_picker = W.Dropdown(options=[], description="Gantt A")
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
         self.gantt_a_picker.add_class("wb-gantt-a-picker")
         self.gantt_b_picker.add_class("wb-gantt-b-picker")
         self.gantt_a = _EmptyGantt("wb-gantt-a")
         self.gantt_b = _EmptyGantt("wb-gantt-b")
-        self._gantt_box = W.HBox([W.VBox([self.gantt_a_picker, self.gantt_a.figure]),
-                                  W.VBox([self.gantt_b_picker, self.gantt_b.figure])],
+        self._gantt_box = W.HBox([W.VBox([self.gantt_a_picker, self.gantt_a.box]),
+                                  W.VBox([self.gantt_b_picker, self.gantt_b.box])],
                                  layout=W.Layout(width="100%"))
         for box in self._gantt_box.children:
             box.add_class("wb-half")
@@ -174,7 +174,7 @@ class CompareBoard(W.VBox):
                            W.VBox([self.run_button, self.progress, self.status])])
         exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
         self.children = [W.HTML(FILL_CSS), controls, self.verdict_view, self.table_view,
-                         self.bars, self._gantt_box, exports]
+                         self._bars_box, self._gantt_box, exports]
 
     def _make_graph(self):
         g = self._graphs[self.graph_picker.value]
@@ -224,9 +224,12 @@ class CompareBoard(W.VBox):
         self.verdict_view.value = verdict_html(verdict(
             df, schedules=self.schedules, plans=self.plans, cluster=self.cluster,
             graph=self.graph))
-        replace_figure(self.bars, compare_figure(
+        # a new widget in the box, not an in-place swap of trace types: a swap made before
+        # the board is displayed left some figures blank in JupyterLab
+        self.bars = _figure_widget(compare_figure(
             df, plans=self.plans, graph=self.graph, cluster=self.cluster,
-            title=f"{self.graph.name} on {self.cluster.name}"))
+            title=f"{self.graph.name} on {self.cluster.name}"), "wb-compare")
+        self._bars_box.children = [self.bars]
         ok = df[df["method"].isin(list(self.schedules))]
         ranked = ok.sort_values("makespan_ms", kind="stable")["method"].tolist()
         ga = ranked[0] if ranked else None
@@ -353,12 +356,25 @@ class _EmptyGantt:
     """A Gantt slot that becomes a real :class:`GanttView` figure on first use."""
 
     def __init__(self, dom_class: str):
-        self.figure = go.FigureWidget(_empty_figure("Gantt: run a comparison first"))
-        fill(self.figure).add_class("wb-gantt")
-        self.figure.add_class(dom_class)
+        self._classes = ("wb-gantt", dom_class)
+        self.figure = _figure_widget(_empty_figure("Gantt: run a comparison first"),
+                                     *self._classes)
+        self.box = W.Box([self.figure], layout=W.Layout(width="100%"))
         self.schedule = None
         self.xmax = None
 
     def show(self, schedule, xmax: float | None = None) -> None:
         self.schedule, self.xmax = schedule, xmax
-        replace_figure(self.figure, gantt_figure(schedule, height=None, xmax=xmax))
+        new = gantt_figure(schedule, height=None, xmax=xmax)
+        if self.figure.layout.meta and self.figure.layout.meta.get("figure") == "gantt":
+            replace_figure(self.figure, new)  # same trace types: updated in place
+        else:
+            self.figure = _figure_widget(new, *self._classes)
+            self.box.children = [self.figure]
+
+
+def _figure_widget(fig, *classes) -> go.FigureWidget:
+    fw = fill(go.FigureWidget(fig))
+    for c in classes:
+        fw.add_class(c)
+    return fw
