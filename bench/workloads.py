@@ -42,6 +42,8 @@ MSR = ["op_bert3_inference", "op_bert3_training", "layer_bert24_inference",
 
 def row(name: str, g, c, *, time_limit: float = 60.0) -> dict:
     df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=time_limit)
+    df = df.assign(feasible=df["feasible"].fillna(False).astype(bool),
+                   error=df["error"].fillna("").astype(str))
     ok = df[(df["error"] == "") & df["makespan_ms"].notna()]
     feas = ok[ok["feasible"]]
     lb = float(df["makespan_lb"].iloc[0])
@@ -70,8 +72,8 @@ HEADER = ("| workload | cluster | ops | CCR | mem pressure | lower bound | best 
           "gap | spread | overflowed | |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
-def all_workloads(max_ops: int):
-    for name in REAL:
+def all_workloads(max_ops: int, real: bool = True):
+    for name in REAL if real else []:
         g = wb.samples.load_sample(name)
         if g.n_ops <= max_ops:
             yield name, g, True
@@ -87,6 +89,7 @@ def main(argv=None) -> int:
     ap.add_argument("--suite", action="store_true", help="only the hard suite")
     ap.add_argument("--clusters", default=",".join(CLUSTERS))
     ap.add_argument("--max-ops", type=int, default=10_000)
+    ap.add_argument("--no-real", action="store_true", help="skip the real samples")
     ap.add_argument("--time-limit", type=float, default=60.0)
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -94,7 +97,7 @@ def main(argv=None) -> int:
     if not args.suite:
         print("All workloads (device memory as in the preset)\n")
         print(HEADER)
-        for name, g0, real in all_workloads(args.max_ops):
+        for name, g0, real in all_workloads(args.max_ops, not args.no_real):
             for cl in args.clusters.split(","):
                 c = wb.Cluster.preset(cl)
                 g = costs_for_cluster(g0, c) if real else g0
