@@ -32,9 +32,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from workbench.io import load_graph  # noqa: E402
-from workbench.roofline import (DEVICE_MODELS, _work_arrays, fit_device,  # noqa: E402
-                                roofline_times)
+from workbench.io import load_graph
+from workbench.roofline import DEVICE_MODELS, _work_arrays, fit_device, roofline_times
 
 
 def samples() -> dict:

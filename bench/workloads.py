@@ -27,10 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import workbench as wb  # noqa: E402
-from workbench.io.msr import read_msr  # noqa: E402
-from workbench.roofline import costs_for_cluster  # noqa: E402
-from workbench.workloads import Workload, hard_suite, layered  # noqa: E402
+import workbench as wb
+from workbench.io.msr import read_msr
+from workbench.roofline import costs_for_cluster
+from workbench.workloads import Workload, hard_suite, layered
 
 METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]
 CLUSTERS = ["2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink"]

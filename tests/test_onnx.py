@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 onnx = pytest.importorskip("onnx")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper
 
-from workbench import Cluster, solve  # noqa: E402
-from workbench.errors import FormatError, GraphError  # noqa: E402
-from workbench.io.onnx import onnx_to_opgraph, read_onnx  # noqa: E402
+from workbench import Cluster, solve
+from workbench.errors import FormatError, GraphError
+from workbench.io.onnx import onnx_to_opgraph, read_onnx
 
 
 def _init(name, shape):

@@ -9,8 +9,7 @@ from workbench.cli import load_graph_arg
 from workbench.cluster import REF_BANDWIDTH
 from workbench.errors import FormatError, GraphError
 from workbench.io.msr import MSR_DIR, msr_names, read_msr
-from workbench.workloads import (HARD_DEFAULTS, apply_memory_pressure, hard_suite, layered,
-                                 workload)
+from workbench.workloads import HARD_DEFAULTS, apply_memory_pressure, hard_suite, layered, workload
 
 METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]
 

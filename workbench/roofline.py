@@ -60,9 +60,18 @@ import numpy as np
 
 from .errors import ClusterError, GraphError
 
-__all__ = ["DEVICE_MODELS", "PRESET_DEVICE_MODELS", "DeviceModel", "FAMILIES",
-           "costs_for_cluster", "fit_device", "op_family", "op_work", "roofline_times",
-           "with_device_costs"]
+__all__ = [
+    "DEVICE_MODELS",
+    "FAMILIES",
+    "PRESET_DEVICE_MODELS",
+    "DeviceModel",
+    "costs_for_cluster",
+    "fit_device",
+    "op_family",
+    "op_work",
+    "roofline_times",
+    "with_device_costs",
+]
 
 _T = 1e9   # 1 TFLOP/s in FLOP per millisecond
 _G = 1e6   # 1 GB/s in bytes per millisecond
@@ -179,7 +188,7 @@ FAMILIES: dict[str, frozenset] = {
         "Equal", "NotEqual", "Greater", "GreaterEqual", "Less", "LessEqual", "LogicalAnd",
         "LogicalOr", "LogicalNot", "Floor", "Ceil", "Round", "ClipByValue", "Clip",
         "Select", "SelectV2", "Where", "Dropout", "Mod", "FloorMod", "Cos", "Sin",
-        "HardSigmoid", "PRelu", "Gelu", "Not", "And", "Or", "Greater", "Less", "Min", "Max",
+        "HardSigmoid", "PRelu", "Not", "And", "Or", "Min", "Max",
         "Sum", "Mean", "BroadcastTo", "Expand", "ZerosLike", "OnesLike", "Fill",
         "RandomUniform", "RandomStandardNormal", "TruncatedNormal", "Range", "OneHot"}),
     "move": frozenset({

@@ -29,10 +29,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .cluster import Cluster
+from .cluster import REF_BANDWIDTH, Cluster
 from .errors import GraphError
 from .graph import OpGraph
-from .cluster import REF_BANDWIDTH
 
 __all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "hard_suite", "layered",
            "workload"]

@@ -42,8 +42,15 @@ from ..plan import Plan
 from .json_format import read_json, write_atomic
 from .schema import validate
 
-__all__ = ["MSR_DIR", "msr_names", "msr_path", "read_msr", "msr_from_dict", "read_expert",
-           "write_msr_plan"]
+__all__ = [
+    "MSR_DIR",
+    "msr_from_dict",
+    "msr_names",
+    "msr_path",
+    "read_expert",
+    "read_msr",
+    "write_msr_plan",
+]
 
 MSR_DIR = Path(__file__).resolve().parents[2] / "sample_graphs" / "msr"
 """The published workloads bundled with the repository."""
@@ -74,7 +81,7 @@ def msr_path(name: str) -> Path:
     ...
     workbench.errors.FormatError: unknown MSR workload 'nope'; known: experts/bert24_inference_expert, ...
     """
-    key = name[4:] if name.startswith("msr:") else name
+    key = name.removeprefix("msr:")
     key = key.removesuffix(".json")
     if "/" in key:
         candidates = [MSR_DIR / f"{key}.json"]

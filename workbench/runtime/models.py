@@ -265,4 +265,4 @@ TINY: dict[str, dict] = {
 
 
 # the paper-sized models register themselves in MODELS, DEFAULT_BATCH and TINY
-from . import paper_models  # noqa: E402,F401
+from . import paper_models  # noqa: F401

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import math
 
-from ._tf import tf
 from . import models as _models
+from ._tf import tf
 from .models import _data, _dense, _layer_norm, _lstm_cell, _var, _xent
 
 __all__ = ["PAPER_BATCH", "PAPER_MODELS", "PAPER_SIZES", "PAPER_TINY", "bert_base", "gnmt",
