@@ -201,13 +201,13 @@ def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = Tr
     xend = max(float(xmax), T) if xmax is not None else T
     fig.update_layout(
         title=dict(text=title, x=0.01), template="plotly_white", barmode="overlay",
-        bargap=0.25, height=height or max(260, 60 + 34 * len(lanes)),
-        margin=dict(l=10, r=10, t=60, b=40), hovermode="closest", autosize=True,
+        bargap=0.25, height=height or max(280, 100 + 34 * len(lanes)),
+        margin=dict(l=10, r=10, t=60, b=78), hovermode="closest", autosize=True,
         xaxis=dict(title="time (ms)", range=[0, xend * 1.02 if xend > 0 else 1],
                    zeroline=False),
         yaxis=dict(categoryorder="array", categoryarray=list(reversed(lanes)), type="category",
                    tickvals=lanes, ticktext=ticktext),
-        legend=dict(orientation="h", y=-0.18, yanchor="top"),
+        legend=dict(orientation="h", x=0, y=0.005, yanchor="bottom", yref="container"),
         shapes=[dict(type="line", x0=T, x1=T, y0=0, y1=1, yref="paper",
                      line=dict(color=CRITICAL, dash="dot", width=1.5))],
         meta={"figure": "gantt", "method": schedule.method, "makespan": T, "lanes": lanes,
