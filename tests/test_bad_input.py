@@ -500,6 +500,8 @@ API_CASES = {
                           "does not take a size"),
     "sample-too-big": (lambda: samples.cnn(100_000_000), GraphError, "limit"),
     "sample-bool-size": (lambda: samples.cnn(True), GraphError, "n_ops"),
+    "sample-random-dense": (lambda: samples.random_dag(100_000), GraphError, "edges"),
+    "sample-random-prob": (lambda: samples.random_dag(10, edge_prob=2), GraphError, "edge_prob"),
     "sample-float-size": (lambda: samples.cnn(50.5), GraphError, "n_ops"),
     "sample-unknown": (lambda: samples.load_sample("nope"), GraphError, "nope"),
     "sample-path": (lambda: samples.load_sample("../README"), GraphError, "unknown sample"),
