@@ -80,3 +80,16 @@ def test_msr_workloads_ship_with_their_licence():
     assert (MSR_DIR / "README.md").is_file()
     names = msr_names()
     assert len(names) == 10 and "throughput/layer_gnmt_training" in names
+
+
+def test_cli_solves_a_cpu_profiled_sample_on_gpu_presets(capsys):
+    """The failure of the issue: `workbench solve sample_graphs/resnet_small.json.gz
+    --cluster 4xV100-nvlink` said 'op can run on none of the devices'."""
+    from pathlib import Path
+
+    from workbench.cli import main
+
+    path = Path(__file__).resolve().parents[1] / "sample_graphs" / "resnet_small.json.gz"
+    for preset in ("4xV100-nvlink", "8xA100-nvlink", "2x4xV100"):
+        assert main(["solve", str(path), "--cluster", preset, "-m", "heft"]) == 0
+        assert "simulated makespan" in capsys.readouterr().out
