@@ -329,3 +329,23 @@ def test_pipedream_authors_setting_reproduces_table1(name, principled, authors):
     assert q.predicted["max_load_ms"] == pytest.approx(max_load(q, c), rel=1e-9)
     with pytest.raises(SolverError, match="skip_span"):
         solve(g, c, method="pipedream", skip_span=-1)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pruning_is_exact(seed):
+    """The DPL bound, the feasibility pass and the stopped descent change nothing: same value
+    and same split as the plain DP over every pair."""
+    from workbench.solvers.pipeline_dp import _linear_order, solve_dp
+    from workbench.solvers.pipeline_dp_kernel import lattice
+
+    g = uniform(samples.inception(90, seed=seed))
+    c = host(4, 1)
+    p = contract_for_dp(g, c)
+    lat = lattice(p.pred, p.succ)
+    ub = solve_dp(p, 4, 1, 1e12, order=_linear_order(p)).value
+    plain = solve_dp(p, 4, 1, 1e12, ideals=lat, feasibility=False)
+    pruned = solve_dp(p, 4, 1, 1e12, ideals=lat, upper_bound=ub)
+    assert pruned.value == plain.value
+    assert pruned.stages == plain.stages
+    assert pruned.stats["ideal_pairs"] < plain.stats["ideal_pairs"]
+    assert pruned.stats["feasible_ideals"] <= plain.stats["feasible_ideals"] == len(lat)
