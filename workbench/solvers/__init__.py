@@ -62,8 +62,9 @@ class SolverInfo:
         """Name -> :class:`Param` of every keyword parameter: types from the signature's
         annotations, ranges from :data:`~workbench.solvers._params.RULES` and ``params``.
 
-        >>> get("local_search").parameters()["restarts"]
-        Param(types=('int',), min=1, max=None, min_open=False, finite=True, choices=None)
+        >>> p = get("local_search").parameters()["restarts"]
+        >>> p.types, p.min
+        (('int',), 1)
         """
         return declare(self.func, self.params)
 
