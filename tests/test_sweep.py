@@ -300,3 +300,15 @@ def test_bundled_specs_are_valid():
     assert {"tarnawski_table1", "pesto_table", "celeritas_table", "bandwidth"} <= set(names)
     for n in names:
         assert sw.load_spec(n).cells(), n
+
+
+@pytest.mark.tf
+@pytest.mark.slow  # importing TensorFlow takes 10-20 s on the shared machine
+def test_a_cell_can_measure_on_tensorflow():
+    pytest.importorskip("tensorflow")
+    spec = sw.Spec.from_dict({"workloads": ["mlp"], "clusters": {"presets": ["2xcpu"]},
+                              "methods": {"m_topo": {}}, "measure": True,
+                              "measure_options": {"steps": 3, "warmup": 1}})
+    row = run_cell(spec.cells()[0].as_dict())
+    assert row["status"] == "heuristic", row["error"]
+    assert row["measured_ms"] > 0 and row["sim_error"] >= 0 and row["measure_error"] == ""
