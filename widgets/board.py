@@ -143,7 +143,7 @@ class CompareBoard(W.VBox):
         self.verdict_view.add_class("wb-verdict")
         self.table_view = W.HTML()
         self.bars = _figure_widget(_empty_figure("press Run to compare"), "wb-compare")
-        self._bars_box = W.Box([self.bars], layout=W.Layout(width="100%"))
+        self._bars_box = W.VBox([self.bars], layout=W.Layout(width="100%"))
         self.gantt_a_picker = W.Dropdown(options=[], description="Gantt A")
         self.gantt_b_picker = W.Dropdown(options=[], description="Gantt B")
         self.gantt_a_picker.add_class("wb-gantt-a-picker")
@@ -359,7 +359,7 @@ class _EmptyGantt:
         self._classes = ("wb-gantt", dom_class)
         self.figure = _figure_widget(_empty_figure("Gantt: run a comparison first"),
                                      *self._classes)
-        self.box = W.Box([self.figure], layout=W.Layout(width="100%"))
+        self.box = W.VBox([self.figure], layout=W.Layout(width="100%"))
         self.schedule = None
         self.xmax = None
 

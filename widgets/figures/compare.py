@@ -96,8 +96,8 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
     colors = method_colors(methods)
     labels = {m: m + (" " + flag_label(flags[m]) if flags[m] else "") for m in methods}
     new = make_subplots(rows=1, cols=3, shared_yaxes=False, horizontal_spacing=0.11,
-                        subplot_titles=("makespan (ms), best first; | bound",
-                                        "max load per sample (ms); | bound",
+                        subplot_titles=("makespan (ms) · | bound",
+                                        "max load (ms) · | bound",
                                         "solve time (s, log)"))
     if fig is None:
         fig = new
