@@ -349,3 +349,24 @@ def test_pruning_is_exact(seed):
     assert pruned.stages == plain.stages
     assert pruned.stats["ideal_pairs"] < plain.stats["ideal_pairs"]
     assert pruned.stats["feasible_ideals"] <= plain.stats["feasible_ideals"] == len(lat)
+
+
+@pytest.mark.parametrize("mode", [True, "full_duplex"])
+@pytest.mark.parametrize("seed", range(2))
+def test_interleaved_ips_match_dp_and_brute_force(mode, seed):
+    from workbench.pipeline import pipelined_time
+
+    g = uniform(samples.random_dag(6, edge_prob=0.4, seed=10 + seed))
+    c = host(2, 1, bw=2e5)
+    d = solve(g, c, method="dp", interleave=mode).predicted["max_load_ms"]
+    ic = solve(g, c, method="ip_contig", interleave=mode, time_limit=30)
+    assert ic.predicted["max_load_ms"] == pytest.approx(d, rel=1e-6)
+    assert pipelined_time(ic, c, interleave=mode) == pytest.approx(d, rel=1e-6)
+    inc = solve(g, c, method="ip_noncontig", interleave=mode, time_limit=30)
+    names = c.names
+    best = min(pipelined_time(Plan(g, {v: names[k] for v, k in zip(g.ops, combo)}), c,
+                              interleave=mode)
+               for combo in itertools.product(range(len(names)), repeat=g.n_ops))
+    assert inc.status == "optimal"
+    assert inc.predicted["max_load_ms"] == pytest.approx(best, rel=1e-6)
+    assert best <= d + 1e-9

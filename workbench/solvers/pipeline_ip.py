@@ -171,9 +171,14 @@ def _plan_status(res, judged: float, scaled_obj: float) -> tuple[str, str | None
 
 # ----------------------------------------------------------------------------- max-load IP
 def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start: bool,
-                method: str) -> Plan:
+                method: str, interleave=False) -> Plan:
+    from ..pipeline import pipelined_time
     from ..simulate import max_load
+    from .pipeline_dp_kernel import interleave_mode
 
+    mode = interleave_mode(interleave)
+    judge = max_load if not mode else (  # noqa: E731 - App. C.1 loads
+        lambda pl, cl: pipelined_time(pl, cl, interleave=interleave))
     dl = _Deadline(time_limit)
     model = pipeline_model(cluster, method=method, identical=False)
     if contiguous:
@@ -182,7 +187,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     else:
         U = _class_units(graph, cluster)
         cedges = []
-    warm = _dp_warm(graph, cluster, dl) if warm_start else None
+    warm = _dp_warm(graph, cluster, dl, interleave=interleave) if warm_start else None
     nd = len(cluster)
     pays = model.pays
     caps = [d.memory for d in cluster.devices]
@@ -208,7 +213,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
             prob += pulp.lpSum(opts) == 1, f"assign_{v}"
         X = lambda v, i: x.get((v, i), 0)
         ml = pulp.LpVariable("MaxLoad", lowBound=0)
-        y = {}
+        y, yd = {}, {}  # yd[h, i, 0/1]: in / out transfer of h on i (full duplex only)
         for h, (a, T_, w) in enumerate(U.hyper):
             if dl.over():
                 raise _OutOfTime
@@ -219,11 +224,26 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                 for t in T_:
                     prob += yi >= X(a, i) - X(t, i), f"out_{h}_{i}_{t}"
                     prob += yi >= X(t, i) - X(a, i), f"in_{h}_{i}_{t}"
+                if mode == 2:
+                    for q in (0, 1):
+                        yd[h, i, q] = pulp.LpVariable(f"yd_{h}_{i}_{q}", lowBound=0, upBound=1)
+                    for t in T_:
+                        prob += yd[h, i, 1] >= X(a, i) - X(t, i), f"dout_{h}_{i}_{t}"
+                        prob += yd[h, i, 0] >= X(t, i) - X(a, i), f"din_{h}_{i}_{t}"
         for i in range(nd):
             load = pulp.lpSum(U.comp[v, i] / T * x[v, i] for v in range(U.n) if (v, i) in x)
-            if pays[i]:
-                load += pulp.lpSum(w / T * y[h, i] for h, (_a, _T, w) in enumerate(U.hyper))
-            prob += load <= ml, f"load_{i}"
+            comm = pulp.lpSum(w / T * y[h, i] for h, (_a, _T, w) in enumerate(U.hyper)) \
+                if pays[i] else 0
+            if mode == 0:
+                prob += load + comm <= ml, f"load_{i}"
+            else:  # App. C.1: compute and transfers overlap
+                prob += load <= ml, f"load_{i}"
+                if pays[i] and mode == 1:
+                    prob += comm <= ml, f"comm_{i}"
+                elif pays[i]:
+                    for q in (0, 1):
+                        prob += pulp.lpSum(w / T * yd[h, i, q] for h, (_a, _T, w)
+                                           in enumerate(U.hyper)) <= ml, f"comm_{i}_{q}"
             if math.isfinite(caps[i]) and caps[i] > 0:
                 used = [(U.mem[v] / caps[i], x[v, i]) for v in range(U.n)
                         if (v, i) in x and U.mem[v] > 0]
@@ -242,6 +262,12 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                     prob += z[b, i] <= X(b, i) - X(a, i) + 1, f"z_cut_{a}_{b}_{i}"
         prob += ml
         ws = _maxload_warm(U, warm, cluster, x, y, z, ml, cedges, pays, T) if warm else None
+        if ws is not None and yd:
+            ai = _unit_assignment(U, warm, cluster)
+            for (h, i, q), var in yd.items():
+                a, T_, _w = U.hyper[h]
+                ws[var] = float(any((ai[a] == i) != (ai[t] == i) and (ai[a] == i) == q
+                                    for t in T_))
     except _OutOfTime:
         return _out_of_time(warm, cluster, method, dl, "building the model")
     left = dl.left()
@@ -261,10 +287,10 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
         if res.value(var) > 0.5:
             asg[v] = i
     plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method=method)
-    judged = max_load(plan, cluster)
-    if warm is not None and max_load(warm, cluster) < judged - 1e-9 * max(1.0, judged):
+    judged = judge(plan, cluster)
+    if warm is not None and judge(warm, cluster) < judged - 1e-9 * max(1.0, judged):
         plan = Plan(graph, dict(warm.placement), method=method)  # HiGHS lost the warm start
-        judged = max_load(plan, cluster)
+        judged = judge(plan, cluster)
         status, note = "time_limit" if res.status != "optimal" else "feasible", "kept the warm start"
     else:
         status, note = _plan_status(res, judged, res.objective * T)
@@ -272,13 +298,15 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     if contiguous and status == "optimal":
         from ..bounds import max_load_lower_bound
 
-        status, why = contiguous_optimum_status(judged, max_load_lower_bound(graph, cluster))
+        # (the max-load lower bound does not hold for interleaved loads)
+        status, why = contiguous_optimum_status(
+            judged, 0.0 if mode else max_load_lower_bound(graph, cluster))
     plan.status = status
     plan.predicted = {"max_load_ms": judged}
     plan.stats = {"bound": res.bound * T, "gap": res.gap, "milp_s": res.seconds,
                   "milp_status": res.status, "milp_objective": res.objective * T,
                   "solver": res.solver, "units": U.n, "binaries": len(x),
-                  "warm_start_ms": max_load(warm, cluster) if warm is not None else None,
+                  "warm_start_ms": judge(warm, cluster) if warm is not None else None,
                   "total_s": dl.elapsed()}
     plan.stats.update(why)
     if note:
@@ -332,22 +360,23 @@ def _maxload_warm(U, warm, cluster, x, y, z, ml, cedges, pays, T) -> dict | None
     return ws
 
 
-def _dp_warm(graph, cluster, dl: _Deadline | None = None):
+def _dp_warm(graph, cluster, dl: _Deadline | None = None, interleave=False):
     """The better of the linearised DP and the exact DP, each within a share of the time
     budget (the greedy latency split as a last resort); None if none can serve the cluster."""
-    from ..simulate import max_load
+    from ..pipeline import pipelined_time
     from .pipeline_dp import dp, dpl
     from .pipeline_latency import greedy_latency
 
     best, best_v = None, math.inf
+    extra = {"interleave": interleave} if interleave else {}
     for f, share, kw in ((dpl, 0.2, {}), (dp, 0.25, {"max_ideals": 20_000})):
         left = dl.left() if dl is not None else math.inf
         try:
             plan = f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
-                     **kw)
+                     **kw, **extra)
         except (SolverError, InfeasibleError):
             continue
-        v = max_load(plan, cluster)
+        v = pipelined_time(plan, cluster, interleave=interleave)
         if v < best_v:
             best, best_v = plan, v
     if best is None:
@@ -364,25 +393,28 @@ def _dp_warm(graph, cluster, dl: _Deadline | None = None):
           objective="max_load", exact=True, contract_params={"time_limit": 10},
           description="Max-load IP (Fig. 6) with Lemma 4.1 contiguity, HiGHS, DP warm start")
 def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
-              time_limit: float | None = 60.0) -> Plan:
+              interleave: bool | str = False, time_limit: float | None = 60.0) -> Plan:
     """Optimal contiguous split by integer programming. HiGHS stops at relative ``gap``
     (default 0: the time limit is the stop); the plan says ``optimal`` only when the gap is
     proved zero. ``predicted["max_load_ms"]`` is the judge's value of the plan,
     ``stats["bound"]`` HiGHS's dual bound. Unlike ``dp`` it takes accelerators of one kind
     with different speeds and memories, and finite CPU memory; the time limit bounds the
-    whole call (the DP warm start gets part of it)."""
+    whole call (the DP warm start gets part of it). ``interleave`` as in ``dp`` (App. C.1:
+    ``True`` or ``"full_duplex"``; then ``predicted`` is
+    :func:`workbench.pipeline.pipelined_time` with that option)."""
     return _maxload_ip(graph, cluster, contiguous=True, time_limit=time_limit, gap=gap,
-                       warm_start=warm_start, method="ip_contig")
+                       warm_start=warm_start, method="ip_contig", interleave=interleave)
 
 
 @register("ip_noncontig", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
           objective="max_load", exact=True, contract_params={"time_limit": 10},
           description="Max-load IP (Fig. 6) without contiguity: best non-contiguous split")
 def ip_noncontig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
-                 time_limit: float | None = 60.0) -> Plan:
+                 interleave: bool | str = False, time_limit: float | None = 60.0) -> Plan:
     """Best non-contiguous split (Section 5.2); warm-started from the DP split (or the
-    linearised DP), so it is never worse than the warm start. ``gap`` as in ``ip_contig``."""
+    linearised DP), so it is never worse than the warm start. ``gap`` and ``interleave`` as in
+    ``ip_contig``."""
     return _maxload_ip(graph, cluster, contiguous=False, time_limit=time_limit, gap=gap,
-                       warm_start=warm_start, method="ip_noncontig")
+                       warm_start=warm_start, method="ip_noncontig", interleave=interleave)
 
 
