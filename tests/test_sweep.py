@@ -177,6 +177,7 @@ def _keys_on_disk(path):
             for k in pq.read_table(f, columns=["key"]).column("key").to_pylist()]
 
 
+@pytest.mark.slow  # about 10 s alone; 25-80 s when the 2 shared cores are busy
 def test_a_killed_worker_loses_and_duplicates_nothing_and_a_rerun_resumes(tmp_path):
     spec = {"name": "kill", "workloads": ["transformer:1500"], "time_limit": 20,
             "clusters": {"presets": ["4xV100-nvlink"], "bandwidth_scale": [0.5, 1, 2, 4]},
