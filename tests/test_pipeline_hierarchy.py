@@ -15,8 +15,14 @@ from workbench.graph import OpGraph
 from workbench.pipeline import hierarchical_loads
 
 # the preset's links: inside a host 0.01 ms + bytes / 45 GB/s, across hosts 0.03 ms + bytes / 11 GB/s
-FAST = lambda nbytes: 0.01 + nbytes / 45e6  # noqa: E731
-SLOW = lambda nbytes: 0.03 + nbytes / 11e6  # noqa: E731
+
+
+def FAST(nbytes: float) -> float:
+    return 0.01 + nbytes / 45e6
+
+
+def SLOW(nbytes: float) -> float:
+    return 0.03 + nbytes / 11e6
 
 
 def chain(sizes: list[float], compute: float = 10.0) -> OpGraph:

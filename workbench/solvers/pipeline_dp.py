@@ -64,8 +64,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import GraphError, InfeasibleError, SolverError
-from ..pipeline_costs import (check_finite_costs, contiguous_optimum_status, edge_costs,
-                              out_costs, pipeline_model, transfer_tiers)
+from ..pipeline_costs import (
+    check_finite_costs,
+    contiguous_optimum_status,
+    edge_costs,
+    out_costs,
+    pipeline_model,
+    transfer_tiers,
+)
 from ..plan import Plan
 from . import register
 from .pipeline_dp_kernel import Lattice, interleave_mode, lattice, linear_lattice, solve_lattice

@@ -34,7 +34,6 @@ True
 
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -145,7 +144,7 @@ def solve_gpipe(graph, cluster, *, interleave=False, max_ideals: int = 1_000,
     stages = []
     state = (K, L, N - 1)
     while True:
-        f, bb, parent, pq, stage = front[state][q]
+        _f, _bb, parent, pq, stage = front[state][q]
         if stage is not None:
             j, on = stage
             stages.append((ideals[state[2]] & ~ideals[j], on))

@@ -302,18 +302,14 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                     for b in range(L + 1):
                         for a in range(max(r, lo[b, I]), min(K, hi[b, I]) + 1):
                             x = dpv[j, a - r, b]
-                            if x < c:
-                                x = c
-                            if x < best[a, b]:
-                                best[a, b] = x
+                            x = max(x, c)
+                            best[a, b] = min(best[a, b], x)
             if cpu_alive:
                 for b in range(1, L + 1):
                     for a in range(max(0, lo[b, I]), min(K, hi[b, I]) + 1):
                         x = dpv[j, a, b - 1]
-                        if x < cp:
-                            x = cp
-                        if x < best[a, b]:
-                            best[a, b] = x
+                        x = max(x, cp)
+                        best[a, b] = min(best[a, b], x)
             if W > 0:
                 _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS)
                 st_D[depth + 1, :] = tD
@@ -343,8 +339,7 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                     x = best[a, b - 1]
                 best[a, b] = x
                 dpv[I, a, b] = x
-                if x < m:
-                    m = x
+                m = min(m, x)
         dmin[I] = m
     return pairs
 

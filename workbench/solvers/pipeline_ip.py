@@ -177,7 +177,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     from .pipeline_dp_kernel import interleave_mode
 
     mode = interleave_mode(interleave)
-    judge = max_load if not mode else (  # noqa: E731 - App. C.1 loads
+    judge = max_load if not mode else (  # App. C.1 loads
         lambda pl, cl: pipelined_time(pl, cl, interleave=interleave))
     dl = _Deadline(time_limit)
     model = pipeline_model(cluster, method=method, identical=False)
