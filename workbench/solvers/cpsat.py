@@ -58,6 +58,11 @@ import numpy as np
 from ..errors import InfeasibleError, SolverError
 from ..plan import Plan, order_from_starts
 
+try:  # imported with the package: a first solve must not spend its time limit importing it
+    from ortools.sat.python import cp_model as _cp_model
+except ImportError:  # pragma: no cover - ortools is a dependency
+    _cp_model = None
+
 __all__ = ["BuildTimeout", "CpsatResult", "solve_cpsat", "time_scale"]
 
 
@@ -182,7 +187,7 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                 workers: int = 2, hint=None, groups=None, symmetry: bool = True,
                 seed: int | None = None, deadline: float | None = None,
                 horizon: float | None = None, fifo_links: bool = True,
-                fifo_links_max: int = 3000) -> CpsatResult:
+                fifo_links_max: int = 3000, parameters: dict | None = None) -> CpsatResult:
     """Solve joint placement + scheduling of ``graph`` on ``cluster`` with CP-SAT.
 
     Parameters
@@ -213,6 +218,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         as the simulator's FIFO channels do: pairwise constraints between each transfer and
         its next ones on the link in the hint's order, about ``fifo_links_max`` pairs in all
         (``stats["fifo_pairs"]``).
+    parameters : dict, optional
+        Further CP-SAT parameters by name (e.g. ``{"use_lns_only": True}``).
 
     Returns
     -------
@@ -229,10 +236,9 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         OR-Tools is not installed, or ``groups`` names unknown ops.
     """
     t0 = time.perf_counter()
-    try:
-        from ortools.sat.python import cp_model
-    except ImportError as exc:  # pragma: no cover - ortools is a dependency
-        raise SolverError("the CP-SAT engine needs OR-Tools: pip install ortools") from exc
+    cp_model = _cp_model
+    if cp_model is None:  # pragma: no cover - ortools is a dependency
+        raise SolverError("the CP-SAT engine needs OR-Tools: pip install ortools")
     if deadline is None and time_limit is not None:
         deadline = t0 + float(time_limit)
     gc, cc = graph.c, cluster.c
@@ -499,6 +505,9 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
             return lit
 
         for items in fifo.values():
+            if deadline is not None and time.perf_counter() > deadline:
+                raise BuildTimeout(f"the CP-SAT model of graph {graph.name!r} was not built "
+                                   f"within the time limit; raise time_limit")
             items = sorted(items, key=lambda t: (key_of[t[0]], t[0]))
             for p_ in range(len(items)):
                 for q_ in range(p_ + 1, min(len(items), p_ + 1 + window)):
@@ -584,6 +593,10 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
     prm = solver.parameters
     prm.num_workers = max(1, int(workers))
     prm.random_seed = 0 if seed is None else int(seed) % (2**31)
+    for key, val in (parameters or {}).items():
+        if not hasattr(prm, key):
+            raise SolverError(f"CP-SAT has no parameter {key!r}")
+        setattr(prm, key, val)
     if deadline is not None:
         left = deadline - time.perf_counter()
         prm.max_time_in_seconds = max(0.05, left)

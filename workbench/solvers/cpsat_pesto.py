@@ -131,11 +131,13 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
         if warm_s is not None and tgt < graph.n_ops:
             groups = schedule_groups(warm_s, tgt)
     try:
-        if warm_s is not None and time.perf_counter() > deadline - 0.05 * limit:
+        # a share of the limit is kept for judging the result (simulations, other orders)
+        stop = deadline - min(0.15 * limit, 5.0)
+        if warm_s is not None and time.perf_counter() > stop:
             raise BuildTimeout("the heuristics used up the time limit")
         res = solve_cpsat(graph, cluster, congestion=congestion, hint=warm_s, groups=groups,
                           workers=workers, symmetry=symmetry, seed=seed,
-                          deadline=deadline - 0.05 * limit if warm_s is not None else
+                          deadline=stop if warm_s is not None else
                           max(deadline, time.perf_counter() + 0.2))
     except BuildTimeout as exc:
         if warm_s is None:
