@@ -235,10 +235,13 @@ def test_an_existing_scheduler_and_the_command_line(tmp_path, capsys):
     spec = _write(tmp_path, TOML)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as cluster:
-        rc = main(["sweep", str(spec), "--out", str(tmp_path / "r"), "--scheduler",
-                   cluster.scheduler_address, "--no-isolate"])
-    out = capsys.readouterr().out
-    assert rc == 0, out
+        argv = ["sweep", str(spec), "--out", str(tmp_path / "r"), "--scheduler",
+                cluster.scheduler_address, "--no-isolate"]
+        rc = main(argv)
+        out = capsys.readouterr().out
+        assert rc == 0, out
+        assert main(argv) == 0  # the results folder exists now: a rerun resumes into it
+        assert "8 already in" in capsys.readouterr().out
     assert "results in" in out and "within x1" in out
     df = sw.load(tmp_path / "r")
     assert len(df) == 8 and set(df["method"]) == {"single", "heft"}

@@ -392,7 +392,7 @@ def _cmd_sweep(args) -> int:
             print(f"  {c.key}  {c.workload} {c.preset} devices={c.devices or '-'} "
                   f"bw x{c.bandwidth_scale:g} {c.method} seed={c.seed}")
         return 0
-    out = args.out or os.path.join("results", spec.name)
+    out = args.results or os.path.join("results", spec.name)
     df = sweep.run(spec, out, scheduler=args.scheduler, workers=args.workers,
                    isolate=not args.no_isolate, progress=not args.json)
     if args.json:
@@ -569,7 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask")
     p.add_argument("spec", help="sweep spec (TOML file, or a bundled spec name in sweeps/)")
-    p.add_argument("--out", help="results folder (default results/SPEC_NAME); reruns resume")
+    p.add_argument("--out", dest="results",  # a folder, not one of the file outputs checked
+                   help="results folder (default results/SPEC_NAME); reruns resume")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
                    "tcp://HOST:8786 (default: a local cluster of worker processes)")
     p.add_argument("--workers", type=int, help="worker processes of the local cluster")
