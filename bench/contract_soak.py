@@ -26,8 +26,15 @@ from collections import Counter, defaultdict
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from workbench.testing.contract import (VERDICTS, Outcome, contract_methods,  # noqa: E402
-                                        cross_check, make_case, reproducer, run_method)
+from workbench.testing.contract import (
+    VERDICTS,
+    Outcome,
+    contract_methods,
+    cross_check,
+    make_case,
+    reproducer,
+    run_method,
+)
 
 
 def _worker(conn) -> None:
@@ -156,7 +163,10 @@ def main(argv=None) -> int:
     ap.add_argument("--merge", nargs="+", help="print the table of these JSON record files")
     args = ap.parse_args(argv)
     if args.merge:
-        records = [r for p in args.merge for r in json.load(open(p))]
+        records = []
+        for path in args.merge:
+            with open(path) as f:
+                records += json.load(f)
     else:
         methods = [m for m in (args.methods.split(",") if args.methods else contract_methods())
                    if m and m not in set(args.skip.split(","))]

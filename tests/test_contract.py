@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -30,8 +30,14 @@ from workbench import Cluster, Device, InfeasibleError, Link, Plan, samples, sim
 from workbench.errors import PlanError
 from workbench.solvers import SOLVERS
 from workbench.solvers.common import order_by_start
-from workbench.testing.contract import (MILP_METHODS, check_case, contract_methods, make_case,
-                                        reproducer, run_method)
+from workbench.testing.contract import (
+    MILP_METHODS,
+    check_case,
+    contract_methods,
+    make_case,
+    reproducer,
+    run_method,
+)
 
 METHODS = contract_methods()
 N_CASES = 300
@@ -48,7 +54,7 @@ def outcomes(seed: int, milp: bool) -> dict:
     return {o.method: (case, o) for o in outs}
 
 
-@lru_cache(maxsize=None)
+@cache
 def sweep() -> dict:
     """method -> [(case, outcome)] over the hypothesis-drawn seeds (computed once)."""
     got: dict = {m: [] for m in METHODS}

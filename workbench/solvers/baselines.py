@@ -22,7 +22,7 @@ from ..plan import Plan
 from . import register
 from .common import MemoryBook, group_runnable, plan_from_arrays
 
-__all__ = ["single", "round_robin", "m_topo", "expert", "bfs_topo_order"]
+__all__ = ["bfs_topo_order", "expert", "m_topo", "round_robin", "single"]
 
 
 @register("single", family="baseline", paper="-", memory=True, colocation=True,

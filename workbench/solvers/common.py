@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["MemoryBook", "SLOW_FACTOR", "fast_devices", "group_runnable", "plan_from_arrays", "order_by_start", "runnable"]
+__all__ = ["SLOW_FACTOR", "MemoryBook", "fast_devices", "group_runnable", "order_by_start", "plan_from_arrays", "runnable"]
 
 
 def runnable(graph, cluster) -> np.ndarray:

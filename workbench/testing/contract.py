@@ -45,8 +45,18 @@ from ..cluster import Cluster, Device, Link
 from ..errors import WorkbenchError
 from ..graph import OpGraph
 
-__all__ = ["Case", "Outcome", "make_case", "run_method", "check_case", "contract_methods",
-           "VERDICTS", "MILP_METHODS", "cross_check", "reproducer"]
+__all__ = [
+    "MILP_METHODS",
+    "VERDICTS",
+    "Case",
+    "Outcome",
+    "check_case",
+    "contract_methods",
+    "cross_check",
+    "make_case",
+    "reproducer",
+    "run_method",
+]
 
 VERDICTS = ("pass", "error", "fail", "crash", "hang")
 MB = 1e6
@@ -231,8 +241,8 @@ def make_case(seed: int, *, max_ops: int = 300) -> Case:
     mode = "host" if r.random() < 0.4 else "direct"
     g = _graph(r, n, shape, acc_kinds, n_cpu, training, scale)
     c = _cluster(r, g, n_acc, n_cpu, acc_kinds, memory, mode)
-    desc = dict(shape=shape, training=training, n_acc=n_acc, n_cpu=n_cpu,
-                acc_kinds=len(acc_kinds), scale=scale, memory=memory, mode=mode)
+    desc = {"shape": shape, "training": training, "n_acc": n_acc, "n_cpu": n_cpu,
+            "acc_kinds": len(acc_kinds), "scale": scale, "memory": memory, "mode": mode}
     desc["max_ops"] = max_ops
     return Case(int(seed), g, c, desc)
 
