@@ -57,6 +57,7 @@ from ..errors import InfeasibleError
 from ..plan import Plan
 from . import register
 from .common import SLOW_FACTOR, MemoryBook, fast_devices
+from .milp import new_highs
 
 __all__ = [
     "ListCore",
@@ -528,8 +529,7 @@ def _sct_lp(gc, p: np.ndarray, c: np.ndarray, time_limit: float | None) -> tuple
     lp.a_matrix_.start_ = np.searchsorted(C, np.arange(nv + 1)).astype(np.int32)
     lp.a_matrix_.index_ = R.astype(np.int32)
     lp.a_matrix_.value_ = V
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
+    h = new_highs()
     if time_limit is not None:
         h.setOptionValue("time_limit", float(time_limit))
     h.passModel(lp)

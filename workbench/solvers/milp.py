@@ -28,7 +28,7 @@ import pulp
 
 from ..errors import SolverError
 
-__all__ = ["solve_milp", "MilpResult", "available_solvers"]
+__all__ = ["solve_milp", "MilpResult", "available_solvers", "new_highs"]
 
 MILP_STATUSES = ("optimal", "feasible", "time_limit", "interrupted", "infeasible", "unbounded",
                  "error")
@@ -60,6 +60,37 @@ class MilpResult:
         """Value of ``var`` in the incumbent (NaN when there is none)."""
         v = self.values.get(var.name) if self.has_solution else None
         return math.nan if v is None else float(v) + 0.0
+
+
+_BANNER_DONE = False
+
+
+def new_highs():
+    """A ``highspy.Highs`` with its log off. HiGHS prints a banner to the process's standard
+    output (from C, past Python's ``sys.stdout``) when the first instance of a process is
+    created, before any option can be set; solvers must not print, so that first instance is
+    created with file descriptor 1 pointed at /dev/null."""
+    global _BANNER_DONE
+    import highspy
+
+    if not _BANNER_DONE:
+        import os
+        import sys
+
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "wb") as null:
+                os.dup2(null.fileno(), 1)
+                h = highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_DONE = True
+    else:
+        h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    return h
 
 
 def available_solvers() -> list[str]:
@@ -169,6 +200,7 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
 
 
 def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> MilpResult:
+    new_highs()  # PuLP creates its own Highs: absorb the process's banner first
     import highspy
 
     s = _WarmHiGHS(warm=warm, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
