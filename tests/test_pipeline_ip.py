@@ -8,7 +8,7 @@ import pytest
 from workbench import Plan, max_load, samples, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.pipeline import latency, latency_pieces
+from workbench.pipeline import hierarchical_loads, latency, latency_pieces
 
 
 def host(k: int, l_: int = 1, mem: float = 1e12) -> Cluster:
@@ -66,3 +66,110 @@ def test_local_search_is_seeded_and_metis_is_general():
     assert a.placement == b.placement
     m = solve(g, Cluster.preset("4xV100-nvlink"), method="metis", seed=0)
     assert len(m.devices_used()) >= 2
+
+
+# ----------------------------------------------------------------------------- App. C.3 and A
+def _hier_random_graph(seed: int, n: int = 5) -> OpGraph:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    ops = [(f"v{i}", {"compute": {"gpu": float(rng.uniform(1, 10))}}) for i in range(n)]
+    edges = [(f"v{i}", f"v{j}", {"bytes": float(rng.choice([1e6, 5e7, 1.5e8]))})
+             for i in range(n) for j in range(i + 1, n) if rng.random() < 0.45]
+    return OpGraph.from_ops(ops, edges, name=f"r{seed}")
+
+
+def test_hierarchical_ips_hand_computed_optimum():
+    # chain a..f, 10 ms each, 1 MB tensors except c -> d (200 MB); see test_pipeline_hierarchy:
+    # the best split keeps c and d in one host: 20 + SLOW(1 MB) + FAST(1 MB)
+    names = "abcdef"
+    sizes = [1e6, 1e6, 2e8, 1e6, 1e6]
+    g = OpGraph.from_ops([(v, {"compute": {"gpu": 10.0}}) for v in names],
+                         [(names[i], names[i + 1], {"bytes": b}) for i, b in enumerate(sizes)])
+    c = Cluster.preset("2x2xV100")
+    want = 20 + (0.03 + 1e6 / 11e6) + (0.01 + 1e6 / 45e6)
+    p = solve(g, c, method="ip_contig", hierarchical=True, warm_start=False, time_limit=30)
+    assert p.predicted["max_load_ms"] == pytest.approx(want, rel=1e-9)
+    assert hierarchical_loads(p, c).max() == pytest.approx(want, rel=1e-9)
+    assert p.stats["milp_objective"] == pytest.approx(want, rel=1e-5)  # HiGHS tolerances
+    # without contiguity a two-op stage can sit where it only receives across hosts
+    q = solve(g, c, method="ip_noncontig", hierarchical=True, time_limit=30)
+    assert hierarchical_loads(q, c).max() == pytest.approx(q.predicted["max_load_ms"], rel=1e-9)
+    assert q.predicted["max_load_ms"] < want - 1e-3
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_hierarchical_ips_equal_dp_and_brute_force(seed):
+    import itertools
+
+    g = _hier_random_graph(seed)
+    c = Cluster.preset("2x2xV100")
+    d = solve(g, c, method="dp", hierarchical=True).predicted["max_load_ms"]
+    a = solve(g, c, method="ip_contig", hierarchical=True, warm_start=False, time_limit=30)
+    assert a.predicted["max_load_ms"] == pytest.approx(d, rel=1e-6)
+    assert hierarchical_loads(a, c).max() == pytest.approx(a.predicted["max_load_ms"], rel=1e-9)
+    assert a.status == "feasible" and a.stats["gap"] <= 1e-6
+    b = solve(g, c, method="ip_noncontig", hierarchical=True, time_limit=30)
+    names = c.names
+    best = min(float(hierarchical_loads(Plan(g, {v: names[k] for v, k in zip(g.ops, combo)}),
+                                        c).max())
+               for combo in itertools.product(range(len(names)), repeat=g.n_ops))
+    assert b.status == "optimal"
+    assert b.predicted["max_load_ms"] == pytest.approx(best, rel=1e-6)
+    assert best <= d + 1e-9
+
+
+def _class_brute_force(g: OpGraph, c: Cluster, metric) -> float:
+    """Best ``metric`` over every assignment of colour classes (and lone ops) to devices."""
+    import itertools
+
+    cls = {v: (g.op(v).get("colocate") or v) for v in g.ops}
+    keys = sorted(set(cls.values()))
+    names = c.names
+    times = c.op_times(g)
+    best = float("inf")
+    for combo in itertools.product(range(len(names)), repeat=len(keys)):
+        dev = dict(zip(keys, combo))
+        if any(not times[g.index[v], dev[cls[v]]] < float("inf") for v in g.ops):
+            continue
+        best = min(best, metric(Plan(g, {v: names[dev[cls[v]]] for v in g.ops}), c))
+    return best
+
+
+@pytest.mark.parametrize("mode", [False, "full_duplex"])
+@pytest.mark.parametrize("seed,bw", [(25, 3e6), (22, 1e7)])
+def test_gpipe_ips_equal_dp_and_brute_force(mode, seed, bw):
+    from workbench.pipeline import pipelined_time
+
+    g = samples.to_training(samples.random_dag(5, edge_prob=0.5, seed=seed))
+    c = host(2, 1)
+    c = Cluster(c.devices, mode="host", host_link=Link(0.0, bw))
+
+    def gp(plan, cl):
+        return pipelined_time(plan, cl, objective="gpipe", interleave=mode)
+
+    d = solve(g, c, method="dp", objective="gpipe", interleave=mode)
+    a = solve(g, c, method="ip_contig", objective="gpipe", interleave=mode, warm_start=False,
+              time_limit=30)
+    assert a.predicted["time_per_sample_ms"] == pytest.approx(
+        d.predicted["time_per_sample_ms"], rel=1e-6)
+    assert gp(a, c) == pytest.approx(a.predicted["time_per_sample_ms"], rel=1e-12)
+    b = solve(g, c, method="ip_noncontig", objective="gpipe", interleave=mode, time_limit=30)
+    best = _class_brute_force(g, c, gp)
+    assert b.status == "optimal"
+    assert b.predicted["time_per_sample_ms"] == pytest.approx(best, rel=1e-6)
+    assert best <= d.predicted["time_per_sample_ms"] + 1e-9
+
+
+def test_ip_option_errors_name_the_problem():
+    from workbench.errors import SolverError
+
+    g = _hier_random_graph(0)
+    c = Cluster.preset("2x2xV100")
+    with pytest.raises(SolverError, match="hierarchical=True does not combine"):
+        solve(g, c, method="ip_contig", hierarchical=True, interleave=True)
+    with pytest.raises(SolverError, match="objective must be"):
+        solve(g, host(2), method="ip_noncontig", objective="1f1b")
+    fast_across = Cluster(list(c.devices), intra_host=Link(0.05, 1e6), inter_host=Link(0.0, 1e7))
+    with pytest.raises(SolverError, match="across-hosts transfer of op 'v1'"):
+        solve(g, fast_across, method="ip_noncontig", hierarchical=True)
