@@ -2,36 +2,18 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 
-import networkx as nx
 import pytest
 
-from workbench import Cluster, Device, Link, Plan, samples, simulate, solve
+from workbench import Cluster, Device, Link, samples, simulate, solve
 from workbench.errors import GraphError, InfeasibleError, SolverError
 from workbench.solvers import SOLVERS
+from workbench.testing.oracles import best_makespan
 
 
 def brute_force(g, c, congestion: bool) -> float:
-    """Best simulated makespan over every placement and every per-device order (each
-    deadlock-free set of per-device orders is induced by some linear extension)."""
-    names = c.names
-    exts = list(nx.all_topological_sorts(g.nx))
-    ok = [[d for d in names if c.device(d).kind in g.op(v)["compute"]] for v in g.ops]
-    best = math.inf
-    for devs in itertools.product(*ok):
-        pl = dict(zip(g.ops, devs))
-        seen = set()
-        for ext in exts:
-            order = {d: [v for v in ext if pl[v] == d] for d in names}
-            key = tuple(tuple(order[d]) for d in names)
-            if key in seen:
-                continue
-            seen.add(key)
-            best = min(best, simulate(Plan(g, pl, order=order), c,
-                                      congestion=congestion).makespan)
-    return best
+    return best_makespan(g, c, congestion=congestion)
 
 
 SLOW2 = Cluster([Device("gpu0"), Device("gpu1")], intra_host=Link(0.05, 1e6), name="slow2")

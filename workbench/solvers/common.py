@@ -18,7 +18,33 @@ import numpy as np
 from ..errors import InfeasibleError
 from ..plan import Plan, order_from_starts
 
-__all__ = ["SLOW_FACTOR", "MemoryBook", "fast_devices", "group_runnable", "order_by_start", "plan_from_arrays", "runnable"]
+__all__ = ["SLOW_FACTOR", "MemoryBook", "fast_devices", "group_runnable", "order_by_start",
+           "plan_from_arrays", "runnable", "tensor_classes"]
+
+
+def tensor_classes(graph) -> list[list[tuple]]:
+    """Per producer index: its tensor classes ``(bytes, comm or None, [(edge, consumer), ...])``
+    in the order the simulator creates its transfers (first appearance among the out-edges).
+    Edges of one producer with the same size and fixed cost are one tensor (decision 2): sent
+    once to each device that holds a consumer.
+
+    >>> from workbench import samples
+    >>> tensor_classes(samples.diamond())[0]
+    [(10000000.0, None, [(0, 1), (1, 2)])]
+    """
+    import math
+
+    gc = graph.c
+    bl, cl, dl = gc.bytes.tolist(), gc.comm.tolist(), gc.dst.tolist()
+    out = []
+    for u in range(gc.n):
+        cls: dict = {}
+        for e in gc.out_edges[u]:
+            c = cl[e]
+            key = (bl[e], None if math.isnan(c) else c)
+            cls.setdefault(key, []).append((e, dl[e]))
+        out.append([(k[0], k[1], v) for k, v in cls.items()])
+    return out
 
 
 def runnable(graph, cluster) -> np.ndarray:

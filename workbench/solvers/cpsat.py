@@ -57,6 +57,7 @@ import numpy as np
 
 from ..errors import InfeasibleError, SolverError
 from ..plan import Plan, order_from_starts
+from .common import tensor_classes
 
 try:  # imported with the package: a first solve must not spend its time limit importing it
     from ortools.sat.python import cp_model as _cp_model
@@ -117,22 +118,6 @@ class CpsatResult:
         return Plan(graph, placement, method=method, order=order,
                     status=self.status if self.status != "unknown" else "feasible",
                     predicted={"makespan_ms": self.objective_ms}, stats=dict(self.stats))
-
-
-def _classes(graph, host_mode: bool) -> list:
-    """Per producer: tensor classes ``(bytes, comm or None, [consumer, ...])`` in first-seen
-    order, as the simulator forms its transfers."""
-    gc = graph.c
-    bl, cl, dl = gc.bytes.tolist(), gc.comm.tolist(), gc.dst.tolist()
-    out = []
-    for u in range(gc.n):
-        cls: dict = {}
-        for e in gc.out_edges[u]:
-            c = cl[e]
-            key = (bl[e], None if math.isnan(c) else c)
-            cls.setdefault(key, []).append(dl[e])
-        out.append([(k[0], k[1], sorted(set(v))) for k, v in cls.items()])
-    return out
 
 
 def _symmetric(cluster) -> bool:
@@ -250,7 +235,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
             raise InfeasibleError(f"op {gc.names[i]!r} can run on no device of cluster "
                                   f"{cluster.name!r}")
     host = bool(cc.host_mode)
-    classes = _classes(graph, host)
+    classes = [[(b, c, sorted({v for _, v in cons})) for b, c, cons in cl]
+               for cl in tensor_classes(graph)]
     lat, inv = cc.lat.tolist(), cc.inv_bw.tolist()
     up_lat, up_inv, staged = cc.up_lat.tolist(), cc.up_inv_bw.tolist(), cc.staged.tolist()
 

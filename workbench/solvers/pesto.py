@@ -53,7 +53,7 @@ import pulp
 from ..errors import InfeasibleError, SolverError, WorkbenchError
 from ..plan import Plan
 from . import SOLVERS, register
-from .common import order_by_start
+from .common import order_by_start, tensor_classes
 from .milp import solve_milp
 
 __all__ = [
@@ -163,22 +163,6 @@ def _reach(graph) -> list[int]:
     return reach
 
 
-def _classes(graph) -> list[list[tuple]]:
-    """Per producer: tensor classes ``(bytes, comm or None, [(edge, consumer), ...])`` in the
-    order the simulator creates its transfers (first appearance among the out-edges)."""
-    gc = graph.c
-    bl, cl, dl = gc.bytes.tolist(), gc.comm.tolist(), gc.dst.tolist()
-    out = []
-    for u in range(gc.n):
-        cls: dict = {}
-        for e in gc.out_edges[u]:
-            c = cl[e]
-            key = (bl[e], None if math.isnan(c) else c)
-            cls.setdefault(key, []).append((e, dl[e]))
-        out.append([(k[0], k[1], v) for k, v in cls.items()])
-    return out
-
-
 class _BuildTimeout(Exception):
     """The model could not be built before the deadline."""
 
@@ -219,7 +203,7 @@ class PestoModel:
         names = cluster.names
         self.congestion_modelled = bool(congestion and not cc.host_mode and k > 1)
         self.symmetric = bool(symmetry and k > 1 and _symmetric(cluster))
-        classes = _classes(graph)
+        classes = tensor_classes(graph)
         self.classes = classes
         # transfer time T[u][ci][a][b]
         T = []
