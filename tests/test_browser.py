@@ -218,9 +218,12 @@ def test_notebook_in_jupyterlab(lab, browser, path):
                 const s = f.querySelector('.main-svg');
                 const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
                 return [b.width, b.height,
-                        f.querySelectorAll('.trace, .point, .hm, .imagelayer image').length]; })""")
-            empty = [i for i, (w, h, n) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
-            if (not empty and len(sizes) >= min_plots) or time.time() - t0 > 45:
+                        f.querySelectorAll('.trace, .point, .hm, .imagelayer image').length,
+                        f.getBoundingClientRect().width]; })""")
+            empty = [i for i, (w, h, n, _) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
+            # a drawing as wide as its container (not plotly's 700 px default, cut or narrow)
+            misfit = [i for i, (w, _, _, cw) in enumerate(sizes) if abs(w - cw) > 3]
+            if (not empty and not misfit and len(sizes) >= min_plots) or time.time() - t0 > 45:
                 break
             time.sleep(1)
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
@@ -228,7 +231,11 @@ def test_notebook_in_jupyterlab(lab, browser, path):
             plots.nth(empty[0]).scroll_into_view_if_needed()
             page.screenshot(path=str(SHOTS / f"{path.stem}-empty-plot.png"))
         assert not empty, f"{path.name}: plots {empty} did not render: {sizes}"
-        widest = max(w for w, _, _ in sizes)
+        if misfit:
+            plots.nth(misfit[0]).scroll_into_view_if_needed()
+            page.screenshot(path=str(SHOTS / f"{path.stem}-misfit-plot.png"))
+        assert not misfit, f"{path.name}: plots {misfit} are not as wide as their cell: {sizes}"
+        widest = max(w for w, _, _, _ in sizes)
         assert widest > 900, f"{path.name}: figures do not use the cell's width ({widest} px)"
         # one control changes a figure
         target = page.locator(control).first

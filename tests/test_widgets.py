@@ -11,6 +11,7 @@ import workbench as wb
 from widgets import (CoarsenView, CompareBoard, DagView, GanttView, PipelineView,
                      link_selection)
 from widgets.figures._common import device_colors
+from widgets.fit import CellFit
 from widgets.views import replace_figure
 
 
@@ -244,8 +245,14 @@ def test_whatif_panel_resolves_on_every_slider_and_sweeps():
 
 def test_figure_widgets_fill_their_cell(problem):
     g, c, plan, s = problem
-    views = [DagView(g, cluster=c, plan=plan).figure, GanttView(s).figure,
+    views = [DagView(g, cluster=c, plan=plan), GanttView(s),
              CoarsenView(g, cluster=c, coarsen=lambda gg, t: {v: i % t for i, v in
-                                                             enumerate(gg.ops)}).figure]
-    for fw in views:
+                                                             enumerate(gg.ops)})]
+    for view in views:
+        fw = view.figure
         assert fw._config.get("responsive") is True and "wb-fill" in fw._dom_classes
+        # the invisible CellFit refits figures drawn before their box reached the page
+        assert sum(isinstance(ch, CellFit) for ch in view.children) == 1
+    board = CompareBoard(graphs={"g": g}, methods=["single"])
+    assert isinstance(board.children[1], CellFit)
+    assert "wb-fill" in board.bars._dom_classes

@@ -35,6 +35,7 @@ import ipywidgets as W
 import plotly.graph_objects as go
 
 from .figures.compare import compare_figure
+from .fit import CellFit
 from .figures.gantt import gantt_figure
 from .figures.methods import verdict
 from .tables import TABLE_CSS, results_table_html
@@ -173,8 +174,8 @@ class CompareBoard(W.VBox):
                            self.method_picker,
                            W.VBox([self.run_button, self.progress, self.status])])
         exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
-        self.children = [W.HTML(FILL_CSS), controls, self.verdict_view, self.table_view,
-                         self._bars_box, self._gantt_box, exports]
+        self.children = [W.HTML(FILL_CSS), CellFit(), controls, self.verdict_view,
+                         self.table_view, self._bars_box, self._gantt_box, exports]
 
     def _make_graph(self):
         g = self._graphs[self.graph_picker.value]

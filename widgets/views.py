@@ -30,6 +30,7 @@ from .figures.coarsen import coarse_figure
 from .figures.dag import COLOR_BY, dag_colors, dag_figure, dag_layout
 from .figures.gantt import gantt_figure
 from .figures.pipeline import pipeline_figure, stage_table
+from .fit import CellFit
 
 __all__ = ["DagView", "GanttView", "CoarsenView", "PipelineView", "link_selection",
            "replace_figure", "FILL_CSS", "fill"]
@@ -118,7 +119,7 @@ class DagView(_Selectable):
         self.color_picker.observe(self._on_color, "value")
         self.op_box.observe(self._on_box, "value")
         self.figure.data[_trace_index(self.figure, "ops")].on_click(self._on_click)
-        self.children = [W.HTML(FILL_CSS), W.HBox([self.color_picker, self.op_box]),
+        self.children = [W.HTML(FILL_CSS), CellFit(), W.HBox([self.color_picker, self.op_box]),
                          self.figure]
 
     @property
@@ -185,7 +186,7 @@ class GanttView(_Selectable):
         self.idle_box.add_class("wb-idle")
         self.idle_box.observe(self._on_idle, "value")
         self._hook_clicks()
-        self.children = [W.HTML(FILL_CSS), self.idle_box, self.figure]
+        self.children = [W.HTML(FILL_CSS), CellFit(), self.idle_box, self.figure]
 
     def _hook_clicks(self) -> None:
         # the critical-path outline and the selection outline lie on top of the op bars and
@@ -280,7 +281,8 @@ class CoarsenView(W.VBox):
         self.figure = None  # built from the first drawing, so it opens at its cell's width
         self.slider.observe(lambda ch: setattr(self, "target", int(ch["new"])), "value")
         self.target = int(start)
-        self.children = [W.HTML(FILL_CSS), W.HBox([self.slider, self.info]), self.figure]
+        self.children = [W.HTML(FILL_CSS), CellFit(), W.HBox([self.slider, self.info]),
+                         self.figure]
 
     @traitlets.observe("target")
     def _on_target(self, change) -> None:
@@ -339,7 +341,7 @@ class PipelineView(W.VBox):
         fill(self.figure).add_class("wb-pipeline")
         self.table = W.HTML(self._table_html(first))
         self.picker.observe(self._on_pick, "value")
-        self.children = [W.HTML(FILL_CSS), self.picker, self.figure, self.table]
+        self.children = [W.HTML(FILL_CSS), CellFit(), self.picker, self.figure, self.table]
 
     def _table_html(self, name: str) -> str:
         df = stage_table(self.plans[name], self.cluster).drop(columns=["mean_position"])

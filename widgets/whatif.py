@@ -161,10 +161,11 @@ class WhatIfPanel(W.VBox):
             s.observe(lambda _ch: self.update(), "value")
         sliders = W.VBox([self.bandwidth, self.latency, self.devices, self.memory, self.speed])
         from .board import FILL_CSS
+        from .fit import CellFit
 
         self.table, self.schedules, self.sweeps = None, {}, {}
         self.update()
-        self.children = [W.HTML(FILL_CSS), W.HBox([sliders, W.VBox([self.status,
+        self.children = [W.HTML(FILL_CSS), CellFit(), W.HBox([sliders, W.VBox([self.status,
                                                   W.HBox(list(self.sweep_buttons.values()))])]),
                          self.table_view, self.gantts, self.sweep_figure]
 
