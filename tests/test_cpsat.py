@@ -153,3 +153,15 @@ def test_compare_shows_the_best_known_bound_and_gaps_to_it():
     off = wb.compare(g, SLOW2, methods=["pesto_ilp"], progress=False, time_limit=10,
                      congestion=False, params={"pesto_ilp": {"congestion": True}})
     assert off["makespan_lb"].iloc[0] == pytest.approx(own)  # congested bound not used
+
+
+def test_hint_names_each_variable_once_host_mode_diamond():
+    """Regression: in host mode the hint named a variable twice (an interval's end is its start
+    plus a fixed duration), CP-SAT answered MODEL_INVALID and pesto_ilp fell back to its warm
+    start with status time_limit, as if it had run out of time."""
+    c = Cluster([Device("gpu0"), Device("gpu1")], intra_host=Link(0.0, 1e6), mode="host")
+    g = samples.diamond()
+    plan = solve(g, c, method="pesto_ilp", seed=0, time_limit=5)
+    assert plan.stats["cp_status"] == "OPTIMAL"
+    assert plan.status == "optimal"
+    assert _close(simulate(plan, c).makespan, brute_force(g, c, True))

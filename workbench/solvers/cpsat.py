@@ -512,6 +512,16 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                     m.add(tsu >= tew).only_enforce_if([o.Not(), pu, pw])
 
     # ---- hint
+    hinted_vars: set = set()
+
+    def set_hint(var, value) -> None:
+        # one hint per variable: an end that is its start plus a fixed duration is an affine
+        # expression of the start, and CP-SAT rejects a model whose hint names a variable twice
+        if not isinstance(var, cp_model.IntVar) or var.index in hinted_vars:
+            return
+        hinted_vars.add(var.index)
+        m.add_hint(var, value)
+
     relabel = None
     if hint is not None:
         hdev = np.asarray(hint.device).tolist()
@@ -523,23 +533,23 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                     relabel[d0] = len(relabel)
             hdev = [relabel[d] for d in hdev]
         for (r, d), lit in X.items():
-            m.add_hint(lit, hdev[r] == d)
+            set_hint(lit, hdev[r] == d)
         hs = hint.start.tolist()
         for i in range(n):
-            m.add_hint(S[i], ticks(hs[i]))
-            m.add_hint(E[i], ticks(hs[i]) + dur[i][hdev[i]])
-        m.add_hint(cmax, max(ticks(hs[i]) + dur[i][hdev[i]] for i in range(n)) if n else 0)
+            set_hint(S[i], ticks(hs[i]))
+            set_hint(E[i], ticks(hs[i]) + dur[i][hdev[i]])
+        set_hint(cmax, max(ticks(hs[i]) + dur[i][hdev[i]] for i in range(n)) if n else 0)
         off_val = {}
         for lit, u, cs, b in need_lits:
-            m.add_hint(lit, any(hdev[v] == b for v in cs))
+            set_hint(lit, any(hdev[v] == b for v in cs))
         for lit, u, cs, b in off_lits:
             off_val[lit.index] = any(hdev[v] == b for v in cs) and hdev[u] != b
-            m.add_hint(lit, off_val[lit.index])
+            set_hint(lit, off_val[lit.index])
         for lit, offs in any_lits:
-            m.add_hint(lit, any(off_val[o.index] for o in offs))
+            set_hint(lit, any(off_val[o.index] for o in offs))
         hinted: set = set()
         for (u, w), lit in order_lit.items():
-            m.add_hint(lit, (hs[u], u) < (hs[w], w))
+            set_hint(lit, (hs[u], u) < (hs[w], w))
         inv_rel = {v: kk for kk, v in relabel.items()} if relabel else None
         sim_t = {}
         for kk in range(hint.n_transfers):
@@ -562,17 +572,17 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                 a, b = key[2], key[3]
                 st = sim_t.get((u, a, b, nb))
             on = st is not None
-            m.add_hint(p, on)
+            set_hint(p, on)
             if on:
-                m.add_hint(ts, ticks(st))
-                m.add_hint(te, ticks(st) + tt)
+                set_hint(ts, ticks(st))
+                set_hint(te, ticks(st) + tt)
                 hinted.add(ts.index)
         for key, (p, ts, te, tt) in xfer.items():
             if ts.index not in hinted:  # no transfer: park it at the producer's end
                 hinted.add(ts.index)
                 u = key[0]
-                m.add_hint(ts, ticks(hs[u]) + dur[u][hdev[u]])
-                m.add_hint(te, ticks(hs[u]) + dur[u][hdev[u]] + tt)
+                set_hint(ts, ticks(hs[u]) + dur[u][hdev[u]])
+                set_hint(te, ticks(hs[u]) + dur[u][hdev[u]] + tt)
 
     build_s = time.perf_counter() - t0
     solver = cp_model.CpSolver()
@@ -587,6 +597,9 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         left = deadline - time.perf_counter()
         prm.max_time_in_seconds = max(0.05, left)
     code = solver.solve(m)
+    if code == cp_model.MODEL_INVALID:  # a bug of this module, never a property of the input
+        raise SolverError(f"the CP-SAT model of graph {graph.name!r} on cluster "
+                          f"{cluster.name!r} is invalid: {m.validate()}")
     name = solver.status_name(code)
     stats = {"engine": "cpsat", "cp_status": name, "scale_ticks_per_ms": scale,
              "build_seconds": build_s, "cpsat_seconds": solver.wall_time,
