@@ -185,6 +185,30 @@ def test_compare_board_runs_and_switches_gantts():
         CompareBoard(graphs).export_csv()
 
 
+def test_default_board_opens_on_a_hard_pair_with_methods_that_serve_it():
+    from widgets.board import build_problem, serving_methods
+
+    board = CompareBoard(time_limit=1)
+    assert board.graph_picker.value == "layered300-4xV100 (hard suite)"
+    assert board.preset_picker.value == "4xV100-nvlink"
+    ticked = board.method_picker.value
+    # dp refuses direct links between 4 GPUs; single cannot hold the memory-capped model
+    assert len(ticked) >= 5 and "dp" not in ticked and "single" not in ticked
+    assert all(wb.SOLVERS[m].objective == "makespan" for m in ticked)
+    df = board.run()
+    assert (df["status"] != "error").all() and "failed" not in board.status.value
+    assert df["makespan_ms"].max() > 1.5 * df["makespan_ms"].min()  # the methods differ
+    # the workload's memory pressure came with it: no device holds the whole model
+    assert max(d.memory for d in board.cluster.devices) < board.graph.total_memory()
+    # a workload brings its preset along; serving_methods keeps what can serve the pair
+    board.graph_picker.value = "layered300-2xV100 (hard suite)"
+    assert board.preset_picker.value == "2xV100-pcie"
+    g, c = build_problem(board._graphs[board.graph_picker.value], board.preset_picker.value)
+    assert c.name == "2xV100-pcie" and max(d.memory for d in c.devices) < g.total_memory()
+    assert serving_methods(g, c, ["single", "dp", "dpl", "heft"], objective="max_load") == ["dpl"]
+    assert serving_methods(g, c, ["nope", "expert", "heft"]) == ["heft"]
+
+
 def test_compare_board_exports(tmp_path):
     import json
 

@@ -45,18 +45,30 @@ from .views import fill, replace_figure
 FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
 """CSS of the board: figures take their cell's width; the results table."""
 
-__all__ = ["CompareBoard", "default_graphs", "verdict_html", "QUICK_METHODS", "FILL_CSS"]
+__all__ = ["CompareBoard", "default_graphs", "build_problem", "serving_methods", "verdict_html",
+           "QUICK_METHODS", "FILL_CSS"]
 
 QUICK_METHODS = ("single", "round_robin", "m_topo", "heft", "dpos", "m_etf", "celeritas",
                  "pesto", "dp")
-"""Methods ticked by default when they are registered (quick on the default graphs)."""
+"""Candidates ticked by default: those of them that serve the opening problem
+(:func:`serving_methods`)."""
 
 
 def default_graphs() -> dict:
-    """Name -> zero-argument factory of the bundled graphs offered by the board."""
-    from workbench import samples
+    """Name -> graph source offered by the board: the layered pairs of the hard suite
+    (:func:`workbench.workloads.hard_suite`, a :class:`~workbench.workloads.Workload` each: its
+    memory pressure and preset come with it) first, then zero-argument factories of bundled
+    graphs.
 
-    return {
+    >>> names = list(default_graphs())
+    >>> names[0]
+    'layered300-4xV100 (hard suite)'
+    """
+    from workbench import samples
+    from workbench.workloads import hard_suite
+
+    out = {f"{w.name} (hard suite)": w for w in hard_suite() if w.name.startswith("layered")}
+    out.update({
         "transformer (200 ops)": lambda: samples.transformer(200, seed=0),
         "inception (200 ops)": lambda: samples.inception(200, seed=0),
         "cnn (150 ops)": lambda: samples.cnn(150, seed=0),
@@ -65,7 +77,54 @@ def default_graphs() -> dict:
             samples.transformer(150, seed=0)),
         "pesto fig. 2 (7 ops)": samples.pesto_fig2,
         "diamond (4 ops)": samples.diamond,
-    }
+    })
+    return out
+
+
+def build_problem(source, preset: str):
+    """``(graph, cluster)`` of a board entry on a cluster preset.
+
+    ``source`` is an OpGraph, a zero-argument factory of one, or a
+    :class:`~workbench.workloads.Workload`, whose device costs and memory pressure are applied
+    to the chosen preset (its own preset gives exactly its pair).
+    """
+    import dataclasses
+
+    import workbench as wb
+    from workbench.workloads import Workload
+
+    if isinstance(source, Workload):
+        return dataclasses.replace(source, cluster=preset).build()
+    g = source() if callable(source) else source
+    return g, wb.Cluster.preset(preset)
+
+
+def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str = "makespan",
+                    try_limit: float = 0.5) -> list[str]:
+    """The ``candidates`` that can serve ``graph`` on ``cluster``: registered, needing no extra
+    input, aimed at ``objective`` (:attr:`SolverInfo.objective`), and solving the problem
+    without an error when tried with a ``try_limit`` -second time limit (a method that cannot
+    hold the model on one device, or refuses the cluster's link model, is left out).
+
+    >>> from workbench.workloads import workload
+    >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
+    >>> serving_methods(g, c, ["single", "round_robin", "dp"])
+    ['round_robin']
+    """
+    import workbench as wb
+    from workbench.errors import WorkbenchError
+
+    out = []
+    for m in candidates:
+        info = wb.SOLVERS.get(m)
+        if info is None or info.needs or info.objective != objective:
+            continue
+        try:
+            wb.solve(graph, cluster, method=m, time_limit=try_limit, seed=0)
+        except (WorkbenchError, ValueError):
+            continue
+        out.append(m)
+    return out
 
 
 def _empty_figure(text: str) -> go.Figure:
@@ -82,15 +141,18 @@ class CompareBoard(W.VBox):
     Parameters
     ----------
     graphs : dict, optional
-        Name -> OpGraph or zero-argument factory (default :func:`default_graphs`).
+        Name -> OpGraph, zero-argument factory or :class:`~workbench.workloads.Workload`
+        (default :func:`default_graphs`, which opens on the hard pair ``layered300-4xV100``).
     presets : list of str, optional
         Cluster presets offered (default: all of :data:`workbench.cluster.PRESETS`).
     methods : list of str, optional
-        Methods ticked at start (default: the registered ones of :data:`QUICK_METHODS`).
+        Methods ticked at start (default: those of :data:`QUICK_METHODS` that serve the first
+        graph on the initial preset, see :func:`serving_methods`).
     time_limit : float
         Seconds per method.
-    preset : str
-        Initial cluster preset.
+    preset : str, optional
+        Initial cluster preset (default: the first graph's own when it is a workload, else
+        ``4xV100-nvlink``).
 
     Attributes
     ----------
@@ -101,17 +163,23 @@ class CompareBoard(W.VBox):
     """
 
     def __init__(self, graphs: dict | None = None, *, presets: list | None = None,
-                 methods: list | None = None, time_limit: float = 10.0,
-                 preset: str = "4xV100-nvlink"):
+                 methods: list | None = None, time_limit: float = 5.0,
+                 preset: str | None = None):
         super().__init__()
         import workbench as wb
         from workbench.cluster import PRESETS
+        from workbench.workloads import Workload
 
         self._graphs = dict(graphs or default_graphs())
         presets = list(presets or PRESETS)
+        first = next(iter(self._graphs.values()))
+        if preset is None:
+            preset = first.cluster if isinstance(first, Workload) else "4xV100-nvlink"
+        preset = preset if preset in presets else presets[0]
         avail = [m for m, info in wb.SOLVERS.items() if not info.needs]
-        if methods is None:
-            methods = [m for m in QUICK_METHODS if m in avail]
+        if methods is None:  # the quick ones that serve the opening problem
+            methods = serving_methods(*build_problem(first, preset),
+                                      [m for m in QUICK_METHODS if m in avail])
         else:
             unknown = [m for m in methods if m not in wb.SOLVERS]
             if unknown:
@@ -126,7 +194,8 @@ class CompareBoard(W.VBox):
         self.graph_picker = W.Dropdown(options=list(self._graphs), description="graph",
                                        layout=lay)
         self.preset_picker = W.Dropdown(options=presets, description="cluster", layout=lay,
-                                        value=preset if preset in presets else presets[0])
+                                        value=preset)
+        self.graph_picker.observe(self._on_graph, "value")
         self.method_picker = W.SelectMultiple(options=avail, value=tuple(methods),
                                               description="methods", rows=min(8, len(avail)),
                                               layout=W.Layout(width="330px"))
@@ -177,9 +246,13 @@ class CompareBoard(W.VBox):
         self.children = [W.HTML(FILL_CSS), CellFit(), controls, self.verdict_view,
                          self.table_view, self._bars_box, self._gantt_box, exports]
 
-    def _make_graph(self):
-        g = self._graphs[self.graph_picker.value]
-        return g() if callable(g) else g
+    def _on_graph(self, change) -> None:
+        """A hard-suite workload brings its own cluster preset along."""
+        from workbench.workloads import Workload
+
+        src = self._graphs[change["new"]]
+        if isinstance(src, Workload) and src.cluster in self.preset_picker.options:
+            self.preset_picker.value = src.cluster
 
     def run(self, progress: Callable | None = None):
         """Compare the chosen methods; update table, bars and Gantts; return the table."""
@@ -193,8 +266,8 @@ class CompareBoard(W.VBox):
         self.run_button.icon = "spinner"
         self.run_button.description = "Running"
         try:
-            self.graph = self._make_graph()
-            self.cluster = wb.Cluster.preset(self.preset_picker.value)
+            self.graph, self.cluster = build_problem(self._graphs[self.graph_picker.value],
+                                                     self.preset_picker.value)
             self.progress.max, self.progress.value = len(methods), 0
             self.status.value = f"running {methods[0]} ..."
 
