@@ -481,3 +481,24 @@ def test_changed_graph_rows_are_judged_on_their_own_graph():
     html = results_table_html(df, plans=plans, graph=g, cluster=c)
     row = next(r for r in html.split("<tr") if "os_dpos" in r)
     assert f"{lb['os_dpos']:.3g}" in row or f"{lb['os_dpos']:.1f}" in row
+
+
+def test_fidelity_figure_shows_its_comment_on_the_rankings():
+    import pandas as pd
+
+    from widgets.figures.fidelity import fidelity_figure
+
+    def shown(fig):
+        return [a.text for a in fig.layout.annotations if a.name == "comment"]
+
+    close = pd.DataFrame({"method": ["single", "dpos"], "makespan_ms": [10.0, 8.0],
+                          "measured_ms": [9.0, 9.5]})
+    fig = fidelity_figure(close)
+    assert shown(fig) == [fig.layout.meta["comment"]]
+    assert "Simulation picks dpos, measurement single" in shown(fig)[0]
+    assert "within the noise" in shown(fig)[0]
+    far = close.assign(measured_ms=[20.0, 9.0])  # 122 % apart: not noise, the simulator errs
+    assert "misjudges" in shown(fidelity_figure(far.assign(makespan_ms=[8.0, 10.0])))[0]
+    same = close.assign(measured_ms=[12.0, 9.0])
+    assert shown(fidelity_figure(same)) == ["Simulation and measurement agree: dpos is the "
+                                            "fastest plan."]

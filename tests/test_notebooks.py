@@ -35,9 +35,14 @@ EFFECTS = {
     "06": ("{'mk': makespans, 'fusion': fusion['nodes_after'], 'n': g.n_ops}",
            lambda v: (v["mk"]["celeritas"] < 0.8 * min(v["mk"]["m_topo"], v["mk"]["order_place"])
                       and v["fusion"] < v["n"] / 20)),
-    # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison)
-    "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live)}",
-           lambda v: v["fig"] == ("fidelity" if v["live"] else "compare")),
+    # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison) whose
+    # comment on the two rankings is drawn in the figure, naming both winners
+    "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live), 'meta': fid.layout.meta, "
+           "'shown': [a.text for a in fid.layout.annotations if a.name == 'comment']}",
+           lambda v: v["fig"] == ("fidelity" if v["live"] else "compare") and (
+               not v["live"] or (v["shown"] == [v["meta"]["comment"]]
+                                 and v["meta"]["best_simulated"] in v["shown"][0]
+                                 and v["meta"]["best_measured"] in v["shown"][0]))),
     # the sweep ran every cell once, and the rerun found them all done
     "09": ("{'n': len(df), 'again': len(again), 'keys': int(df.key.nunique())}",
            lambda v: v["n"] == v["again"] == v["keys"] == 60),

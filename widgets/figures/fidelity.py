@@ -1,6 +1,7 @@
 """Predicted (simulated) against measured step time, one marker per plan in its method's
-colour, with the diagonal (perfect prediction) and a band of +-``band`` relative error, and the
-ranking each side gives.
+colour, with the diagonal (perfect prediction) and a band of +-``band`` relative error, the
+ranking each side gives and, above the plot, a comment on any disagreement
+(:func:`fidelity_comment`).
 
 Input is the DataFrame of ``workbench.compare(..., measure=True)`` (columns ``method``,
 ``makespan_ms``, ``measured_ms`` and optionally ``measured_std_ms``).
@@ -24,7 +25,7 @@ import plotly.graph_objects as go
 
 from .methods import method_color
 
-__all__ = ["fidelity_figure"]
+__all__ = ["fidelity_figure", "fidelity_comment"]
 
 
 def fidelity_figure(df, *, band: float = 0.15, title: str | None = None,
@@ -62,11 +63,45 @@ def fidelity_figure(df, *, band: float = 0.15, title: str | None = None,
     if title is None:
         title = (f"predicted vs measured step time: best simulated {best_sim}, best measured "
                  f"{best_meas}")
+    comment = fidelity_comment(d, best_sim, best_meas, band=band)
+    fig.add_annotation(text=comment, xref="paper", yref="paper", x=0, y=1.0, xanchor="left",
+                       yanchor="bottom", showarrow=False, align="left",
+                       font=dict(size=12, color="#333333"), name="comment")
     fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white", autosize=True,
-                      height=460, margin=dict(l=10, r=10, t=60, b=40),
+                      height=480, margin=dict(l=10, r=10, t=96, b=40),
                       xaxis=dict(title="simulated (ms)", range=[lo, hi]),
                       yaxis=dict(title="measured (ms)", range=[lo, hi], scaleanchor="x"),
                       legend=dict(orientation="v", x=1.02, y=1),
                       meta={"figure": "fidelity", "best_simulated": best_sim,
-                            "best_measured": best_meas})
+                            "best_measured": best_meas, "comment": comment})
     return fig
+
+
+def fidelity_comment(df, best_sim, best_meas, *, band: float = 0.15) -> str:
+    """One or two lines saying whether simulation and measurement pick the same plan, and if
+    not, why the disagreement is (or is not) within the noise: the spread of the measured step
+    times against the median prediction error.
+
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"method": ["a", "b"], "makespan_ms": [10.0, 8.0],
+    ...                    "measured_ms": [9.0, 9.5]})
+    >>> fidelity_comment(df, "b", "a")  # doctest: +NORMALIZE_WHITESPACE
+    'Simulation picks b, measurement a: the measured step times lie within 6 % of each
+    other,<br>less than the median prediction error (13 %), so the two rankings differ within
+    the noise.'
+    """
+    if best_sim is None:
+        return "No plan was both simulated and measured."
+    if best_sim == best_meas:
+        return f"Simulation and measurement agree: {best_sim} is the fastest plan."
+    meas = df["measured_ms"].to_numpy(float)
+    sim = df["makespan_ms"].to_numpy(float)
+    spread = float(meas.max() / meas.min() - 1)
+    err = float(np.median(np.abs(sim - meas) / meas))
+    head = (f"Simulation picks {best_sim}, measurement {best_meas}: the measured step times lie "
+            f"within {100 * spread:.0f} % of each other,<br>")
+    if spread <= max(err, band):
+        return head + (f"less than the median prediction error ({100 * err:.0f} %), so the two "
+                       "rankings differ within the noise.")
+    return head + (f"more than the median prediction error ({100 * err:.0f} %): the simulator "
+                   "misjudges these plans (check the link calibration).")
