@@ -31,10 +31,13 @@ EFFECTS = {
                       and all(abs(a + b + c - t) <= 1e-6 * t for a, b, c, t in v["parts"]))),
     # the non-contiguous split beats the best contiguous one
     "05": ("[contiguous, noncontiguous]", lambda v: v[1] < 0.95 * v[0]),
-    # celeritas wins where it should, and the fusion summary is shown
-    "06": ("{'mk': makespans, 'fusion': fusion['nodes_after'], 'n': g.n_ops}",
+    # celeritas wins where it should, the fusion summary is shown, and both aggregated views
+    # drill down: a heatmap slice and a fused cluster drawn op by op
+    "06": ("{'mk': makespans, 'fusion': fusion['nodes_after'], 'n': g.n_ops, "
+           "'slice': heat.detail.layout.meta['ops'], 'members': len(clusters.figure.data[-1].x)}",
            lambda v: (v["mk"]["celeritas"] < 0.8 * min(v["mk"]["m_topo"], v["mk"]["order_place"])
-                      and v["fusion"] < v["n"] / 20)),
+                      and v["fusion"] < v["n"] / 20
+                      and 0 < v["slice"] < v["n"] / 20 and 0 < v["members"] < v["n"] / 20)),
     # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison) whose
     # comment on the two rankings is drawn in the figure, naming both winners
     "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live), 'meta': fid.layout.meta, "

@@ -280,3 +280,40 @@ def test_figure_widgets_fill_their_cell(problem):
     board = CompareBoard(graphs={"g": g}, methods=["single"])
     assert isinstance(board.children[1], CellFit)
     assert "wb-fill" in board.bars._dom_classes
+
+
+def test_heatmap_and_cluster_views_drill_down_on_click():
+    from plotly.callbacks import Points
+
+    from widgets import ClusterView, HeatmapView
+    from widgets.figures import heatmap_ops
+
+    g, c = wb.samples.lstm_grid(600, layers=3, seed=0), wb.Cluster.preset("4xV100-nvlink")
+    plans = {m: wb.solve(g, c, method=m) for m in ("m_topo", "round_robin")}
+    view = HeatmapView(g, plans, c, bins=30)
+    assert view.detail.layout.meta["figure"] == "slice"  # opens on the heaviest cell
+    assert "wb-heatmap" in view.figure._dom_classes and "wb-slice" in view.detail._dom_classes
+    # a click on round_robin's panel, bin 7, gpu2: that slice op by op, gpu2's ops ringed
+    tr = next(t for t in view.figure.data if t.name == "round_robin")
+    x7 = list(tr.x)[7]
+    tr._dispatch_on_click(Points(point_inds=[[2, 7]], xs=[x7], ys=["gpu2"],
+                                 trace_name="round_robin", trace_index=1), None)
+    assert view.cell == ("round_robin", 7, "gpu2")
+    ops = heatmap_ops(g, 7, bins=30)
+    on2 = [v for v in ops if plans["round_robin"].placement[v] == "gpu2"]
+    names = [v for t in view.detail.data if t.name == "ops" for v in t.customdata]
+    ringed = [v for t in view.detail.data if t.name == "selected" for v in t.customdata]
+    assert sorted(names) == sorted(ops) and sorted(ringed) == sorted(on2) and on2
+    assert "round_robin" in view.info.value and "gpu2" in view.info.value
+    with pytest.raises(Exception, match="no device"):
+        view.cell = ("m_topo", 0, "tpu9")
+    # the fused-cluster view: a click on a cluster draws its member ops
+    mapping = {v: i // 40 for i, v in enumerate(g.ops)}
+    cv = ClusterView(g, mapping, plan=plans["m_topo"], cluster=c)
+    trace = next(t for t in cv.figure.data if t.name == "clusters")
+    k = list(trace.customdata).index("5")
+    trace._dispatch_on_click(Points(point_inds=[k], xs=[0], ys=[0], trace_name="clusters",
+                                    trace_index=1), None)
+    assert cv.selected_cluster == "5" and cv.figure.layout.meta["selected"] == "5"
+    members = next(t for t in cv.figure.data if t.name == "members")
+    assert list(members.customdata) == g.ops[200:240]

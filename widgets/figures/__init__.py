@@ -6,7 +6,7 @@ Every function takes an optional ``fig=`` to draw into (e.g. a ``FigureWidget``)
 ...     compare_figure
 """
 
-from .aggregate import placement_heatmap
+from .aggregate import heatmap_ops, placement_heatmap, slice_figure
 from .coarsen import coarse_figure, coarse_graph, members_figure
 from .compare import compare_figure
 from .dag import dag_figure
@@ -17,7 +17,8 @@ from .methods import critical_breakdown, method_color, method_colors, row_flags,
 from .pipeline import pipeline_figure, stage_table
 
 __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "utilisation",
-           "fidelity_figure", "placement_heatmap", "critical_breakdown", "method_color",
+           "fidelity_figure", "placement_heatmap", "heatmap_ops", "slice_figure",
+           "critical_breakdown", "method_color",
            "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
