@@ -502,3 +502,30 @@ def test_fidelity_figure_shows_its_comment_on_the_rankings():
     same = close.assign(measured_ms=[12.0, 9.0])
     assert shown(fidelity_figure(same)) == ["Simulation and measurement agree: dpos is the "
                                             "fastest plan."]
+
+
+def test_heatmap_cells_list_their_ops_and_slices_draw_them():
+    from widgets.figures import heatmap_ops, placement_heatmap, slice_figure
+
+    g, c = wb.samples.lstm_grid(400, layers=2, seed=1), wb.Cluster.preset("2xV100-pcie")
+    plan = wb.solve(g, c, method="round_robin")
+    fig = placement_heatmap(g, {"rr": plan}, c, bins=25)
+    nb = fig.layout.meta["bins"]
+    cells = [heatmap_ops(g, b, bins=25) for b in range(nb)]
+    assert sorted(v for ops in cells for v in ops) == sorted(g.ops)  # bins partition the ops
+    # the hover of every cell counts exactly the ops heatmap_ops lists for it
+    for i, dev in enumerate(c.names):
+        for b in (0, nb // 2, nb - 1):
+            n = len(heatmap_ops(g, b, bins=25, plan=plan, device=dev))
+            assert f": {n} ops," in fig.data[0].text[i][b]
+    ops = cells[nb // 2]
+    s = slice_figure(g, ops, plan=plan, cluster=c, highlight=ops[:2])
+    inside = set(ops)
+    enter = sum(1 for u, v in g.edges() if v in inside and u not in inside)
+    assert s.layout.meta["ops"] == len(ops) and s.layout.meta["enter"] == enter > 0
+    assert sorted(next(t for t in s.data if t.name == "selected").customdata) == sorted(ops[:2])
+    small = slice_figure(g, g.ops, max_ops=50)
+    assert small.layout.meta["truncated"] and small.layout.meta["ops"] == 50
+    assert "first 50 of 400" in small.layout.title.text
+    with pytest.raises(ValueError, match="out of range"):
+        heatmap_ops(g, nb, bins=25)
