@@ -35,7 +35,7 @@ CONTROLS = {
     "03": ("select", ".wb-color-by select", ".wb-dag", 5),
     "04": ("slider", ".wb-coarse-target", ".wb-coarse", 4),
     "05": ("select", ".wb-pipeline-picker select", ".wb-pipeline", 4),
-    "06": ("checkbox", ".wb-idle input", ".wb-gantt", 4),
+    "06": ("click", ".wb-heatmap", ".wb-slice", 5),  # a heatmap cell drills down
     "07": ("select", ".wb-gantt-b-picker select", ".wb-gantt-b", 6),
     "08": ("checkbox", ".wb-idle input", ".wb-gantt", 2),
 }
@@ -248,6 +248,9 @@ def test_notebook_in_jupyterlab(lab, browser, path):
             target.select_option(label=options[0])
         elif kind == "checkbox":
             target.click()
+        elif kind == "click":  # a cell in the middle of the second panel (another plan)
+            box = target.locator('.nsewdrag[data-subplot="x2y2"]').first.bounding_box()
+            page.mouse.click(box["x"] + 0.4 * box["width"], box["y"] + 0.5 * box["height"])
         else:  # an ipywidgets slider: move its handle with the keyboard
             handle = target.locator(".noUi-handle").first
             handle.focus()

@@ -19,7 +19,7 @@ Examples
 >>> [t.name for t in fig.data], fig.layout.meta["bins"] <= 20
 (['single', 'round_robin'], True)
 >>> import numpy as np
->>> bool(np.isclose(np.nansum(fig.data[0].z), fig.layout.meta["total_ms"]))
+>>> bool(np.isclose(np.nansum(np.array(fig.data[0].z, dtype=float)), fig.layout.meta["total_ms"]))
 True
 >>> ops = heatmap_ops(g, 3, bins=20)
 >>> detail = slice_figure(g, ops, plan=plans["round_robin"], cluster=c)
@@ -83,7 +83,9 @@ def placement_heatmap(graph, plans: dict, cluster, *, bins: int = 120,
         text = [[f"{names[i]}, layers {lo[j]}-{hi[j]}: {cnt[i, j]} ops, {z[i, j]:.3g} ms"
                  for j in range(nb)] for i in range(len(names))]
         fig.add_trace(go.Heatmap(
-            name=str(m), z=np.where(cnt > 0, z, np.nan), x=lo, y=names, text=text,
+            # empty cells as None, not NaN: a FigureWidget's messages must be valid JSON
+            name=str(m), z=[[float(z[i, j]) if cnt[i, j] else None for j in range(nb)]
+                            for i in range(len(names))], x=lo, y=names, text=text,
             hovertemplate="%{text}<extra>" + str(m) + "</extra>", colorscale="Blues",
             showscale=r == 1, colorbar=dict(title="ms", len=0.6)), row=r, col=1)
         fig.update_yaxes(autorange="reversed", row=r, col=1)
