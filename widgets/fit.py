@@ -7,8 +7,9 @@ strip in a wider cell). The ``responsive`` config (see :func:`widgets.views.fill
 *window* resizes. :class:`CellFit` is an invisible widget that every view puts among its
 children: in the browser it watches the plotly figures of its box (a ``ResizeObserver`` on each,
 a ``MutationObserver`` for figures added later, e.g. the board's redrawn bars) and, when a
-figure's drawing is not as wide as its container, fires one (debounced) window ``resize`` event,
-on which plotly's responsive handler refits the figure. It fits again whenever the cell changes
+figure's drawing is not as wide as its container, unpins any width plotly wrote into the
+figure's own layout and fires one (debounced) window ``resize`` event, on which plotly's
+responsive handler refits the figure. It fits again whenever the cell changes
 width (a side panel opened or closed).
 
 Examples
@@ -37,9 +38,19 @@ function render({ el }) {
     const w = gd.getBoundingClientRect().width, s = svg.getBoundingClientRect().width;
     return w > 0 && Math.abs(w - s) > 2;
   };
-  const refit = () => {
+  const stale = new Set();
+  const refit = (gd) => {
+    stale.add(gd);
     if (timer) return;
-    timer = setTimeout(() => { timer = null; window.dispatchEvent(new Event("resize")); }, 60);
+    timer = setTimeout(() => {
+      timer = null;
+      // a relayout made while autosize was off leaves plotly's default width pinned in the
+      // plot's own layout, where its resize handler will not touch it: a wb-fill plot has
+      // no width of its own, so unpin it
+      for (const g of stale) if (g.layout) { delete g.layout.width; g.layout.autosize = true; }
+      stale.clear();
+      window.dispatchEvent(new Event("resize"));
+    }, 60);
   };
   const ro = new ResizeObserver((entries) => {
     if (!root && el.parentElement) {
@@ -48,13 +59,13 @@ function render({ el }) {
       mo.observe(root, { childList: true, subtree: true });
       watch();
     }
-    for (const e of entries) if (e.target !== el && misfit(e.target)) refit();
+    for (const e of entries) if (e.target !== el && misfit(e.target)) refit(e.target);
   });
   function watch() {
     if (!root) return;
     for (const gd of root.querySelectorAll(".js-plotly-plot.wb-fill")) {
       if (!plots.has(gd)) { plots.add(gd); ro.observe(gd); }
-      if (misfit(gd)) refit();
+      if (misfit(gd)) refit(gd);
     }
   }
   ro.observe(el);
