@@ -55,6 +55,7 @@ class MilpResult:
     message: str = ""
     has_solution: bool = False
     values: dict = field(default_factory=dict, repr=False)
+    stale_values: bool = False  # HiGHS's objective disagrees with the values it handed back
 
     def value(self, var) -> float:
         """Value of ``var`` in the incumbent (NaN when there is none)."""
@@ -192,6 +193,14 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     t0 = time.perf_counter()
     if backend == "highs":
         res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options)
+        if warm and res.stale_values:
+            # HiGHS 1.16 can finish (e.g. solved in presolve) with a better objective than the
+            # warm start's while getSolution() still returns the warm start's values: solve
+            # again without it, in the time that is left
+            left = (None if time_limit is None
+                    else max(0.05, time_limit - (time.perf_counter() - t0)))
+            res = _solve_highs(prob, left, gap, {}, threads, msg, options)
+            res.message += " (solved again without the warm start, whose values HiGHS returned)"
     else:
         res = _solve_cbc(prob, time_limit, gap, warm, threads, msg)
     res.seconds = time.perf_counter() - t0
@@ -246,8 +255,12 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> Mil
     values = {v.name: v.varValue for v in prob.variables()} if has_sol else {}
     if mip_gap > 1e20:
         mip_gap = math.inf
+    hobj = sense * float(getattr(info, "objective_function_value", math.nan))
+    stale = bool(has_sol and math.isfinite(hobj) and math.isfinite(obj)
+                 and abs(obj - hobj) > 1e-7 * max(1.0, abs(obj), abs(hobj)))
     return MilpResult(status, obj, bound, mip_gap if has_sol else math.nan,
-                      message=h.modelStatusToString(st), has_solution=has_sol, values=values)
+                      message=h.modelStatusToString(st), has_solution=has_sol, values=values,
+                      stale_values=stale)
 
 
 def _solve_cbc(prob, time_limit, gap, warm, threads, msg) -> MilpResult:
