@@ -226,6 +226,10 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         raise SolverError("the CP-SAT engine needs OR-Tools: pip install ortools")
     if deadline is None and time_limit is not None:
         deadline = t0 + float(time_limit)
+    # the model must be built within 60 % of the budget: later, CP-SAT has too little time left
+    # to improve on the hint, and what follows the solve (simulating the plan, the caller's
+    # fallback) must still fit in the limit
+    build_by = None if deadline is None else t0 + 0.6 * max(0.0, deadline - t0)
     gc, cc = graph.c, cluster.c
     n, k = gc.n, cc.n
     times = cluster.op_times(graph)
@@ -341,7 +345,7 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         chan_iv.setdefault(key, []).append(iv)
 
     for u in range(n):
-        if deadline is not None and u % 16 == 0 and time.perf_counter() > deadline:
+        if build_by is not None and time.perf_counter() > build_by:
             raise BuildTimeout(f"the CP-SAT model of graph {graph.name!r} ({n} ops, {k} devices) "
                                f"was not built within the time limit; raise time_limit")
         Eu = E[u]
@@ -491,11 +495,11 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
             return lit
 
         for items in fifo.values():
-            if deadline is not None and time.perf_counter() > deadline:
-                raise BuildTimeout(f"the CP-SAT model of graph {graph.name!r} was not built "
-                                   f"within the time limit; raise time_limit")
             items = sorted(items, key=lambda t: (key_of[t[0]], t[0]))
             for p_ in range(len(items)):
+                if build_by is not None and time.perf_counter() > build_by:
+                    raise BuildTimeout(f"the CP-SAT model of graph {graph.name!r} was not "
+                                       f"built within the time limit; raise time_limit")
                 for q_ in range(p_ + 1, min(len(items), p_ + 1 + window)):
                     u, pu, tsu, teu = items[p_]
                     w, pw, tsw, tew = items[q_]
