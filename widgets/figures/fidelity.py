@@ -69,8 +69,9 @@ def fidelity_figure(df, *, band: float = 0.15, title: str | None = None,
                        font=dict(size=12, color="#333333"), name="comment")
     fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white", autosize=True,
                       height=480, margin=dict(l=10, r=10, t=96, b=40),
-                      xaxis=dict(title="simulated (ms)", range=[lo, hi]),
-                      yaxis=dict(title="measured (ms)", range=[lo, hi], scaleanchor="x"),
+                      xaxis=dict(title="simulated (ms)", range=[lo, hi], constrain="domain"),
+                      yaxis=dict(title="measured (ms)", range=[lo, hi], scaleanchor="x",
+                                 constrain="domain"),
                       legend=dict(orientation="v", x=1.02, y=1),
                       meta={"figure": "fidelity", "best_simulated": best_sim,
                             "best_measured": best_meas, "comment": comment})
