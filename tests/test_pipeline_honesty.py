@@ -295,3 +295,16 @@ def test_latency_ip_zero_cost_graph():
     c = Cluster([Device("gpu0")], mode="direct")
     p = solve(g, c, method="latency_ip", time_limit=5)  # was ZeroDivisionError
     assert p.predicted["latency_ms"] == 0.0 and p.status == "optimal"
+
+
+def test_local_search_time_limit_bounds_the_call():
+    """Regression (contract soak, seed 757: 66 s without a limit): the search stops when its time
+    limit runs out and returns the best complete split seen, status ``time_limit``."""
+    from workbench.testing.contract import make_case
+
+    case = make_case(757, max_ops=300)
+    t0 = time.perf_counter()
+    plan = solve(case.graph, case.cluster, method="local_search", time_limit=0.5, seed=0)
+    assert time.perf_counter() - t0 < 1.2 * 0.5 + 1.0
+    assert plan.status == "time_limit" and plan.stats["stopped_by_time_limit"]
+    assert plan.predicted["max_load_ms"] == pytest.approx(max_load(plan, case.cluster))

@@ -31,10 +31,20 @@ __all__ = ["local_search"]
           objective="max_load", contract_params={"restarts": 2},
           description="Random restarts + best single colour-class move (max-load)")
 def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
-                 seed: int | None = None) -> Plan:
+                 seed: int | None = None, time_limit: float | None = None) -> Plan:
     """Best-improvement local search over colour classes; ``restarts`` random starts (the paper
-    used 10), deterministic for a fixed ``seed``. Loads use the paper's accounting."""
+    used 10), deterministic for a fixed ``seed``. Loads use the paper's accounting.
+
+    ``time_limit`` (seconds) bounds the whole call: when it runs out the search stops after the
+    current move and returns the best assignment seen (every state of the search is a complete
+    split), with status ``time_limit``.
+    """
+    import time
+
     from ..simulate import max_load
+
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+    stopped = False
     from .pipeline_ip import _class_units
 
     U = _class_units(graph, cluster)
@@ -79,6 +89,8 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
     best_val, best_asg = np.inf, None
     moves_total = 0
     for _r in range(max(1, restarts)):
+        if stopped:
+            break
         asg = np.empty(U.n, dtype=np.int64)
         mem = np.zeros(nd)
         for v in rng.permutation(U.n):
@@ -89,6 +101,9 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
         load, cnt, mem = loads_of(asg)
         cur = load.max()
         for _m in range(max_moves):
+            if deadline is not None and time.perf_counter() > deadline:
+                stopped = True
+                break
             best = (cur - 1e-5, -1, -1, None)
             for v in range(U.n):
                 a = asg[v]
@@ -133,8 +148,10 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
     placement = {graph.c.names[j]: names[int(d)] for j, d in enumerate(dev.tolist())}
     load, _cnt, mem = loads_of(best_asg)
     status = "heuristic" if (mem <= caps * (1 + 1e-12)).all() else "infeasible"
+    if stopped and status == "heuristic":
+        status = "time_limit"
     plan = Plan(graph, placement, method="local_search", status=status,
                 stats={"restarts": restarts, "moves": moves_total, "units": U.n,
-                       "search_max_load_ms": float(load.max())})
+                       "search_max_load_ms": float(load.max()), "stopped_by_time_limit": stopped})
     plan.predicted = {"max_load_ms": max_load(plan, cluster)}
     return plan
