@@ -470,9 +470,12 @@ def _best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
         if best is not None and deadline is not None and time.perf_counter() > deadline:
             errors[m] = "skipped: time limit"
             continue
+        kw = {"seed": seed} if "seed" in _params(m) else {}
+        if deadline is not None and "time_limit" in _params(m):
+            # heuristics with a solver inside (m_sct's LP) get what is left of the share
+            kw["time_limit"] = max(0.05, deadline - time.perf_counter())
         try:
-            p = solve(graph, cluster, method=m, seed=seed) if "seed" in _params(m) else \
-                solve(graph, cluster, method=m)
+            p = solve(graph, cluster, method=m, **kw)
             if not _respects(p, cluster):
                 errors[m] = "violates memory or colocation"
                 continue
