@@ -108,7 +108,7 @@ class _Units:
             for q, sel in enumerate((~bwd, bwd)):
                 self.comp2[:, i, q] = np.bincount(owner, weights=np.where(sel, t, 0.0),
                                                   minlength=nunits)
-            self.comp[:, i] = self.comp2[:, i, 0] + self.comp2[:, i, 1]
+            self.comp[:, i] = np.bincount(owner, weights=t, minlength=nunits)
             bad = np.bincount(owner, weights=~fin[:, i], minlength=nunits) > 0
             self.comp[bad, i] = np.inf
             self.comp2[bad, i, :] = np.inf
@@ -348,17 +348,18 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                     if yfar:
                         comm[0] += pulp.lpSum((U.hslow[h] - U.hyper[h][2]) / T * yfar[h, i]
                                               for h in hs if (h, i) in yfar)
-                if mode == 0:
-                    loads.append((load + comm[0], q))
-                else:  # App. C.1: compute and transfers overlap
-                    loads += [(load, q)] + [(c, q) for c in comm[:mode] if pays[i]]
+                rows = [(load + comm[0], "load")] if mode == 0 else (  # App. C.1: overlap
+                    [(load, "load")] + ([(comm[0], "comm")] if mode == 1 else
+                                        [(comm[0], "comm_0"), (comm[1], "comm_1")]) * pays[i])
+                for expr, what in rows:
+                    name = f"{what.split('_')[0]}_{i}" + what[4:] + ("" if q is None else f"_p{q}")
+                    prob += expr <= M[q], name
+                    loads.append((expr, q))
             if math.isfinite(caps[i]) and caps[i] > 0:
                 used = [(U.mem[v] / caps[i], x[v, i]) for v in range(U.n)
                         if (v, i) in x and U.mem[v] > 0]
                 if used and sum(c for c, _ in used) > 1:
                     prob += pulp.lpSum(c * var for c, var in used) <= 1, f"mem_{i}"
-        for k, (expr, q) in enumerate(loads):
-            prob += expr <= M[q], f"load_{k}"
         z = {}
         if contiguous:  # Lemma 4.1 per device, and per host on a hierarchical cluster
             groups = [frozenset([i]) for i in range(nd)]
