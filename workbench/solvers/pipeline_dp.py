@@ -82,7 +82,7 @@ from .pipeline_dp_contract import (  # noqa: F401 - re-exported (this module's f
     contract_for_dp,
 )
 from .pipeline_dp_kernel import interleave_mode, solve_lattice
-from .pipeline_dp_lattice import (  # noqa: F401 - re-exported
+from .pipeline_dp_lattice import (  # some re-exported (this module's former API)
     Lattice,
     _linear_order,
     count_ideals,
