@@ -27,3 +27,32 @@ def test_ip_noncontig_optimum_is_not_the_warm_start(seed):
             continue
         if ip.status == "optimal" and p.status != "infeasible":
             assert judged <= wb.max_load(p, c) * (1 + 1e-9), other
+
+
+def test_watchdog_stops_highs_past_its_time_limit():
+    """HiGHS checks its own time limit only between steps; solve_milp's watchdog cancels a solve
+    that runs past the limit (+5 % and 0.2 s) and keeps the incumbent as ``time_limit``. Here
+    HiGHS's own limit is lifted, so only the watchdog can stop this hard market-split model."""
+    import time
+
+    import numpy as np
+    import pulp
+
+    from workbench.solvers import milp
+
+    rng = np.random.default_rng(0)
+    m, n = 5, 40
+    a = rng.integers(0, 100, size=(m, n))
+    b = a.sum(axis=1) // 2
+    prob = pulp.LpProblem("market_split", pulp.LpMinimize)
+    x = [pulp.LpVariable(f"x{j}", cat="Binary") for j in range(n)]
+    s = [pulp.LpVariable(f"s{i}", lowBound=0) for i in range(m)]
+    t = [pulp.LpVariable(f"t{i}", lowBound=0) for i in range(m)]
+    for i in range(m):
+        prob += pulp.lpSum(int(a[i, j]) * x[j] for j in range(n)) + s[i] - t[i] == int(b[i])
+    prob += pulp.lpSum(s) + pulp.lpSum(t)
+    t0 = time.perf_counter()
+    res = milp.solve_milp(prob, time_limit=0.3, options={"time_limit": 1e6})
+    assert time.perf_counter() - t0 < 5.0
+    assert res.status == "time_limit"
+    assert res.message.startswith("Interrupted")  # the watchdog, not HiGHS, stopped it

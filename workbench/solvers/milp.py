@@ -118,6 +118,7 @@ class _WarmHiGHS(pulp.HiGHS):
         super().__init__(**kw)
         self._warm = warm or {}
         self.interrupted = False
+        self.watchdog = False
 
     def callSolver(self, lp):  # noqa: N802 - PuLP's name
         if self._warm:
@@ -134,25 +135,35 @@ class _WarmHiGHS(pulp.HiGHS):
             sol.col_value = vals
             sol.value_valid = True
             lp.solverModel.setSolution(sol)
-        self.interrupted = _run_interruptible(lp.solverModel)
+        self.interrupted, self.watchdog = _run_interruptible(lp.solverModel, self.timeLimit)
 
 
-def _run_interruptible(h) -> bool:
+def _run_interruptible(h, time_limit: float | None = None) -> tuple[bool, bool]:
     """Run HiGHS in its own thread so that Ctrl-C (KeyboardInterrupt) cancels the solve through
-    HiGHS's interrupt callback and the incumbent survives; True when interrupted."""
+    HiGHS's interrupt callback and the incumbent survives. A watchdog cancels the solve the same
+    way when it runs past ``time_limit`` (+5 % and 0.2 s): HiGHS checks its own limit only
+    between steps, and a badly conditioned node LP has been seen to run for minutes past it.
+    Returns ``(interrupted by Ctrl-C, stopped by the watchdog)``."""
+    import time
+
     h.HandleUserInterrupt = True
-    interrupted = False
+    interrupted = watchdog = False
+    limit = None if time_limit is None else 1.05 * float(time_limit) + 0.2
+    t0 = time.perf_counter()
     thread = h.startSolve()
     while True:
         try:
             done, _st = h.wait(0.1)
             if done:
                 break
+            if limit is not None and not watchdog and time.perf_counter() - t0 > limit:
+                watchdog = True
+                h.cancelSolve()
         except KeyboardInterrupt:
             interrupted = True
             h.cancelSolve()
     thread.join()
-    return interrupted
+    return interrupted, watchdog
 
 
 def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
@@ -243,6 +254,8 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> Mil
         status = "time_limit"
     elif st == M.kInterrupt and getattr(s, "interrupted", False):
         status = "interrupted"
+    elif st == M.kInterrupt and getattr(s, "watchdog", False):
+        status = "time_limit"
     elif st == M.kInfeasible:
         status = "infeasible"
     elif st in (M.kUnbounded, M.kUnboundedOrInfeasible):
