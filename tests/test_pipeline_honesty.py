@@ -308,3 +308,17 @@ def test_local_search_time_limit_bounds_the_call():
     assert time.perf_counter() - t0 < 1.2 * 0.5 + 1.0
     assert plan.status == "time_limit" and plan.stats["stopped_by_time_limit"]
     assert plan.predicted["max_load_ms"] == pytest.approx(max_load(plan, case.cluster))
+
+
+def test_ip_warm_start_dp_stops_within_the_time_limit():
+    """Regression (contract soak, seed 799: 274-op dense graph, 4.4 s at a 1 s limit): the
+    compiled DP of the warm start ran 4,096 ideals per uninterruptible chunk; with a time limit
+    the chunks now adapt to ~50 ms, so the limit bounds the whole call."""
+    from workbench.testing.contract import make_case, warm_up
+
+    case = make_case(799, max_ops=300)
+    for method in ("ip_contig", "ip_noncontig"):
+        warm_up(method)
+        t0 = time.perf_counter()
+        solve(case.graph, case.cluster, method=method, time_limit=1.0)
+        assert time.perf_counter() - t0 < 1.2 * 1.0 + 1.0, method

@@ -475,13 +475,23 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     args = (lat.dptr, lat.dv, lat.dj, nptr, nh, hsize, hcost, src, acc, cpu, mem, uacc, ucpu,
             k, l, capt, tolB, reps_max, mode, bool(replicate), sync_inv, bdesc, banc)
     pairs = 0
-    for start in range(0, N, chunk):
+    start = 0
+    # with a time limit the chunks adapt to ~50 ms each (the compiled pass cannot be stopped
+    # inside a chunk, and 4,096 ideals of a dense graph can take seconds)
+    size = chunk if time_limit is None else min(chunk, 64)
+    while start < N:
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
                               f"{start:,} of {N:,} ideals")
-        pairs += forward(*args, lo, hi, dpv, dmin, start, min(N, start + chunk))
+        end = min(N, start + size)
+        t1 = time.perf_counter()
+        pairs += forward(*args, lo, hi, dpv, dmin, start, end)
+        if time_limit is not None:
+            took = time.perf_counter() - t1
+            size = int(min(chunk * 4, max(16, size * min(4.0, 0.05 / max(took, 1e-5)))))
+        start = end
         if progress is not None:
-            progress({"ideals_done": min(N, start + chunk), "ideals": N})
+            progress({"ideals_done": end, "ideals": N})
     full = N - 1
     value = float(dpv[full, k, l])
     stats = {"ideals": N, "ideal_pairs": int(pairs), "supernodes": ns, "upper_bound": B,
