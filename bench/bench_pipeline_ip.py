@@ -22,7 +22,7 @@ from workbench import max_load, solve
 from workbench.io.msr import read_msr
 from workbench.pipeline import latency
 
-MSR = Path(__file__).resolve().parents[1].parent / "shared" / "workloads" / "msr"
+MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 PAPER = {("latency", "layer_gnmt_inference"): 225.6, ("latency", "op_bert3_inference"): 408.47,
          ("noncontig", "layer_gnmt_training"): 88.46}
 

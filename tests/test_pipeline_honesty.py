@@ -25,7 +25,7 @@ from workbench.graph import OpGraph
 from workbench.pipeline import latency
 
 ROOT = Path(__file__).resolve().parents[1]
-MSR = ROOT.parent / "shared" / "workloads" / "msr"
+MSR = ROOT / "sample_graphs" / "msr"  # the in-repo copy (MIT licence)
 MAXLOAD = ("dp", "dpl", "pipedream", "ip_contig", "ip_noncontig")
 IPS = ("ip_contig", "ip_noncontig", "latency_ip")
 
