@@ -8,7 +8,7 @@ What keeps it truthful:
   sink below the feasible ones;
 - each row shows its **own** lower bound (a tick) and its gap to it in %: a method that solved
   a changed graph (split, coarsened) has another bound than the rest, and is flagged;
-- infeasible (⚠, cross-hatched), time-limited (⏱, striped) and changed-graph (◆) rows carry
+- infeasible (⚠, cross-hatched), time-limited (◷, striped) and changed-graph (◆) rows carry
   their symbol in the axis label, the bar text and the legend; failed rows are named in the
   title.
 

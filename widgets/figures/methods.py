@@ -46,7 +46,7 @@ METHOD_PALETTE = (
 
 FLAGS = {
     "infeasible": ("⚠", "infeasible: memory or colocation violated"),
-    "time_limit": ("⏱", "stopped at the time limit (not proven optimal)"),
+    "time_limit": ("◷", "stopped at the time limit (not proven optimal)"),
     "changed_graph": ("◆", "solved a changed graph (split/coarsened): own lower bound"),
     "error": ("✖", "failed: see the note"),
 }
