@@ -104,7 +104,8 @@ def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str 
     """The ``candidates`` that can serve ``graph`` on ``cluster``: registered, needing no extra
     input, aimed at ``objective`` (:attr:`SolverInfo.objective`), and solving the problem
     without an error when tried with a ``try_limit`` -second time limit (a method that cannot
-    hold the model on one device, or refuses the cluster's link model, is left out).
+    hold the model on one device, or refuses the cluster's link model, is left out; one that
+    only runs out of the short try's time, :class:`~workbench.errors.TimeLimitError`, stays).
 
     >>> from workbench.workloads import workload
     >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
@@ -112,7 +113,7 @@ def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str 
     ['round_robin']
     """
     import workbench as wb
-    from workbench.errors import WorkbenchError
+    from workbench.errors import TimeLimitError, WorkbenchError
 
     out = []
     for m in candidates:
@@ -121,6 +122,8 @@ def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str 
             continue
         try:
             wb.solve(graph, cluster, method=m, time_limit=try_limit, seed=0)
+        except TimeLimitError:
+            pass  # it can serve the problem, given more than the try's time
         except (WorkbenchError, ValueError):
             continue
         out.append(m)

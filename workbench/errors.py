@@ -19,6 +19,7 @@ __all__ = [
     "PlanError",
     "InfeasibleError",
     "SolverError",
+    "TimeLimitError",
     "FormatError",
     "RuntimeBridgeError",
     "OutputError",
@@ -49,6 +50,11 @@ class InfeasibleError(WorkbenchError):
 
 class SolverError(WorkbenchError):
     """A solver could not run: unknown method, bad parameter, missing MILP backend."""
+
+
+class TimeLimitError(SolverError):
+    """A solver ran out of its time limit before it had any answer to return (the problem may
+    well be within its model: a longer limit can solve it)."""
 
 
 class FormatError(WorkbenchError, ValueError):

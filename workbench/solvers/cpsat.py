@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import InfeasibleError, SolverError
+from ..errors import InfeasibleError, SolverError, TimeLimitError
 from ..plan import Plan, order_from_starts
 from .common import tensor_classes
 
@@ -67,7 +67,7 @@ except ImportError:  # pragma: no cover - ortools is a dependency
 __all__ = ["BuildTimeout", "CpsatResult", "solve_cpsat", "time_scale"]
 
 
-class BuildTimeout(SolverError):
+class BuildTimeout(TimeLimitError):
     """The model could not be built before the deadline (nothing was solved)."""
 
 

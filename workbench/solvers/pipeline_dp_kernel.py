@@ -50,7 +50,7 @@ import time
 import numpy as np
 from numba import njit
 
-from ..errors import SolverError
+from ..errors import SolverError, TimeLimitError
 from .pipeline_dp_lattice import (  # noqa: F401 - re-exported (the kernel's former API)
     Lattice,
     _all_layers,
@@ -481,7 +481,7 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     size = chunk if time_limit is None else min(chunk, 64)
     while start < N:
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise SolverError(f"the DP ran out of its time limit ({time_limit} s) after "
+            raise TimeLimitError(f"the DP ran out of its time limit ({time_limit} s) after "
                               f"{start:,} of {N:,} ideals")
         end = min(N, start + size)
         t1 = time.perf_counter()
