@@ -18,11 +18,15 @@ place the coarse nodes in the CPD-TOPO order of the coarse graph:
     node's heaviest predecessor instead of the previous node (see :func:`celeritas`).
     Devices on which a node is more than ``slow_factor`` (2) times slower than on its fastest
     device are used only when no other has room (an extension for mixed clusters).
+    With ``congestion=True`` (the default) the EST treats every transfer as a task on its link
+    (Section 6.1): a tensor waits for an idle slot of the link's timeline, so a node's EST on
+    a device includes the queue on the links into it (:class:`_Links`).
 
 The coarse placement is expanded to the original ops; colocation groups follow their first
 member (as in Baechi, Celeritas Section 6.1) and memory is charged per group when its first
-member is placed. Plans carry a per-device order taken from the EST schedule of the coarse
-nodes, so the simulator runs them as the placer intended.
+member is placed. ``order_place`` plans carry the per-device order of the EST schedule of the
+coarse nodes; ``celeritas`` plans by default the better of that order and the op-level
+list schedule of the placement (``order="best"``, an extension, see :func:`celeritas`).
 
 Examples
 --------
@@ -93,11 +97,168 @@ class _Timeline:
         self.starts.insert(k, s)
         self.ends.insert(k, e)
 
+    def remove(self, s: float, e: float) -> None:
+        """Remove an interval added by :meth:`add` (tentative bookings)."""
+        k = bisect.bisect_left(self.starts, s)
+        while self.ends[k] != e or self.starts[k] != s:
+            k += 1
+        del self.starts[k]
+        del self.ends[k]
+
+
+class _Links:
+    """Transfers as tasks on the links (Celeritas Section 6.1, "we treat the data transmission
+    process as an additional task"), at the level of the original tensors.
+
+    Every channel of the cluster (the directed link ``a -> b``; in host mode the upload of
+    device ``a`` and the download of device ``b``) keeps a :class:`_Timeline` of the transfers
+    booked on it. A tensor is sent once per destination device, as in the simulator; a transfer
+    starts at the earliest idle slot of its channel after its data is ready (insertion, as
+    for the nodes on the devices). Ops of a coarse node that their colocation group sends to
+    another device are placed there, and the tensors between them and the rest of the node are
+    booked as transfers too.
+    """
+
+    def __init__(self, pb):
+        graph, cluster, f = pb.graph, pb.cluster, pb.fusion
+        gc, cc = graph.c, cluster.c
+        n, nd = gc.n, len(cluster)
+        self.pb, self.nd = pb, nd
+        self.cof = cof = f.cluster_of.tolist()
+        self.host = bool(cc.host_mode)
+        self.lat, self.inv = cc.lat.tolist(), cc.inv_bw.tolist()
+        self.up_lat, self.up_inv = cc.up_lat.tolist(), cc.up_inv_bw.tolist()
+        self.staged = cc.staged.tolist()
+        self.chan = [_Timeline() for _ in range(2 * nd if self.host else nd * nd)]
+        self.opdev = [-1] * n
+        self.ready = [0.0] * n               # when an op's output exists on its device
+        self.pred = gc.pred
+        src, dst, nb = gc.src.tolist(), gc.dst.tolist(), gc.bytes.tolist()
+        comm = [None if math.isnan(c) else c for c in gc.comm.tolist()]
+        self.tin = [[] for _ in range(pb.K)]  # tensors into node k: (u, v, bytes, comm)
+        self.inner_pred = [False] * n         # has a predecessor in its own node
+        for u, v, b, c in zip(src, dst, nb, comm):
+            self.tin[cof[v]].append((u, v, b, c))
+            if cof[u] == cof[v]:
+                self.inner_pred[v] = True
+        self.sent: dict = {}                  # (u, bytes, comm, device) -> arrival; "up" keys
+        self.forced: dict = {}
+        self._k = -1
+
+    def _forced(self, k: int) -> dict:
+        """Members of ``k`` whose colocation group already went to a device."""
+        if self._k != k:
+            book = self.pb.book
+            self.forced = {i: f for i in self.pb.fusion.members[k]
+                           if (f := book.forced_device(i)) >= 0}
+            self._k = k
+        return self.forced
+
+    def _on(self, ch: int, ready: float, dur: float, tent) -> float:
+        line = self.chan[ch]
+        s = line.earliest(ready, dur)
+        line.add(s, s + dur)
+        if tent is not None:
+            tent.append((None, ch, s, s + dur))
+        return s + dur
+
+    def _send(self, u, a, b, nb, c, ready, tent) -> float:
+        """Arrival on ``b`` of op ``u``'s tensor from ``a``, booking the channel(s)."""
+        key = (u, nb, c, b)
+        t = self.sent.get(key)
+        if t is not None:
+            return t
+        if not self.host:
+            dur = c if c is not None else self.lat[a][b] + nb * self.inv[a][b]
+            t = self._on(a * self.nd + b, ready, dur, tent)
+        else:
+            t = ready
+            if self.staged[a]:
+                ukey = ("up", u, nb, c)
+                t = self.sent.get(ukey)
+                if t is None:
+                    dur = c if c is not None else self.up_lat[a] + nb * self.up_inv[a]
+                    t = self._on(a, ready, dur, tent)
+                    self.sent[ukey] = t
+                    if tent is not None:
+                        tent.append(ukey)
+            if self.staged[b]:
+                dur = c if c is not None else self.up_lat[b] + nb * self.up_inv[b]
+                t = self._on(self.nd + b, t, dur, tent)
+        self.sent[key] = t
+        if tent is not None:
+            tent.append(key)
+        return t
+
+    def _forced_ready(self, u: int) -> float:
+        return max((self.ready[w] for w in self.pred[u]), default=0.0)
+
+    def pre_t(self, k: int, d: int) -> float:
+        """Eq. 7 with the transfers queued on the links: when every input of ``k`` is on ``d``
+        (bookings are tentative and undone)."""
+        forced = self._forced(k)
+        cof, opdev, ready = self.cof, self.opdev, self.ready
+        pb = self.pb
+        # a coarse node starts after its coarse predecessors end (keeps the device orders
+        # consistent with the fused graph's edges)
+        pre = max((pb.fin[pb.src[e]] for e in pb.in_edges[k]), default=0.0)
+        items = []
+        for u, v, nb, c in self.tin[k]:
+            if v in forced:
+                continue                       # runs on its group's device, not on d
+            if cof[u] == k:
+                a = forced.get(u, -1)
+                if a < 0 or self.inner_pred[u]:
+                    continue
+                r = self._forced_ready(u)
+            else:
+                a, r = opdev[u], ready[u]
+            if a == d:
+                pre = max(pre, r)
+            else:
+                items.append((r, u, a, nb, c))
+        if items:
+            items.sort(key=lambda x: x[0])
+            tent: list = []
+            for r, u, a, nb, c in items:
+                pre = max(pre, self._send(u, a, d, nb, c, r, tent))
+            for x in tent:                     # undo: channel bookings, sent tensors
+                if x[0] is None:
+                    self.chan[x[1]].remove(x[2], x[3])
+                else:
+                    del self.sent[x]
+        return pre
+
+    def commit(self, k: int, d: int) -> None:
+        """Book node ``k`` on ``d``: op devices, output times and the transfers into it."""
+        pb = self.pb
+        forced = self._forced(k)
+        fin = pb.fin[k]
+        members = pb.fusion.members[k]
+        for i in members:
+            f = forced.get(i, -1)
+            self.opdev[i] = d if f < 0 else f
+        for i in members:
+            if i in forced and not self.inner_pred[i]:
+                self.ready[i] = self._forced_ready(i)
+            else:
+                self.ready[i] = fin
+        items = []
+        opdev, ready = self.opdev, self.ready
+        for u, v, nb, c in self.tin[k]:
+            a, b = opdev[u], opdev[v]
+            if a != b:
+                items.append((ready[u], u, a, b, nb, c))
+        items.sort(key=lambda x: x[0])
+        for r, u, a, b, nb, c in items:
+            self._send(u, a, b, nb, c, r, None)
+        self._k = -1
+
 
 class _Problem:
     """The fused graph of ``graph`` with everything Algorithm 2 needs in plain lists."""
 
-    def __init__(self, graph, cluster, R, M):
+    def __init__(self, graph, cluster, R, M, congestion=False):
         from ..analysis import edge_weights, node_weights
         from ..orders import cpd_topo_order
         from ..transforms.fusion import check_fusion_params, fuse
@@ -141,6 +302,7 @@ class _Problem:
         self.fin = [0.0] * self.K
         self.lines = [_Timeline() for _ in range(nd)]
         self.best_effort = 0
+        self.links = _Links(self) if congestion else None
 
     def need(self, k: int) -> float:
         """Memory coarse node ``k`` adds to the device it goes to (groups charged once, members
@@ -162,6 +324,8 @@ class _Problem:
         dur = self.times[k][d]
         if not math.isfinite(dur):
             return math.inf
+        if self.links is not None:
+            return self.lines[d].earliest(self.links.pre_t(k, d), dur)
         pre_t = 0.0
         dev, fin, src, pair = self.dev, self.fin, self.src, self.pair
         for e in self.in_edges[k]:
@@ -181,6 +345,8 @@ class _Problem:
         e = s + self.times[k][d]
         self.dev[k], self.start[k], self.fin[k] = d, s, e
         self.lines[d].add(s, e)
+        if self.links is not None:
+            self.links.commit(k, d)          # before the book: it reads the forced devices
         book = self.book
         for i in self.fusion.members[k]:
             f = book.forced_device(i)
@@ -205,6 +371,34 @@ class _Problem:
                            stats={"coarse_nodes": self.K, "best_effort_nodes": self.best_effort},
                            info={"memory_over": over})
         return self.fusion.expand(coarse_plan, first=self.proc)
+
+
+def _choose_order(plan: Plan, cluster, congestion: bool, order: str) -> Plan:
+    """Per-device order of the returned plan (see :func:`celeritas`, ``order``).
+
+    ``"rank"``: the op-level list schedule of the placement, each device running of its ready
+    ops the one with the largest upward rank (the simulator's ``order="rank"`` policy, tensors
+    queued on the links when ``congestion``); its realised order is fixed in the plan.
+    ``"best"``: that order or the EST order of the coarse nodes, whichever the simulator runs
+    faster. ``predicted["makespan_ms"]`` becomes the simulated makespan of the order kept.
+    """
+    from ..simulate import simulate
+
+    est_ms = plan.predicted.get("makespan_ms", math.nan)
+    rank = simulate(plan, cluster, congestion=congestion, order="rank")
+    ranked = plan.with_placement(plan.placement, order=rank.device_order())
+    rank_ms = simulate(ranked, cluster, congestion=congestion).makespan
+    kept, kept_ms, name = ranked, rank_ms, "rank"
+    stats = {"rank_order_ms": float(rank_ms)}
+    if order == "best":
+        est_sim = simulate(plan, cluster, congestion=congestion).makespan
+        stats["est_order_ms"] = float(est_sim)
+        if est_sim <= rank_ms:
+            kept, kept_ms, name = plan, est_sim, "est"
+    return kept.with_placement(
+        plan.placement, order=kept.order,
+        predicted={"makespan_ms": float(kept_ms), "est_makespan_ms": est_ms},
+        stats={**plan.stats, **stats}, info={**plan.info, "order": name})
 
 
 @register("order_place", family="celeritas", paper="Celeritas (Xu et al. 2023), Order-Place",
@@ -246,7 +440,8 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
           memory=True, colocation=True, orders=True, contract_params={"R": 8},
           description="Celeritas: optimal operation fusion + Adjusting Placement (EST, back cost)")
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
-              anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR) -> Plan:
+              anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
+              congestion: bool = True, order: str = "best") -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
 
     Parameters
@@ -276,13 +471,32 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         identical devices: beside GPUs an idle host CPU ties on EST, has the most free memory
         and would take the whole graph (see :func:`~workbench.solvers.common.fast_devices`).
         ``None`` is the rule as written.
+    congestion : bool
+        Model transfers as tasks on the links (Section 6.1, default): every tensor sent to
+        another device (once per device, as the simulator sends it) occupies its link (in host
+        mode: the source's upload and the destination's download channel) for its transfer
+        time, in the earliest idle slot after its data is ready; a node's EST waits for its
+        inputs through those queues. Ops that their colocation group sends elsewhere run
+        there, and the tensors between them and the rest of their node are booked too.
+        ``False``: Eq. 7 as written (contention-free transfers).
+    order : {"best", "rank", "est"}
+        Per-device order of the returned plan. ``"est"``: the EST schedule of the coarse nodes
+        (each node's ops run back to back). ``"rank"``: the op-level list schedule of the
+        placement, each device running of its ready ops the one with the largest upward rank
+        (the simulator's ``order="rank"`` policy, links queued when ``congestion``), fixed in
+        the plan. ``"best"`` (default): whichever of the two the simulator runs faster. The
+        paper leaves the order to TensorFlow's executor; choosing between two orders of the
+        same placement with the simulator is this workbench's extension (docs/decisions.md,
+        entry 40).
 
     Returns
     -------
     Plan
-        With a per-device order (the EST schedule), ``predicted["makespan_ms"]`` (the EST
-        schedule's length, contention-free), ``info["fusion"]`` (nodes and CCR before/after)
-        and status ``infeasible`` when best effort had to overfill a device.
+        With a per-device order, ``predicted["makespan_ms"]`` (``order="est"``: the EST
+        schedule's length; otherwise the simulated makespan of the order kept, with the EST
+        length in ``predicted["est_makespan_ms"]``), ``info["fusion"]`` (nodes and CCR
+        before/after), ``info["order"]`` (the order kept) and status ``infeasible`` when best
+        effort had to overfill a device.
 
     Examples
     --------
@@ -294,7 +508,9 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     """
     if anchor not in ("previous", "pred", "segments"):
         raise SolverError(f"anchor must be 'previous', 'pred' or 'segments', got {anchor!r}")
-    pb = _Problem(graph, cluster, R, M)
+    if order not in ("best", "rank", "est"):
+        raise SolverError(f"order must be 'best', 'rank' or 'est', got {order!r}")
+    pb = _Problem(graph, cluster, R, M, congestion=congestion)
     nd = pb.nd
     prev = -1
     seg = None
@@ -337,5 +553,8 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         else:
             pb.place(k, choice, est[choice])
         prev = choice
-    return pb.plan("celeritas")
+    plan = pb.plan("celeritas")
+    if order != "est":
+        plan = _choose_order(plan, cluster, congestion, order)
+    return plan
 
