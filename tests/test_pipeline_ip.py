@@ -173,3 +173,79 @@ def test_ip_option_errors_name_the_problem():
     fast_across = Cluster(list(c.devices), intra_host=Link(0.05, 1e6), inter_host=Link(0.0, 1e7))
     with pytest.raises(SolverError, match="across-hosts transfer of op 'v1'"):
         solve(g, fast_across, method="ip_noncontig", hierarchical=True)
+
+
+# ----------------------------------------------------------------------- latency IP (Section 4)
+def _colocated_sources() -> OpGraph:
+    """Two colocated sources: ``a`` feeds the chain c -> d, ``b`` a dear tensor into ``e``.
+    On the CPU the judge runs ``a`` and ``b`` side by side (a at 1 ms, b at 3 ms), so the
+    best split puts the pair there; the paper's program, which sums their CPU times (4 ms
+    before c may start), prefers to keep them on an accelerator."""
+    ops = [("a", {"compute": {"gpu": 0.05, "cpu": 1.0}, "colocate": "k", "memory": 1.0}),
+           ("b", {"compute": {"gpu": 0.5, "cpu": 3.0}, "colocate": "k", "memory": 1.0}),
+           ("c", {"compute": {"gpu": 2.0, "cpu": 40.0}, "memory": 3.0}),
+           ("d", {"compute": {"gpu": 2.0, "cpu": 40.0}, "memory": 3.0}),
+           ("e", {"compute": {"gpu": 1.0, "cpu": 4.0}, "memory": 1.0})]
+    edges = [("a", "c", {"comm": 0.2}), ("c", "d", {"comm": 0.3}), ("b", "e", {"comm": 2.5}),
+             ("d", "e", {"comm": 0.2})]
+    return OpGraph.from_ops(ops, edges, name="colocated_sources")
+
+
+def _latency_q1(mem: float):
+    """The judge's latency where every accelerator runs one piece within ``mem``, else inf."""
+    import numpy as np
+
+    from workbench.errors import PlanError
+
+    def metric(plan, cl):
+        dev = plan.device_array(cl)
+        staged = np.array([d.kind != "cpu" for d in cl.devices])
+        if (latency_pieces(plan.graph, dev, staged) >= 1).any():
+            return float("inf")
+        used = np.bincount(dev, weights=plan.graph.c.memory, minlength=len(cl))
+        if (used[staged] > mem).any():
+            return float("inf")
+        try:
+            return latency(plan, cl)
+        except PlanError:  # the pieces' invocations form a cycle
+            return float("inf")
+
+    return metric
+
+
+def test_latency_ip_runs_the_ops_of_a_cpu_unit_as_the_judge_does():
+    g = _colocated_sources()
+    c = host(2, 1, mem=5.0)
+    best = _class_brute_force(g, c, _latency_q1(5.0))
+    assert best == pytest.approx(9.3)
+    p = solve(g, c, method="latency_ip", time_limit=20)
+    assert latency(p, c) == pytest.approx(best, rel=1e-6)
+    assert p.placement["a"] == p.placement["b"] == "cpu0"
+    assert p.stats["bound"] <= best + 1e-9
+    assert p.stats["cpsat_status"] == "OPTIMAL"
+    # the paper's program sums the pair's CPU times: its own optimum is worse and its bound
+    # is not reported as the judge's
+    m = solve(g, c, method="latency_ip", engine="milp", time_limit=20)
+    assert latency(m, c) > best + 1.0
+    assert m.status != "optimal" and m.stats["bound"] <= best + 1e-9
+
+
+@pytest.mark.parametrize("seed", [3, 8, 11])
+def test_latency_ip_cpsat_matches_brute_force_with_valid_bound(seed):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 6
+    ops = [(f"v{i}", {"compute": {"gpu": float(rng.uniform(0.5, 3)),
+                                  "cpu": float(rng.uniform(1, 8))},
+                      "memory": float(rng.integers(1, 4)),
+                      "colocate": "k" if i in (0, 3) else None}) for i in range(n)]
+    edges = [(f"v{i}", f"v{j}", {"comm": float(rng.uniform(0.1, 3))})
+             for i in range(n) for j in range(i + 1, n) if rng.random() < 0.4]
+    g = OpGraph.from_ops(ops, edges, name=f"lat{seed}")
+    c = host(2, 1, mem=6.0)
+    best = _class_brute_force(g, c, _latency_q1(6.0))
+    p = solve(g, c, method="latency_ip", time_limit=20)
+    assert latency(p, c) == pytest.approx(best, rel=1e-5)
+    assert p.stats["bound"] <= best * (1 + 1e-9)
+    assert p.status in ("optimal", "feasible")
