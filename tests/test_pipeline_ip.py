@@ -249,3 +249,43 @@ def test_latency_ip_cpsat_matches_brute_force_with_valid_bound(seed):
     assert latency(p, c) == pytest.approx(best, rel=1e-5)
     assert p.stats["bound"] <= best * (1 + 1e-9)
     assert p.status in ("optimal", "feasible")
+
+
+# ------------------------------------------------------------ symmetry rows (identical devices)
+@pytest.mark.parametrize("seed", [0, 4])
+def test_ip_noncontig_symmetry_rows_keep_the_optimum(seed):
+    g = uniform(samples.random_dag(7, edge_prob=0.3, seed=seed, memory=1e6))
+    c = host(3, 1, mem=4e6)
+    a = solve(g, c, method="ip_noncontig", time_limit=30, gap=1e-9)
+    b = solve(g, c, method="ip_noncontig", time_limit=30, gap=1e-9, symmetry=False)
+    assert a.status == b.status == "optimal"
+    assert a.predicted["max_load_ms"] == pytest.approx(b.predicted["max_load_ms"], rel=1e-6)
+    best = _class_brute_force(g, c, lambda p, cl: float(max_load(p, cl))
+                              if _fits_memory(p, cl, 4e6) else float("inf"))
+    assert a.predicted["max_load_ms"] == pytest.approx(best, rel=1e-6)
+
+
+def _fits_memory(plan, cl, mem):
+    import numpy as np
+
+    dev = plan.device_array(cl)
+    used = np.bincount(dev, weights=plan.graph.c.memory, minlength=len(cl))
+    return bool((used[[d.kind != "cpu" for d in cl.devices]] <= mem).all())
+
+
+def test_canonical_relabelling_meets_the_symmetry_rows():
+    import numpy as np
+
+    from workbench.solvers.pipeline_ip import _canonical
+
+    rng = np.random.default_rng(5)
+    groups, order = [[0, 1, 2, 3]], [4, 2, 0, 1, 3, 5, 6]
+    for _ in range(50):
+        ai = rng.integers(0, 5, size=7)  # device 4: outside the group
+        out = _canonical(ai, groups, order)
+        # same partition of the units, group devices used in the order of their first unit
+        assert [int(out[v]) == 4 for v in range(7)] == [int(ai[v]) == 4 for v in range(7)]
+        assert all((ai[u] == ai[v]) == (out[u] == out[v]) for u in range(7) for v in range(7))
+        firsts = [int(out[v]) for v in order if out[v] != 4]
+        seen = list(dict.fromkeys(firsts))
+        assert seen == sorted(seen) and seen == list(range(len(seen)))

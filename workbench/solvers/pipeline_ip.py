@@ -247,7 +247,7 @@ class _Bounds:
 
 def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start: bool,
                 method: str, interleave=False, hierarchical: bool = False,
-                objective: str = "pipedream") -> Plan:
+                objective: str = "pipedream", symmetry: bool = True) -> Plan:
     mode = _check_options(method, objective, hierarchical, interleave)
     gpipe = objective == "gpipe"
     key = "time_per_sample_ms" if gpipe else "max_load_ms"
@@ -298,6 +298,12 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
 
         def X(v, devs):  # (summed assignment variables of unit v on devices devs, devs)
             return pulp.lpSum(x[v, i] for i in devs if (v, i) in x)
+
+        sym_groups, sym_order = [], []
+        if symmetry:
+            sym_groups, sym_order = _identical_devices(U, caps, pays, host_of if hierarchical
+                                                       else [0] * nd, gpipe)
+            _add_symmetry_rows(prob, x, sym_groups, sym_order)
 
         M = {q: pulp.LpVariable(f"M_{q}", lowBound=0) for q in passes}
         # transfer indicators per (hyperedge, device): split, out/in (full duplex), far side
@@ -376,7 +382,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                     prob += z[b, gi] <= X(b, devs) - X(a, devs) + 1, f"z_cut_{a}_{b}_{gi}"
         prob += pulp.lpSum(M.values())
         ws = _maxload_warm(U, warm, cluster, x, lbs, z, groups if contiguous else [], cedges,
-                           loads, M) if warm else None
+                           loads, M, sym_groups, sym_order) if warm else None
     except _OutOfTime:
         return _out_of_time(warm, cluster, method, dl, "building the model", judge, key)
     left = dl.left()
@@ -440,11 +446,67 @@ def _out_of_time(warm: Plan | None, cluster, method: str, dl: _Deadline, where: 
     return plan
 
 
-def _maxload_warm(U, warm, cluster, x, lbs: _Bounds, z, groups, cedges, loads, M
-                  ) -> dict | None:
+def _identical_devices(U, caps, pays, host_of, gpipe: bool) -> tuple[list, list]:
+    """Groups (two or more) of devices the max-load program cannot tell apart (same compute
+    column, memory, transfer charging and host), and the units in decreasing order of their
+    largest finite compute time (ties by index): the order of the symmetry-breaking rows."""
+    nd = len(caps)
+    sig: dict = {}
+    for i in range(nd):
+        col = U.comp2[:, i, :] if gpipe else U.comp[:, i]
+        key = (col.tobytes(), float(caps[i]), bool(pays[i]), host_of[i])
+        sig.setdefault(key, []).append(i)
+    groups = [g for g in sig.values() if len(g) > 1]
+    fin = np.where(np.isfinite(U.comp), U.comp, 0.0).max(axis=1) if U.n else np.zeros(0)
+    order = sorted(range(U.n), key=lambda v: (-float(fin[v]), v))
+    return groups, order
+
+
+def _add_symmetry_rows(prob, x, groups: list, order: list) -> None:
+    """Symmetry breaking for identical devices ``g_0 < g_1 < ...`` of a group: a unit may use
+    ``g_r`` only if a unit before it (in ``order``) uses ``g_{r-1}``; so the devices are used
+    in the order of their first unit. Every split has one relabelling that meets these rows
+    (:func:`_canonical`), with the same loads, so the optimum is kept."""
+    for gi, devs in enumerate(groups):
+        for r in range(1, len(devs)):
+            prev, here = devs[r - 1], devs[r]
+            earlier = []
+            for v in order:
+                if (v, here) in x:
+                    prob += x[v, here] <= pulp.lpSum(earlier), f"sym_{gi}_{r}_{v}"
+                if (v, prev) in x:
+                    earlier.append(x[v, prev])
+
+
+def _canonical(ai: np.ndarray, groups: list, order: list) -> np.ndarray:
+    """``ai`` with the devices of every identical group relabelled in the order of their first
+    unit (the representative :func:`_add_symmetry_rows` keeps)."""
+    out = ai.copy()
+    for devs in groups:
+        ds = set(devs)
+        relabel: dict = {}
+        for v in order:
+            d = int(ai[v])
+            if d in ds and d not in relabel:
+                relabel[d] = devs[len(relabel)]
+        free = [d for d in devs if d not in relabel.values()]
+        for d in devs:
+            if d not in relabel:
+                relabel[d] = free.pop(0)
+        for v in range(len(ai)):
+            if int(ai[v]) in ds:
+                out[v] = relabel[int(ai[v])]
+    return out
+
+
+def _maxload_warm(U, warm, cluster, x, lbs: _Bounds, z, groups, cedges, loads, M,
+                  sym_groups=(), sym_order=()) -> dict | None:
     """Values of every variable for the warm start's split (auxiliaries at their least
-    feasible value), or None when the split uses an assignment the model left out."""
+    feasible value), or None when the split uses an assignment the model left out. With
+    identical devices the split is relabelled to meet the symmetry-breaking rows."""
     ai = _unit_assignment(U, warm, cluster)
+    if sym_groups:
+        ai = _canonical(ai, list(sym_groups), list(sym_order))
     if any((v, int(ai[v])) not in x for v in range(U.n)):
         return None
     ws = {var: float(ai[v] == i) for (v, i), var in x.items()}
@@ -545,12 +607,16 @@ def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
           description="Max-load IP (Fig. 6) without contiguity: best non-contiguous split")
 def ip_noncontig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
                  interleave: bool | str = False, hierarchical: bool = False,
-                 objective: str = "pipedream", time_limit: float | None = 60.0) -> Plan:
+                 objective: str = "pipedream", symmetry: bool = True,
+                 time_limit: float | None = 60.0) -> Plan:
     """Best non-contiguous split (Section 5.2); warm-started from the DP split (or the
     linearised DP), so it is never worse than the warm start. ``gap``, ``interleave``,
-    ``hierarchical`` and ``objective`` as in ``ip_contig``."""
+    ``hierarchical`` and ``objective`` as in ``ip_contig``. ``symmetry``: rows that make
+    identical devices (same speed, memory, transfer charging, host) be used in the order of
+    their first unit (an extension, decision 41), so HiGHS does not search the same split
+    under every relabelling."""
     return _maxload_ip(graph, cluster, contiguous=False, time_limit=time_limit, gap=gap,
                        warm_start=warm_start, method="ip_noncontig", interleave=interleave,
-                       hierarchical=hierarchical, objective=objective)
+                       hierarchical=hierarchical, objective=objective, symmetry=symmetry)
 
 
