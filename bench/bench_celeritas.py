@@ -28,7 +28,13 @@ from workbench.graph import OpGraph
 from workbench.transforms.fusion import fuse
 
 QUICK = "--quick" in sys.argv
-METHODS = ["metis", "m_topo", "m_etf", "m_sct", "heft", "dpos", "order_place", "celeritas", "celeritas_pred"]
+METHODS = ["metis", "m_topo", "m_etf", "m_sct", "heft", "dpos", "order_place", "celeritas",
+           "celeritas_pred", "celeritas_seg", "celeritas_free"]
+# Celeritas variants: name -> keyword arguments of workbench.solve(method="celeritas")
+VARIANTS = {"celeritas_pred": {"anchor": "pred"}, "celeritas_seg": {"anchor": "segments"},
+            "celeritas_free": {"congestion": False, "order": "est"}}
+HEADS = {"celeritas_pred": "celeritas (anchor=pred)", "celeritas_seg": "celeritas (segments)",
+         "celeritas_free": "celeritas (contention-free EST, EST order)"}
 PCIE = Link(0.02, 1e7)       # 10 GB/s, the paper's 4 V100 on a PCIe bus
 
 
@@ -151,9 +157,9 @@ def run(method, est, true, c):
     congestion; returns (makespan, makespan without congestion, oom, solve seconds)."""
     place_on = c.with_memory(c.devices[0].memory * 0.9)
     t0 = time.perf_counter()
-    kw = {}
-    if method == "celeritas_pred":
-        method, kw = "celeritas", {"anchor": "pred"}
+    kw = VARIANTS.get(method, {})
+    if kw:
+        method = "celeritas"
     p = wb.solve(est, place_on, method=method, **kw)
     dt = time.perf_counter() - t0
     p = wb.Plan(true, p.placement, method=method, order=p.order, status=p.status)
@@ -164,10 +170,10 @@ def run(method, est, true, c):
 
 
 def _print_table(rows, have, results, col: int) -> None:
-    heads = [m.replace("celeritas_pred", "celeritas (anchor=pred)") for m in have]
+    heads = [HEADS.get(m, m) for m in have]
     print("| graph | " + " | ".join(heads) + " |")
     print("|---|" + "---:|" * len(have))
-    wins = {"celeritas": [0, 0, 0], "celeritas_pred": [0, 0, 0]}   # < order_place, ties, < m_topo
+    wins = {m: [0, 0, 0] for m in have if m.startswith("celeritas")}  # < order_place, ties, < m_topo
     for (name, *_), cells in zip(rows, results):
         ok = [v[col] for v in cells.values() if v[0] is not None and not v[2]]
         best = min(ok, default=None)
@@ -193,16 +199,15 @@ def _print_table(rows, have, results, col: int) -> None:
                 w[2] += 1
     print()
     for k, (b, t, m) in wins.items():
-        if k.split("_pred")[0] in wb.SOLVERS:
-            print(f"- {k.replace('_pred', ' (anchor=pred)')}: better than Order-Place on "
-                  f"{b}/{len(rows)} rows ({t} ties), better than m-TOPO (or m-TOPO OOM) on "
-                  f"{m}/{len(rows)}.")
+        print(f"- {HEADS.get(k, k)}: better than Order-Place on "
+              f"{b}/{len(rows)} rows ({t} ties), better than m-TOPO (or m-TOPO OOM) on "
+              f"{m}/{len(rows)}.")
     print()
 
 
 def table3(rows, title) -> None:
-    have = [m for m in METHODS if m.split("_pred")[0] in wb.SOLVERS]
-    missing = [m for m in METHODS if m.split("_pred")[0] not in wb.SOLVERS]
+    have = [m for m in METHODS if (m if m not in VARIANTS else "celeritas") in wb.SOLVERS]
+    missing = [m for m in METHODS if m not in have]
     secs: dict = {}
     results = []
     for _name, est, true, c in rows:
@@ -225,27 +230,41 @@ def table3(rows, title) -> None:
           ", ".join(f"{m} {secs[m]:.1f}" for m in have if m in secs) + "\n")
 
 
+SUITE = (("m_topo", "m_topo", {}), ("order_place", "order_place", {}),
+         ("celeritas", "celeritas", {}),
+         ("celeritas segments", "celeritas", {"anchor": "segments"}),
+         ("segments, tensor cut", "celeritas", {"anchor": "segments", "boundaries": "tensors"}),
+         ("celeritas EST order", "celeritas", {"order": "est"}),
+         ("celeritas contention-free", "celeritas", {"congestion": False, "order": "est"}))
+
+
 def suite_table() -> None:
-    """Celeritas (both device anchors) vs order_place and m_topo on the hard workload suite
-    (workbench.workloads.hard_suite), congestion on and off."""
+    """Celeritas (default and variants) vs order_place and m_topo on the hard workload suite
+    (workbench.workloads.hard_suite), congestion on and off; then every placement replayed
+    with one op-level order (the simulator's rank policy) for all."""
     from workbench.workloads import hard_suite
 
-    methods = (("m_topo", "m_topo", {}), ("order_place", "order_place", {}),
-               ("celeritas", "celeritas", {}),
-               ("celeritas segments", "celeritas", {"anchor": "segments"}))
     print("## Hard workload suite: simulated makespan (ms), congestion on / off\n")
-    print("`celeritas segments`: device boundaries from the fusion DP at device level "
-          "(`anchor=\"segments\"`). `worse` lists the methods a Celeritas variant loses to "
-          "with congestion on.\n")
-    print("| workload | ops | " + " | ".join(m[0] for m in methods) +
-          " | celeritas worse than | segments worse than |")
-    print("|---|---|" + "---|" * (len(methods) + 2))
+    print("`celeritas`: the default (anchor previous, transfers queued on the links in the EST, "
+          "order best of EST / op-level rank). `segments`: device boundaries from the fusion DP "
+          "at device level (`anchor=\"segments\"`). `EST order`: `order=\"est\"`. "
+          "`contention-free`: `congestion=False, order=\"est\"` (Eq. 7 as written, the default "
+          "before issue 15). `worse than` lists what a variant loses to with congestion on. "
+          "Plans are made once; congestion on/off is only how the simulator runs them.\n")
+    print("| workload | ops | " + " | ".join(m[0] for m in SUITE) +
+          " | celeritas worse than | segments worse than | solve s (celeritas) |")
+    print("|---|---|" + "---|" * (len(SUITE) + 3))
+    same = []
+    lose = {"celeritas": 0, "celeritas segments": 0}
     for w in hard_suite():
         g, c = w.build()
-        res = {}
-        for name, m, kw in methods:
+        res, plans, secs = {}, {}, {}
+        for name, m, kw in SUITE:
             try:
+                t0 = time.perf_counter()
                 p = wb.solve(g, c, method=m, **kw)
+                secs[name] = time.perf_counter() - t0
+                plans[name] = p
                 res[name] = (wb.simulate(p, c).makespan,
                              wb.simulate(p, c, congestion=False).makespan,
                              p.status)
@@ -256,10 +275,29 @@ def suite_table() -> None:
 
         def worse(k, res=res):
             return ", ".join(b for b in ("m_topo", "order_place")
-                             if res[k][0] > res[b][0] * (1 + 1e-9)) or "-"
+                             if not res[k][0] <= res[b][0] * (1 + 1e-9)) or "-"
 
+        for k in lose:
+            lose[k] += worse(k) != "-"
         print(f"| {w.name} | {g.n_ops} | " + " | ".join(cells) +
-              f" | {worse('celeritas')} | {worse('celeritas segments')} |", flush=True)
+              f" | {worse('celeritas')} | {worse('celeritas segments')} | "
+              f"{secs.get('celeritas', float('nan')):.2f} |", flush=True)
+        same.append((w.name, {k: wb.simulate(plans[k], c, order="rank").makespan
+                              for k in ("m_topo", "order_place", "celeritas",
+                                        "celeritas segments") if k in plans}))
+    print()
+    for k, n in lose.items():
+        print(f"- {k}: worse than m_topo or order_place (congestion on) on {n}/{len(same)} pairs.")
+    print("\n### The same placements, every one run with the op-level rank order "
+          "(congestion on)\n")
+    print("Separates placement from order: `simulate(plan, order=\"rank\")` for every method.\n")
+    heads = list(same[0][1]) if same else []
+    print("| workload | " + " | ".join(heads) + " | celeritas worse than |")
+    print("|---|" + "---|" * (len(heads) + 1))
+    for name, r in same:
+        bad = ", ".join(b for b in ("m_topo", "order_place")
+                        if not r["celeritas"] <= r[b] * (1 + 1e-9)) or "-"
+        print(f"| {name} | " + " | ".join(f"{r[k]:.2f}" for k in heads) + f" | {bad} |")
     print()
 
 

@@ -13,6 +13,12 @@ boundary ``i`` costs the bytes of the edges with ``i <= a < j <= b``. With ``S[a
 from ``a`` to positions ``>= j`` and ``P[i][j] = sum_{a < i} S[a][j]`` this is
 ``P[j][j] - P[i][j]``; the DP over (boundary, segments used) costs ``O(K^2 k)`` for ``K`` nodes.
 
+:func:`segment_devices_tensors` counts instead each tensor once per destination segment (a
+tensor read by several fused nodes of one device travels there once); Celeritas uses it with
+``boundaries="tensors"``. On the hard suite the two cuts give the same makespans on 10 of 12
+pairs, the per-edge count is better on gnmt and the per-tensor one on rnnlm
+(docs/results-celeritas.md); the fused graph's edges stay the default.
+
 Examples
 --------
 >>> from workbench.solvers.celeritas_boundaries import segment_devices
@@ -27,7 +33,7 @@ import math
 
 import numpy as np
 
-__all__ = ["segment_devices"]
+__all__ = ["segment_devices", "segment_devices_tensors"]
 
 
 def segment_devices(seq, edges, memory, capacity) -> list[int] | None:
@@ -95,3 +101,64 @@ def segment_devices(seq, edges, memory, capacity) -> list[int] | None:
         res[v] = out[p]
     return res
 
+
+
+def segment_devices_tensors(seq, tensors, memory, capacity) -> list[int] | None:
+    """As :func:`segment_devices`, but the cost counts each tensor once per destination
+    segment: ``tensors`` is an iterable of ``(src, consumers, bytes)`` (a tensor read by
+    several nodes of one later segment travels to that device once, as in the simulator).
+
+    The cost of segment ``[i, j)`` is ``T[i][j]``, the bytes of the tensors made before ``i``
+    with a consumer in ``[i, j)``; the DP over (end, segments used) is ``O(K^2 k)``.
+
+    >>> # node 0 feeds 1 and 2 (4 bytes, one tensor); 1 -> 2 -> 3 carry 3 bytes each
+    >>> t = [(0, [1, 2], 4.0), (1, [2], 3.0), (2, [3], 3.0)]
+    >>> segment_devices_tensors([0, 1, 2, 3], t, [1, 1, 1, 1], [1, 3])
+    [0, 1, 1, 1]
+    """
+    K = len(seq)
+    nd = len(capacity)
+    if K == 0:
+        return []
+    pos = {v: p for p, v in enumerate(seq)}
+    # D[i][c + 1] += b: for a cut at i, the tensor's next consumer at or after i is c
+    D = np.zeros((K + 1, K + 2))
+    for u, consumers, b in tensors:
+        a = pos[u]
+        cs = sorted({pos[v] for v in consumers if pos[v] > a})
+        lo = a + 1
+        for c in cs:
+            D[lo:c + 1, c + 1] += b
+            lo = c + 1
+    T = np.cumsum(D, axis=1)          # T[i][j]: tensors made before i, a consumer in [i, j)
+    mem = np.concatenate([[0.0], np.cumsum([float(memory[v]) for v in seq])])
+    INF = math.inf
+    best = np.full((nd + 1, K + 1), INF)
+    arg = np.full((nd + 1, K + 1), -1, dtype=np.int64)
+    best[0][0] = 0.0
+    for s in range(1, nd + 1):
+        cap = capacity[s - 1] * (1 + 1e-12)
+        for j in range(1, K + 1):
+            ii = np.arange(0, j)
+            ok = (mem[j] - mem[ii] <= cap) & np.isfinite(best[s - 1][ii])
+            if not ok.any():
+                continue
+            cost = np.where(ok, best[s - 1][ii] + T[ii, j], INF)
+            k_ = int(np.argmin(cost))
+            if math.isfinite(cost[k_]):
+                best[s][j] = cost[k_]
+                arg[s][j] = k_
+    s_best = min(range(1, nd + 1), key=lambda s: (best[s][K], s))
+    if not math.isfinite(best[s_best][K]):
+        return None
+    out = [0] * K
+    j, s = K, s_best
+    while s > 0:
+        i = int(arg[s][j])
+        for p in range(i, j):
+            out[p] = s - 1
+        j, s = i, s - 1
+    res = [0] * K
+    for p, v in enumerate(seq):
+        res[v] = out[p]
+    return res
