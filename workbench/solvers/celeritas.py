@@ -50,6 +50,7 @@ import numpy as np
 from ..errors import SolverError
 from ..plan import Plan
 from . import register
+from ._params import Param
 from .common import SLOW_FACTOR, MemoryBook
 
 __all__ = ["celeritas", "default_M", "default_R", "order_place"]
@@ -455,7 +456,10 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
 
 @register("celeritas", family="celeritas", paper="Celeritas (Xu et al. 2023), Algorithm 2",
           memory=True, colocation=True, orders=True, contract_params={"R": 8},
-          description="Celeritas: optimal operation fusion + Adjusting Placement (EST, back cost)")
+          params={"order": Param(("str",), choices=("best", "rank", "est")),
+                  "boundaries": Param(("str",), choices=("edges", "tensors"))},
+          description="Celeritas: optimal operation fusion + Adjusting Placement (EST with link "
+                      "queues, back cost)")
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
               anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
               congestion: bool = True, order: str = "best", boundaries: str = "edges") -> Plan:
