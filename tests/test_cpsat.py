@@ -165,3 +165,72 @@ def test_hint_names_each_variable_once_host_mode_diamond():
     assert plan.stats["cp_status"] == "OPTIMAL"
     assert plan.status == "optimal"
     assert _close(simulate(plan, c).makespan, brute_force(g, c, True))
+
+
+def _real(name: str, preset: str, pressure: float | None = 1.6):
+    from workbench.roofline import costs_for_cluster
+    from workbench.workloads import apply_memory_pressure
+
+    c = Cluster.preset(preset)
+    g = costs_for_cluster(samples.load_sample(name), c)
+    return g, (apply_memory_pressure(g, c, pressure) if pressure else c)
+
+
+HOST4 = Cluster([Device(f"gpu{i}") for i in range(3)] + [Device("cpu0", kind="cpu")],
+                mode="host", host_link=Link(0.01, 1.2e7), name="host4")
+
+
+@pytest.mark.parametrize("warm", ["m_topo", "m_etf", "order_place"])
+@pytest.mark.parametrize("cluster", ["4xV100-nvlink", "host4"])
+@pytest.mark.parametrize("congestion", [True, False])
+@pytest.mark.parametrize("target", [None, 40])
+def test_hint_is_exactly_a_solution_on_a_real_graph(warm, cluster, congestion, target):
+    """CP-SAT with every variable fixed to the hint must accept it. A real graph has
+    zero-duration ops that start together (their order is the run rank, not the op index),
+    transfers back to back on a link (their floored times must still chain), and producers
+    near the end whose unused transfers must be parked inside the horizon."""
+    if cluster == "host4":
+        g = samples.load_sample("resnet_small")
+        c = HOST4
+    else:
+        g, c = _real("resnet_small", cluster)
+    s = simulate(solve(g, c, method=warm), c, congestion=congestion)
+    groups = schedule_groups(s, target) if target else None
+    res = solve_cpsat(g, c, hint=s, groups=groups, congestion=congestion, time_limit=30,
+                      workers=1, parameters={"fix_variables_to_their_hinted_value": True})
+    assert res.has_solution, res.cp_status
+    assert res.objective_ms <= s.makespan + 1e-6
+    if target:
+        assert res.stats["fused_runs"] > 0
+
+
+def test_gapless_runs_become_one_interval_and_keep_the_hint():
+    from workbench.solvers.cpsat import _gapless_blocks
+
+    g, c = _real("resnet_small", "4xV100-nvlink")
+    s = simulate(solve(g, c, method="order_place"), c)
+    groups = schedule_groups(s, 30)
+    chains = [[g.index[v] for v in grp] for grp in groups if len(grp) > 1]
+    blocks = _gapless_blocks(g, s, chains)
+    assert blocks and all(len(b) > 1 for b in blocks)
+    for b in blocks:  # back to back on one device in the hint
+        assert len({int(s.device[i]) for i in b}) == 1
+        for a, z in zip(b, b[1:]):
+            assert s.start[z] <= s.end[a] + 1e-9
+    fused = solve_cpsat(g, c, hint=s, groups=groups, time_limit=20, workers=1)
+    plain = solve_cpsat(g, c, hint=s, groups=groups, time_limit=20, workers=1, fuse=False)
+    assert fused.stats["n_intervals"] < plain.stats["n_intervals"]
+    for res in (fused, plain):
+        assert res.simulated_ms <= s.makespan * (1 + 1e-6)
+        p = res.plan(g, c)
+        for grp in groups:  # groups stay on one device in their order
+            d = p.placement[grp[0]]
+            pos = [p.order[d].index(v) for v in grp]
+            assert all(p.placement[v] == d for v in grp) and pos == sorted(pos)
+    # a fused run's ops sit back to back in the solution too
+    st = dict(zip(g.ops, fused.start.tolist()))
+    times = c.op_times(g)
+    for b in blocks:
+        for a, z in zip(b, b[1:]):
+            d = int(fused.device[a])
+            assert st[g.ops[z]] == pytest.approx(st[g.ops[a]] + times[a, d], abs=1e-3)

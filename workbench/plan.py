@@ -34,8 +34,11 @@ limit, best found kept); heuristic; infeasible (could not respect a constraint, 
 the plan is still returned so it can be inspected); error (used by :func:`workbench.compare`)."""
 
 
-def order_from_starts(graph, device_names, device, start) -> dict:
-    """Per-device execution order from start times (ties by topological index).
+def order_from_starts(graph, device_names, device, start, tie=None) -> dict:
+    """Per-device execution order from start times (ties by ``tie``, else by op index).
+
+    ``tie``: a rank per op breaking equal starts, e.g. ``Schedule.run_rank`` (the order in
+    which the simulator started them: zero-duration ops share a start time but not a rank).
 
     ``device`` holds each op's device index into ``device_names``; every device gets a list,
     empty when nothing runs on it.
@@ -47,7 +50,8 @@ def order_from_starts(graph, device_names, device, start) -> dict:
     names = graph.c.names
     out: dict = {d: [] for d in device_names}
     dev = np.asarray(device).tolist()
-    for i in np.lexsort((np.arange(graph.n_ops), np.asarray(start, dtype=float))).tolist():
+    key2 = np.arange(graph.n_ops) if tie is None else np.asarray(tie)
+    for i in np.lexsort((key2, np.asarray(start, dtype=float))).tolist():
         out[device_names[int(dev[i])]].append(names[i])
     return out
 
@@ -179,7 +183,9 @@ class Schedule:
     Per transfer (arrays of equal length): ``t_op`` (index of the producing op), ``t_src`` and
     ``t_dst`` (device indices; in host mode one of them is ``-1`` for host DRAM),
     ``t_start``, ``t_end``, ``t_bytes``. ``critical_path`` lists the realised chain of
-    ``("op", name)`` and ``("transfer", k)`` items that ends at the makespan.
+    ``("op", name)`` and ``("transfer", k)`` items that ends at the makespan. ``run_rank``
+    (optional): the order in which the ops were started, which breaks ties of ``start``
+    (zero-duration ops run at one instant in a definite order).
     """
 
     graph: Any
@@ -198,6 +204,7 @@ class Schedule:
     peak_memory: dict
     link_bytes: dict
     method: str = ""
+    run_rank: np.ndarray | None = None
 
     def link_name(self, k: int) -> str:
         """Name of the channel used by transfer ``k``, e.g. ``gpu0->gpu1`` or ``gpu0->host``."""
@@ -216,7 +223,8 @@ class Schedule:
         """Device name -> its ops in the order they ran (a ``Plan.order``; unused devices get
         empty lists). ``plan.with_placement(plan.placement, order=s.device_order())`` fixes the
         order the simulator chose."""
-        return order_from_starts(self.graph, self.cluster.names, self.device, self.start)
+        return order_from_starts(self.graph, self.cluster.names, self.device, self.start,
+                                 self.run_rank)
 
     def ops_frame(self):
         """One row per op: op, device, start_ms, end_ms, duration_ms, kind, op_type."""

@@ -101,6 +101,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     ready_t = [0.0] * n
     why_input: list = [None] * n       # what delivered the last input: ("op", j) / ("transfer", k)
     start = [math.nan] * n
+    rank = [0] * n                   # order in which the ops were started
+    n_started = 0
     end = [math.nan] * n
     why: list = [None] * n             # binding predecessor of each op's start
 
@@ -230,8 +232,10 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
                     input_ready(v, t, cause)
 
     def start_op(d: int, v: int, t: float) -> None:
-        nonlocal counter
+        nonlocal counter, n_started
         start[v] = t
+        rank[v] = n_started
+        n_started += 1
         end[v] = t + dur[v]
         # binding cause: the device (previous op) if it freed later than the inputs arrived
         if dev_last[d] is not None and dev_free_t[d] > ready_t[v]:
@@ -338,7 +342,7 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         t_start=np.array(t_start, dtype=float), t_end=np.array(t_end, dtype=float),
         t_bytes=t_bytes_a, makespan=makespan, critical_path=path,
         peak_memory={names[i]: float(mem[i]) for i in range(nd)}, link_bytes=link_bytes,
-        method=plan.method)
+        method=plan.method, run_rank=np.array(rank, dtype=np.int64))
 
 
 def device_loads(plan: Plan, cluster) -> np.ndarray:

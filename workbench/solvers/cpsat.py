@@ -102,6 +102,7 @@ class CpsatResult:
     gap: float | None
     simulated_ms: float | None
     stats: dict = field(default_factory=dict)
+    tie: np.ndarray | None = None  # breaks equal starts on a device (the hint's run order)
 
     @property
     def has_solution(self) -> bool:
@@ -114,7 +115,7 @@ class CpsatResult:
                               f"raise time_limit")
         names = cluster.names
         placement = {graph.c.names[i]: names[int(d)] for i, d in enumerate(self.device.tolist())}
-        order = order_from_starts(graph, names, self.device, self.start)
+        order = order_from_starts(graph, names, self.device, self.start, self.tie)
         return Plan(graph, placement, method=method, order=order,
                     status=self.status if self.status != "unknown" else "feasible",
                     predicted={"makespan_ms": self.objective_ms}, stats=dict(self.stats))
@@ -172,7 +173,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                 workers: int = 2, hint=None, groups=None, symmetry: bool = True,
                 seed: int | None = None, deadline: float | None = None,
                 horizon: float | None = None, fifo_links: bool = True,
-                fifo_links_max: int = 3000, parameters: dict | None = None) -> CpsatResult:
+                fifo_links_max: int = 3000, fuse: bool = True,
+                parameters: dict | None = None) -> CpsatResult:
     """Solve joint placement + scheduling of ``graph`` on ``cluster`` with CP-SAT.
 
     Parameters
@@ -203,6 +205,11 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         as the simulator's FIFO channels do: pairwise constraints between each transfer and
         its next ones on the link in the hint's order, about ``fifo_links_max`` pairs in all
         (``stats["fifo_pairs"]``).
+    fuse : bool
+        With ``groups`` and a ``hint``: the runs of a group that the hint executes back to back
+        (no idle time between them, every input from another device already there when the
+        run starts) become one interval per device, their ops at fixed offsets in it
+        (``stats["fused_runs"]``). The hint stays a solution; the model gets far smaller.
     parameters : dict, optional
         Further CP-SAT parameters by name (e.g. ``{"use_lns_only": True}``).
 
@@ -293,11 +300,51 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
     def x(i, d):
         return X.get((rep[i], d))
 
-    S = [m.new_int_var(0, H, f"S_{i}") for i in range(n)]
-    E = [m.new_int_var(0, H, f"E_{i}") for i in range(n)]
-    dev_iv: list = [[] for _ in range(k)]
     dur = [[ticks(times[i, d]) if ok[i, d] else 0 for d in range(k)] for i in range(n)]
+    blocks = _gapless_blocks(graph, hint, chains) if (fuse and hint is not None) else []
+    block_of: dict = {}  # member -> (head, offset per allowed device)
+    block_end: dict = {}  # head -> end variable of its run
+    for blk in blocks:
+        h = blk[0]
+        acc = {d: 0 for d in allowed[h]}
+        for v in blk:
+            block_of[v] = (h, dict(acc))
+            for d in acc:
+                acc[d] += dur[v][d]
+    S: list = [None] * n
+    E: list = [None] * n
+    dev_iv: list = [[] for _ in range(k)]
+
+    def shifted(base, h, per_dev: dict):
+        """``base`` plus a per-device amount chosen by the placement of unit ``h``."""
+        vals = set(per_dev.values())
+        if len(vals) == 1:
+            return base + vals.pop()
+        return base + sum(off * x(h, d) for d, off in per_dev.items())
+
+    for blk in blocks:  # one interval per device for the whole run; members at fixed offsets
+        h = blk[0]
+        length = {d: sum(dur[v][d] for v in blk) for d in allowed[h]}
+        sb = m.new_int_var(0, H, f"S_{h}")
+        eb = m.new_int_var(0, H, f"B_{h}")
+        for d in allowed[h]:
+            if len(allowed[h]) == 1:
+                dev_iv[d].append(m.new_interval_var(sb, length[d], eb, f"blk_{h}_{d}"))
+            else:
+                dev_iv[d].append(m.new_optional_interval_var(sb, length[d], eb, x(h, d),
+                                                             f"blk_{h}_{d}"))
+        if len(allowed[h]) > 1:
+            m.add(eb == shifted(sb, h, length))
+        block_end[h] = eb
+        for v in blk:
+            off = block_of[v][1]
+            S[v] = sb if v == h else shifted(sb, h, off)
+            E[v] = shifted(sb, h, {d: off[d] + dur[v][d] for d in off})
     for i in range(n):
+        if S[i] is not None:
+            continue
+        S[i] = m.new_int_var(0, H, f"S_{i}")
+        E[i] = m.new_int_var(0, H, f"E_{i}")
         if len(allowed[i]) == 1:
             d = allowed[i][0]
             dev_iv[d].append(m.new_interval_var(S[i], dur[i][d], E[i], f"op_{i}_{d}"))
@@ -311,7 +358,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
             m.add_no_overlap(dev_iv[d])
     for ch in chains:
         for a, b in zip(ch, ch[1:]):
-            m.add(S[b] >= E[a])
+            if a not in block_of or block_of[a][0] != block_of.get(b, (None,))[0]:
+                m.add(S[b] >= E[a])
     cmax = m.new_int_var(0, H, "makespan")
     for i in range(n):
         if not gc.succ[i]:
@@ -475,7 +523,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
     n_pairs = 0
     order_lit: dict = {}
     if fifo_on:
-        key_of = (hint.start.tolist() if hint is not None else list(range(n)))
+        key_of = (list(zip(hint.start.tolist(), _ranks(hint))) if hint is not None
+                  else list(range(n)))
         reach = [0] * n
         for i in range(n - 1, -1, -1):
             r = 0
@@ -539,21 +588,7 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         for (r, d), lit in X.items():
             set_hint(lit, hdev[r] == d)
         hs = hint.start.tolist()
-        for i in range(n):
-            set_hint(S[i], ticks(hs[i]))
-            set_hint(E[i], ticks(hs[i]) + dur[i][hdev[i]])
-        set_hint(cmax, max(ticks(hs[i]) + dur[i][hdev[i]] for i in range(n)) if n else 0)
-        off_val = {}
-        for lit, u, cs, b in need_lits:
-            set_hint(lit, any(hdev[v] == b for v in cs))
-        for lit, u, cs, b in off_lits:
-            off_val[lit.index] = any(hdev[v] == b for v in cs) and hdev[u] != b
-            set_hint(lit, off_val[lit.index])
-        for lit, offs in any_lits:
-            set_hint(lit, any(off_val[o.index] for o in offs))
-        hinted: set = set()
-        for (u, w), lit in order_lit.items():
-            set_hint(lit, (hs[u], u) < (hs[w], w))
+        hr = _ranks(hint)
         inv_rel = {v: kk for kk, v in relabel.items()} if relabel else None
         sim_t = {}
         for kk in range(hint.n_transfers):
@@ -563,30 +598,54 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                 dd = relabel.get(dd, dd) if dd >= 0 else dd
             sim_t[(int(hint.t_op[kk]), sd, dd, float(hint.t_bytes[kk]))] = \
                 float(hint.t_start[kk])
-        for key, (p, ts, te, tt) in xfer.items():
+        present: dict = {}  # transfer key -> the hint's (float) start
+        for key in xfer:
             u, ci = key[0], key[1]
             nb = classes[u][ci][0]
             if key[2] == "up":
-                a = key[3]
-                st = sim_t.get((u, a, -1, nb))
+                st = sim_t.get((u, key[3], -1, nb))
             elif key[2] == "down":
-                b = key[3]
-                st = sim_t.get((u, -1, b, nb))
+                st = sim_t.get((u, -1, key[3], nb))
             else:
-                a, b = key[2], key[3]
-                st = sim_t.get((u, a, b, nb))
-            on = st is not None
-            set_hint(p, on)
-            if on:
-                set_hint(ts, ticks(st))
-                set_hint(te, ticks(st) + tt)
-                hinted.add(ts.index)
+                st = sim_t.get((u, key[2], key[3], nb))
+            if st is not None:
+                present[key] = st
+        delay = None if (host or congestion) else (
+            lambda u, ci, a, b: ticks(classes[u][ci][1] if classes[u][ci][1] is not None
+                                      else lat[a][b] + classes[u][ci][0] * inv[a][b]))
+        op_t, x_t = _integer_hint(gc, hdev, list(zip(hs, hr)), dur, classes, xfer, present,
+                                  ticks, delay, block_of, queue=congestion)
+        run_end: dict = {}
+        for v, (h, _) in block_of.items():
+            run_end[h] = max(run_end.get(h, 0), op_t[v] + dur[v][hdev[v]])
+        for h, eb in block_end.items():
+            set_hint(eb, run_end[h])
+        for i in range(n):
+            set_hint(S[i], op_t[i])
+            set_hint(E[i], op_t[i] + dur[i][hdev[i]])
+        set_hint(cmax, max(op_t[i] + dur[i][hdev[i]] for i in range(n)) if n else 0)
+        off_val = {}
+        for lit, u, cs, b in need_lits:
+            set_hint(lit, any(hdev[v] == b for v in cs))
+        for lit, u, cs, b in off_lits:
+            off_val[lit.index] = any(hdev[v] == b for v in cs) and hdev[u] != b
+            set_hint(lit, off_val[lit.index])
+        for lit, offs in any_lits:
+            set_hint(lit, any(off_val[o.index] for o in offs))
+        for (u, w), lit in order_lit.items():
+            set_hint(lit, (hs[u], hr[u]) < (hs[w], hr[w]))
         for key, (p, ts, te, tt) in xfer.items():
-            if ts.index not in hinted:  # no transfer: park it at the producer's end
-                hinted.add(ts.index)
+            if key in present:
+                set_hint(p, True)
+                set_hint(ts, x_t[key])
+                set_hint(te, x_t[key] + tt)
+        for key, (p, ts, te, tt) in xfer.items():
+            if key not in present:  # no transfer: park it at the producer's end, in domain
+                set_hint(p, False)
                 u = key[0]
-                set_hint(ts, ticks(hs[u]) + dur[u][hdev[u]])
-                set_hint(te, ticks(hs[u]) + dur[u][hdev[u]] + tt)
+                park = min(op_t[u] + dur[u][hdev[u]], H)
+                set_hint(ts, park)
+                set_hint(te, min(park + tt, H))
 
     build_s = time.perf_counter() - t0
     solver = cp_model.CpSolver()
@@ -611,7 +670,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
              "n_units": len(reps), "symmetry_breaking": sym, "workers": prm.num_workers,
              "congestion_modelled": bool(congestion), "host_mode": host,
              "recv_overhead_modelled": False, "fifo_links": fifo_on, "fifo_pairs": n_pairs,
-             "bound_valid": not chains, "horizon_ms": float(horizon)}
+             "bound_valid": not chains, "horizon_ms": float(horizon),
+             "fused_runs": len(blocks), "fused_ops": sum(len(b) for b in blocks)}
     if code == cp_model.INFEASIBLE:
         raise InfeasibleError(
             f"graph {graph.name!r} on cluster {cluster.name!r}: CP-SAT proves that no placement "
@@ -625,7 +685,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         dev[i] = next(d for d in allowed[i] if solver.boolean_value(x(i, d)))
     start = np.array([solver.value(S[i]) for i in range(n)], dtype=float) / scale
     obj = float(solver.objective_value) / scale
-    res = CpsatResult("feasible", name, dev, start, obj, bound_ms, None, None, stats)
+    res = CpsatResult("feasible", name, dev, start, obj, bound_ms, None, None, stats,
+                      tie=None if hint is None else np.asarray(_ranks(hint)))
     from ..simulate import simulate
 
     sched = simulate(res.plan(graph, cluster), cluster, congestion=congestion)
@@ -647,3 +708,168 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         res.status = "time_limit"
     stats["cpsat_objective_ms"] = obj
     return res
+
+
+def _integer_hint(gc, hdev, hs, dur, classes, xfer, present, ticks, delay=None,
+                  block_of=None, queue: bool = True) -> tuple:
+    """The hint's schedule re-timed in the model's integer ticks.
+
+    Flooring each float time of a simulated schedule on its own can break the model by a
+    tick: a transfer that starts when the previous one on its link ends, at ``t1 + d1``,
+    floors to ``floor(t1 + d1)``, which can lie below ``floor(t1) + floor(d1)``. Instead the
+    hint keeps the simulated schedule's decisions (device per op, op order per device,
+    transfer order per channel) and every item starts as early as those allow with the
+    model's (floored) durations: a longest path over the order graph, so the hint is a
+    solution of the model and its makespan is at most the simulated one's ticks.
+    ``delay(u, ci, a, b)``: the ticks a consumer waits for class ``ci`` of ``u`` sent from
+    ``a`` to ``b`` when transfers are plain delays (no transfer intervals).
+    ``block_of``: op -> (head, offset per device) for the ops of fused runs, which move with
+    their run's head (one item, its ops at fixed offsets). ``queue``: transfers of one
+    channel follow each other (congestion modelled).
+
+    ``hs``: per op its simulated ``(start, run rank)``.
+
+    Returns ``(op start ticks per op, {transfer key: start ticks})``.
+    """
+    n = gc.n
+    block_of = block_of or {}
+    item = list(range(n))
+    soff = [0] * n      # op start - its item's start
+    ecorr = [0] * n     # op end - its item's end (<= 0)
+    length = [dur[i][hdev[i]] for i in range(n)]
+    run_len: dict = {}
+    for v, (h, off) in block_of.items():
+        run_len[h] = max(run_len.get(h, 0), off[hdev[h]] + dur[v][hdev[h]])
+    for v, (h, off) in block_of.items():
+        item[v] = h
+        soff[v] = off[hdev[h]]
+    for h, ln in run_len.items():
+        length[h] = ln
+    for v, (h, off) in block_of.items():
+        ecorr[v] = soff[v] + dur[v][hdev[h]] - run_len[h]
+    keys = list(present)
+    nt = len(keys)
+    kid = {k: n + j for j, k in enumerate(keys)}
+    length += [xfer[k][3] for k in keys]
+    deps: list = [[] for _ in range(n + nt)]
+    when = [t for t, _ in hs] + [present[k] for k in keys]
+
+    def op_dep(v, u, lag=0):  # op v starts after op u ends (+ lag)
+        if item[v] != item[u]:
+            deps[item[v]].append((item[u], lag + ecorr[u] - soff[v]))
+
+    last: dict = {}
+    for i in sorted(range(n), key=lambda i: hs[i]):
+        if hdev[i] in last:
+            op_dep(i, last[hdev[i]])
+        last[hdev[i]] = i
+    chan_last: dict = {}
+    for j in sorted(range(nt), key=lambda j: (when[n + j], j)):
+        key = keys[j]
+        u = key[0]
+        ch = ("up", key[3]) if key[2] == "up" else (
+            ("down", key[3]) if key[2] == "down" else ("link", key[2], key[3]))
+        deps[n + j].append((item[u], ecorr[u]))
+        if key[2] == "down":
+            up = kid.get((u, key[1], "up", hdev[u]))
+            if up is not None:
+                deps[n + j].append((up, 0))
+        if queue and ch in chan_last:
+            deps[n + j].append((chan_last[ch], 0))
+        chan_last[ch] = n + j
+    for u in range(n):
+        for ci, (_, _, cons) in enumerate(classes[u]):
+            a = hdev[u]
+            for v in cons:
+                op_dep(v, u)
+                b = hdev[v]
+                if b == a:
+                    continue
+                if delay is not None:
+                    op_dep(v, u, delay(u, ci, a, b))
+                    continue
+                src = None
+                for key in ((u, ci, a, b), (u, ci, "down", b)):
+                    if key in kid:
+                        src = kid[key]
+                        break
+                else:  # host mode, unstaged destination: the upload brings it
+                    src = kid.get((u, ci, "up", a))
+                if src is not None:
+                    deps[item[v]].append((src, -soff[v]))
+    # longest path in the order graph (Kahn); a cycle (zero-length ties) keeps floored times
+    m_ = n + nt
+    indeg = [0] * m_
+    out: list = [[] for _ in range(m_)]
+    for v in range(m_):
+        for u, lag in deps[v]:
+            out[u].append((v, lag))
+            indeg[v] += 1
+    start = [0] * m_
+    queue = [v for v in range(m_) if indeg[v] == 0]
+    seen = 0
+    while queue:
+        u = queue.pop()
+        seen += 1
+        end = start[u] + length[u]
+        for v, lag in out[u]:
+            if end + lag > start[v]:
+                start[v] = end + lag
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                queue.append(v)
+    if seen < m_:
+        start = [ticks(t) for t in when]
+        return start[:n], {k: start[kid[k]] for k in keys}
+    return ([start[item[v]] + soff[v] for v in range(n)],
+            {k: start[kid[k]] for k in keys})
+
+
+def _gapless_blocks(graph, hint, chains, rel_tol: float = 1e-9) -> list:
+    """Runs of ``chains`` that ``hint`` executes back to back, as lists of op indices (>= 2).
+
+    A chain (ops that share a device and keep their order) is cut before op ``b`` when the
+    hint leaves its device idle before ``b`` or when an input of ``b`` from another device
+    arrives after the run began: within a run every op then starts exactly when the one
+    before it ends, so the run can be one interval with its ops at fixed offsets and the
+    hint stays a solution (and no transfer loops from a run back into it).
+    """
+    if not chains or hint is None:
+        return []
+    st, en = np.asarray(hint.start).tolist(), np.asarray(hint.end).tolist()
+    dev = np.asarray(hint.device).tolist()
+    tol = rel_tol * max(1.0, float(hint.makespan))
+    arrive: dict = {}
+    for k in range(hint.n_transfers):
+        u, b, te = int(hint.t_op[k]), int(hint.t_dst[k]), float(hint.t_end[k])
+        arrive[u, b] = max(arrive.get((u, b), -math.inf), te)
+    pred = graph.c.pred
+    out = []
+    for ch in chains:
+        run = [ch[0]]
+        for a, b in zip(ch, ch[1:]):
+            head_t = st[run[0]]
+            cut = st[b] > en[a] + tol or dev[a] != dev[b]
+            if not cut:
+                for u in pred[b]:
+                    if dev[u] != dev[b]:
+                        t_in = max(arrive.get((u, dev[b]), -math.inf),
+                                   arrive.get((u, -1), -math.inf), en[u])
+                        if t_in > head_t + tol:
+                            cut = True
+                            break
+            if cut:
+                if len(run) > 1:
+                    out.append(run)
+                run = [b]
+            else:
+                run.append(b)
+        if len(run) > 1:
+            out.append(run)
+    return out
+
+
+def _ranks(schedule) -> list:
+    """The order in which ``schedule`` started its ops (op index where it does not say)."""
+    r = getattr(schedule, "run_rank", None)
+    return list(range(len(schedule.start))) if r is None else np.asarray(r).tolist()

@@ -65,7 +65,8 @@ __all__ = [
     "pesto_ilp",
 ]
 
-WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "round_robin", "single")
+WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place", "celeritas",
+                      "round_robin", "single")
 """Heuristics tried for the warm start, when registered; the best simulated one is used."""
 
 _DEFAULT_TIME_LIMIT = 120.0
@@ -489,7 +490,7 @@ def _best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
     if best is None:
         return None, None, None, tried, errors
     p, s, m = best
-    order = order_by_start(graph, cluster, s.device, s.start)
+    order = s.device_order()  # the simulated order, ties as the simulator ran them
     p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic")
     return p, s, m, tried, errors
 
