@@ -569,7 +569,8 @@ def _dp_warm(graph, cluster, dl: _Deadline | None = None, interleave=False,
           description="Max-load IP (Fig. 6) with Lemma 4.1 contiguity, HiGHS, DP warm start")
 def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
               interleave: bool | str = False, hierarchical: bool = False,
-              objective: str = "pipedream", time_limit: float | None = 60.0) -> Plan:
+              objective: str = "pipedream", symmetry: bool = True,
+              time_limit: float | None = 60.0) -> Plan:
     """Optimal contiguous split by integer programming. HiGHS stops at relative ``gap``
     (default 0: the time limit is the stop); the plan says ``optimal`` only when the gap is
     proved zero. ``predicted["max_load_ms"]`` is the judge's value of the plan,
@@ -587,7 +588,7 @@ def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
     across-hosts cost of an op is below the inside one. ``objective="gpipe"`` (App. A):
     minimise ``max FW + max BW`` (``predicted["time_per_sample_ms"]``, judged by
     :func:`workbench.pipeline.pipelined_time` with ``objective="gpipe"``); combines with
-    ``interleave``, not with ``hierarchical``.
+    ``interleave``, not with ``hierarchical``. ``symmetry`` as in ``ip_noncontig``.
 
     >>> from workbench import Cluster, solve
     >>> from workbench.graph import OpGraph
@@ -599,7 +600,7 @@ def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
     """
     return _maxload_ip(graph, cluster, contiguous=True, time_limit=time_limit, gap=gap,
                        warm_start=warm_start, method="ip_contig", interleave=interleave,
-                       hierarchical=hierarchical, objective=objective)
+                       hierarchical=hierarchical, objective=objective, symmetry=symmetry)
 
 
 @register("ip_noncontig", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
