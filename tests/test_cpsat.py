@@ -234,3 +234,24 @@ def test_gapless_runs_become_one_interval_and_keep_the_hint():
         for a, z in zip(b, b[1:]):
             d = int(fused.device[a])
             assert st[g.ops[z]] == pytest.approx(st[g.ops[a]] + times[a, d], abs=1e-3)
+
+
+def test_window_rounds_only_improve_and_keep_memory():
+    from workbench.solvers.cpsat_pesto import window_rounds
+
+    g = samples.inception(120, seed=2, ccr=1.5)
+    c = Cluster.preset("2xV100-pcie")
+    c = c.with_memory(0.7 * float(g.c.memory.sum()))
+    s = simulate(solve(g, c, method="m_topo"), c)
+    import time as _t
+
+    best, st = window_rounds(g, c, s, _t.perf_counter() + 8, congestion=True, workers=1,
+                             symmetry=True, seed=0, free_ops=40, outside_units=20)
+    assert st["lns_rounds"] >= 1
+    assert best.makespan <= s.makespan * (1 + 1e-9)
+    if st["lns_improved"]:
+        assert best.makespan < s.makespan and st["lns_gain_ms"] > 0
+    used = {d: 0.0 for d in range(len(c))}
+    for i, d in enumerate(best.device.tolist()):
+        used[d] += float(g.c.memory[i])
+    assert all(u <= c.devices[d].memory * (1 + 1e-9) for d, u in used.items())

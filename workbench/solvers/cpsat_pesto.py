@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import SolverError
 from ..plan import Plan
 
-__all__ = ["LNS_PARAMETERS", "pesto_cpsat", "schedule_groups", "units_target"]
+__all__ = ["LNS_PARAMETERS", "pesto_cpsat", "schedule_groups", "units_target", "window_rounds"]
 
 
 LNS_PARAMETERS = {"use_lns_only": True, "cp_model_presolve": False}
@@ -41,6 +41,14 @@ the search only improves the hint, by large-neighbourhood search. On the 1,000-6
 graphs of the hard suite the default portfolio spent its whole budget in presolve and the LP's
 first propagation (no solution in 55 s on GNMT, 4 devices), while LNS improved the hint within
 seconds; on ResNet-50 (150 units) both gained the same (6.52 -> 6.29 / 6.25 ms in 60 s)."""
+
+
+ROUNDS_SHARE_FIRST = 0.5
+"""Coarsened graphs: the share of the remaining time for the first solve of the whole coarse
+problem; the rest goes to :func:`window_rounds`."""
+
+WINDOW_OPS = 150
+"""Ops left free around a critical op in each round of :func:`window_rounds`."""
 
 
 def units_target(n_devices: int, time_limit: float) -> int:
@@ -52,13 +60,14 @@ def units_target(n_devices: int, time_limit: float) -> int:
     return int(max(24, 10.0 * float(time_limit) / max(1, int(n_devices))))
 
 
-def schedule_groups(schedule, target: int, *, balance: float = 2.0) -> list[list[str]]:
+def schedule_groups(schedule, target: int, *, balance: float = 2.0,
+                    free=None) -> list[list[str]]:
     """Groups of ops run consecutively on one device by ``schedule``, at most ``target`` of them
     where the schedule allows (each group is a run of one device's sequence).
 
     Adjacent pairs on a device are merged heaviest tensor first (pairs with no edge last,
     then the lightest compute), and a group's compute stays under ``balance`` times the mean
-    per target unit while any other merge is left.
+    per target unit while any other merge is left. Ops in ``free`` (indices) stay alone.
 
     Returns
     -------
@@ -80,8 +89,11 @@ def schedule_groups(schedule, target: int, *, balance: float = 2.0) -> list[list
     for s_, d_, b_ in zip(gc.src.tolist(), gc.dst.tolist(), gc.bytes.tolist()):
         edge_bytes[s_, d_] = edge_bytes.get((s_, d_), 0.0) + b_
     pairs = []
+    free = set() if free is None else set(free)
     for seq in seqs.values():
         for a, b in zip(seq, seq[1:]):
+            if a in free or b in free:
+                continue
             pairs.append((-edge_bytes.get((a, b), -1.0), work[a] + work[b], a, b))
     pairs.sort()
     parent = list(range(n))
@@ -120,6 +132,52 @@ def schedule_groups(schedule, target: int, *, balance: float = 2.0) -> list[list
     return list(groups.values())
 
 
+def window_rounds(graph, cluster, schedule, stop: float, *, congestion: bool, workers: int,
+                  symmetry: bool, seed, free_ops: int, outside_units: int = 60) -> tuple:
+    """Improve ``schedule`` by rounds of CP-SAT on windows of it, until ``stop``.
+
+    Each round takes the ``free_ops`` ops that start nearest (in time) to a random op of the
+    incumbent's critical path and leaves them free (own placement, own order); every other
+    op is coarsened into runs of the incumbent (:func:`schedule_groups`, at most
+    ``outside_units`` units), which keeps the incumbent a solution of the round's model.
+    CP-SAT, started from the incumbent, solves the round; a plan that simulates faster becomes
+    the incumbent. A large-neighbourhood search at the coarsening level (an extension of
+    Pesto's coarsen-then-solve: the coarse problem changes every round, always around the
+    current best plan).
+
+    Returns ``(best schedule, stats)``.
+    """
+    from ..simulate import simulate
+    from .cpsat import BuildTimeout, solve_cpsat
+
+    rng = np.random.default_rng(0 if seed is None else int(seed))
+    best = schedule
+    n = graph.n_ops
+    rounds = improved = 0
+    gains: list = []
+    while True:
+        left = stop - time.perf_counter()
+        if left < 1.0:
+            break
+        crit = [graph.index[x] for kind, x in best.critical_path if kind == "op"]
+        centre = crit[int(rng.integers(len(crit)))] if crit else int(rng.integers(n))
+        near = np.argsort(np.abs(best.start - best.start[centre]), kind="stable")[:free_ops]
+        groups = schedule_groups(best, int(free_ops) + int(outside_units), free=near.tolist())
+        try:
+            r = solve_cpsat(graph, cluster, congestion=congestion, hint=best, groups=groups,
+                            workers=workers, symmetry=symmetry, seed=rounds,
+                            deadline=time.perf_counter() + min(left, max(2.0, left / 4)))
+        except BuildTimeout:
+            break
+        rounds += 1
+        if r.has_solution and r.simulated_ms < best.makespan * (1 - 1e-9):
+            gains.append(float(best.makespan - r.simulated_ms))
+            best = simulate(r.plan(graph, cluster), cluster, congestion=congestion)
+            improved += 1
+    return best, {"lns_rounds": rounds, "lns_improved": improved,
+                  "lns_gain_ms": float(sum(gains))}
+
+
 def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm_start,
                 time_limit, workers: int, symmetry: bool, seed, method: str) -> Plan:
     """Warm start, (coarsening,) CP-SAT, and the plan to return (see ``pesto``)."""
@@ -144,10 +202,14 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
         stop = deadline - min(0.15 * limit, 5.0)
         if warm_s is not None and time.perf_counter() > stop:
             raise BuildTimeout("the heuristics used up the time limit")
+        # coarsened: half of what is left for one solve of the coarse problem, the rest for
+        # rounds on windows of the incumbent (window_rounds)
+        first_stop = (time.perf_counter() + ROUNDS_SHARE_FIRST * (stop - time.perf_counter())
+                      if groups else stop)
         res = solve_cpsat(graph, cluster, congestion=congestion, hint=warm_s, groups=groups,
                           workers=workers, symmetry=symmetry, seed=seed,
                           parameters=LNS_PARAMETERS if groups else None,
-                          deadline=stop if warm_s is not None else
+                          deadline=first_stop if warm_s is not None else
                           max(deadline, time.perf_counter() + 0.2))
     except BuildTimeout as exc:
         if warm_s is None:
@@ -180,6 +242,20 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
                     cands.append(("cpsat", Plan(graph, dict(cands[0][1].placement),
                                                 method=method, order=order,
                                                 stats=dict(res.stats)), float(s_.makespan)))
+    if groups and warm_s is not None and time.perf_counter() < stop - 1.0:
+        inc = warm_s
+        if cands and cands[0][2] < warm_s.makespan * (1 - 1e-9):
+            inc = simulate(cands[0][1], cluster, congestion=congestion)
+        best_s, lns = window_rounds(graph, cluster, inc, stop, congestion=congestion,
+                                    workers=workers, symmetry=symmetry, seed=seed,
+                                    free_ops=WINDOW_OPS)
+        stats.update(lns)
+        if best_s.makespan < min(c_[2] for c_ in cands or [(0, 0, math.inf)]) * (1 - 1e-9):
+            placement = {graph.c.names[i]: cluster.names[d]
+                         for i, d in enumerate(np.asarray(best_s.device).tolist())}
+            cands.append(("cpsat", Plan(graph, placement, method=method,
+                                        order=best_s.device_order(), stats=dict(res.stats)),
+                          float(best_s.makespan)))
     if warm_s is not None:
         order = warm_s.device_order()
         wp = Plan(graph, dict(warm_plan.placement), method=method, order=order)
@@ -193,6 +269,11 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
     if name != "cpsat":
         stats["fallback"] = ("the CP-SAT plan simulates worse than its warm start"
                              if res.has_solution else "CP-SAT found no solution in time")
+    elif (warm_s is not None and ms >= float(warm_s.makespan) * (1 - 1e-9)
+          and res.status != "optimal"):
+        # CP-SAT's plan only ties with its warm start: that is the heuristic's plan
+        stats["chosen"] = "warm_start"
+        stats["fallback"] = "CP-SAT found no better plan than its warm start in time"
     status = res.status if name == "cpsat" else (
         "time_limit" if res.status in ("time_limit", "unknown") else "feasible")
     if status == "optimal" and groups:
