@@ -205,7 +205,7 @@ def test_hint_is_exactly_a_solution_on_a_real_graph(warm, cluster, congestion, t
 
 
 def test_gapless_runs_become_one_interval_and_keep_the_hint():
-    from workbench.solvers.cpsat import _gapless_blocks
+    from workbench.solvers.cpsat_hint import _gapless_blocks
 
     g, c = _real("resnet_small", "4xV100-nvlink")
     s = simulate(solve(g, c, method="order_place"), c)
