@@ -15,6 +15,26 @@ def _cut(seq, edges, dev):
     return sum(b for u, v, b in edges if dev[u] != dev[v])
 
 
+def _brute_force(K, nd, mem, cap, cut):
+    """Least ``cut(dev)`` over every way to cut K nodes into s <= nd contiguous non-empty
+    segments within memory (None when none fits)."""
+    best = None
+    for s in range(1, nd + 1):
+        for cuts in itertools.combinations(range(1, K), s - 1):
+            bounds = (0, *cuts, K)
+            dev = [0] * K
+            ok = True
+            for d in range(s):
+                a, b = bounds[d], bounds[d + 1]
+                ok &= sum(mem[a:b]) <= cap[d]
+                for p in range(a, b):
+                    dev[p] = d
+            if ok:
+                c = cut(dev)
+                best = c if best is None else min(best, c)
+    return best
+
+
 def test_dp_matches_brute_force_on_random_chains():
     rng = random.Random(0)
     for _ in range(60):
@@ -24,20 +44,7 @@ def test_dp_matches_brute_force_on_random_chains():
         mem = [float(rng.randint(1, 4)) for _ in range(K)]
         cap = [float(rng.randint(3, 9)) for _ in range(nd)]
         got = segment_devices(list(range(K)), edges, mem, cap)
-        best = None
-        for s in range(1, nd + 1):  # every way to cut into s contiguous non-empty segments
-            for cuts in itertools.combinations(range(1, K), s - 1):
-                bounds = (0, *cuts, K)
-                dev = [0] * K
-                ok = True
-                for d in range(s):
-                    a, b = bounds[d], bounds[d + 1]
-                    ok &= sum(mem[a:b]) <= cap[d]
-                    for p in range(a, b):
-                        dev[p] = d
-                if ok:
-                    c = _cut(None, edges, dev)
-                    best = c if best is None else min(best, c)
+        best = _brute_force(K, nd, mem, cap, lambda dev: _cut(None, edges, dev))
         if best is None:
             assert got is None
         else:
@@ -72,20 +79,7 @@ def test_tensor_dp_matches_brute_force_on_random_chains():
         mem = [float(rng.randint(1, 4)) for _ in range(K)]
         cap = [float(rng.randint(3, 9)) for _ in range(nd)]
         got = segment_devices_tensors(list(range(K)), tensors, mem, cap)
-        best = None
-        for s in range(1, nd + 1):
-            for cuts in itertools.combinations(range(1, K), s - 1):
-                bounds = (0, *cuts, K)
-                dev = [0] * K
-                ok = True
-                for d in range(s):
-                    a, b = bounds[d], bounds[d + 1]
-                    ok &= sum(mem[a:b]) <= cap[d]
-                    for p in range(a, b):
-                        dev[p] = d
-                if ok:
-                    c = _tensor_cut(tensors, dev)
-                    best = c if best is None else min(best, c)
+        best = _brute_force(K, nd, mem, cap, lambda dev: _tensor_cut(tensors, dev))
         if best is None:
             assert got is None
         else:

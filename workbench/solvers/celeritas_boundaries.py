@@ -64,43 +64,10 @@ def segment_devices(seq, edges, memory, capacity) -> list[int] | None:
     # S[a][j] = bytes from a to positions >= j ; P[i][j] = sum_{a < i} S[a][j]
     S = np.cumsum(W[:, ::-1], axis=1)[:, ::-1]
     P = np.vstack([np.zeros(K + 1), np.cumsum(S, axis=0)])
-    mem = np.concatenate([[0.0], np.cumsum([float(memory[v]) for v in seq])])
-    INF = math.inf
-    # best[s][j]: least cost with s segments covering positions [0, j); arg for the backtrack
-    best = np.full((nd + 1, K + 1), INF)
-    arg = np.full((nd + 1, K + 1), -1, dtype=np.int64)
-    best[0][0] = 0.0
-    for s in range(1, nd + 1):
-        cap = capacity[s - 1] * (1 + 1e-12)
-        for j in range(1, K + 1):
-            # segment [i, j) on device s-1: fits in memory; boundary at i (none when i == 0)
-            ii = np.arange(0, j)
-            ok = (mem[j] - mem[ii] <= cap) & np.isfinite(best[s - 1][ii])
-            if not ok.any():
-                continue
-            # boundary at j (none at the end) charged given the previous boundary i
-            add = np.zeros(j) if j == K else P[j][j] - P[ii, j]
-            cost = np.where(ok, best[s - 1][ii] + add, INF)
-            k_ = int(np.argmin(cost))
-            if math.isfinite(cost[k_]):
-                best[s][j] = cost[k_]
-                arg[s][j] = k_
-    # the cheapest s with a cover of all K positions
-    s_best = min(range(1, nd + 1), key=lambda s: (best[s][K], s))
-    if not math.isfinite(best[s_best][K]):
-        return None
-    out = [0] * K
-    j, s = K, s_best
-    while s > 0:
-        i = int(arg[s][j])
-        for p in range(i, j):
-            out[p] = s - 1
-        j, s = i, s - 1
-    res = [0] * K
-    for p, v in enumerate(seq):
-        res[v] = out[p]
-    return res
+    def cost(ii, j):  # boundary at j (none at the end) charged given the previous boundary i
+        return np.zeros(j) if j == K else P[j][j] - P[ii, j]
 
+    return _segments(seq, memory, capacity, cost)
 
 
 def segment_devices_tensors(seq, tensors, memory, capacity) -> list[int] | None:
@@ -131,23 +98,35 @@ def segment_devices_tensors(seq, tensors, memory, capacity) -> list[int] | None:
             D[lo:c + 1, c + 1] += b
             lo = c + 1
     T = np.cumsum(D, axis=1)          # T[i][j]: tensors made before i, a consumer in [i, j)
+    return _segments(seq, memory, capacity, lambda ii, j: T[ii, j])
+
+
+def _segments(seq, memory, capacity, cost) -> list[int] | None:
+    """The DP shared by both costs: at most one contiguous segment of ``seq`` per device, each
+    within its device's memory, least total ``cost(ii, j)`` (an array over the starts ``ii``
+    of a segment ending at ``j``); device per node, or None when no cover fits."""
+    K = len(seq)
+    nd = len(capacity)
     mem = np.concatenate([[0.0], np.cumsum([float(memory[v]) for v in seq])])
     INF = math.inf
+    # best[s][j]: least cost with s segments covering positions [0, j); arg for the backtrack
     best = np.full((nd + 1, K + 1), INF)
     arg = np.full((nd + 1, K + 1), -1, dtype=np.int64)
     best[0][0] = 0.0
     for s in range(1, nd + 1):
         cap = capacity[s - 1] * (1 + 1e-12)
         for j in range(1, K + 1):
+            # segment [i, j) on device s-1: fits in memory; boundary at i (none when i == 0)
             ii = np.arange(0, j)
             ok = (mem[j] - mem[ii] <= cap) & np.isfinite(best[s - 1][ii])
             if not ok.any():
                 continue
-            cost = np.where(ok, best[s - 1][ii] + T[ii, j], INF)
-            k_ = int(np.argmin(cost))
-            if math.isfinite(cost[k_]):
-                best[s][j] = cost[k_]
+            c_ = np.where(ok, best[s - 1][ii] + cost(ii, j), INF)
+            k_ = int(np.argmin(c_))
+            if math.isfinite(c_[k_]):
+                best[s][j] = c_[k_]
                 arg[s][j] = k_
+    # the cheapest s with a cover of all K positions
     s_best = min(range(1, nd + 1), key=lambda s: (best[s][K], s))
     if not math.isfinite(best[s_best][K]):
         return None
