@@ -281,7 +281,12 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
                     dpv):
     """Best move out of state ``dpv[I, a, b]``: ``vals[0]``/``js[0]`` for a CPU stage and
     ``vals[r]``/``js[r]`` for an accelerator stage on ``r`` replicas (value, sub-ideal; the
-    smallest sub-ideal id among equal values; ``inf``/-1 where there is none)."""
+    smallest sub-ideal id among equal values; ``inf``/-1 where there is none).
+
+    The walk repeats :func:`forward`'s stack handling on purpose: moving the push, the restore
+    and the stack allocation into shared ``@njit`` helpers (even with ``inline="always"``)
+    made the DP 45 % slower (branchy(12): 1.61-1.73 -> 2.45-2.53 s CPU, three runs each of
+    ``bench_pipeline_dp.py --large 12``, 23 Nov 2026)."""
     N = len(dptr) - 1
     n = len(acc)
     H = len(hsize)
