@@ -50,37 +50,7 @@ def lattice(pred: list, succ: list, *, limit: int = 100_000) -> Lattice:
 
     Raises SolverError naming the count when there are more than ``limit``.
     """
-    n = len(pred)
-    bits = [1 << v for v in range(n)]
-    predmask = [sum(bits[u] for u in pred[v]) for v in range(n)]
-    seen = {0: 0}
-    out = [0]
-    frontier = [tuple(v for v in range(n) if not pred[v])]
-    up_from: list = []  # (upper id, removed v, lower id)
-    pos = 0
-    while pos < len(out):
-        ideal = out[pos]
-        addable = frontier[pos]
-        for v in addable:
-            new = ideal | bits[v]
-            j = seen.get(new)
-            if j is None:
-                j = len(out)
-                seen[new] = j
-                fr = [w for w in addable if w != v]
-                for w in succ[v]:
-                    pm = predmask[w]
-                    if new & pm == pm:
-                        fr.append(w)
-                out.append(new)
-                frontier.append(tuple(fr))
-                if len(out) > limit:
-                    raise SolverError(
-                        f"the forward graph has more than {limit:,} ideals (stopped counting at "
-                        f"{len(out):,}): too branching for the exact DP within its limits; use "
-                        f"method='dpl' (linearised, polynomial) or raise max_ideals")
-            up_from.append((j, v, pos))
-        pos += 1
+    out, up_from = _grow(pred, succ, limit, edges=True)
     return _csr(out, up_from)
 
 
@@ -182,38 +152,9 @@ def enumerate_ideals(pred: list, succ: list, *, limit: int = 100_000) -> list[in
     >>> enumerate_ideals([[], [0], [0]], [[1, 2], [], []])
     [0, 1, 3, 5, 7]
     """
-    n = len(pred)
-    npred = [len(p) for p in pred]
-    full = (1 << n) - 1
-    seen = {0: None}
-    out = [0]
-    start = tuple(v for v in range(n) if npred[v] == 0)
-    frontier = [start]
-    pos = 0
-    bits = [1 << v for v in range(n)]
-    predmask = [sum(bits[u] for u in pred[v]) for v in range(n)]
-    while pos < len(out):
-        ideal = out[pos]
-        addable = frontier[pos]
-        pos += 1
-        for v in addable:
-            new = ideal | bits[v]
-            if new in seen:
-                continue
-            seen[new] = None
-            fr = [w for w in addable if w != v]
-            for w in succ[v]:
-                pm = predmask[w]
-                if new & pm == pm:
-                    fr.append(w)
-            out.append(new)
-            frontier.append(tuple(fr))
-            if len(out) > limit:
-                raise SolverError(
-                    f"the forward graph has more than {limit:,} ideals (stopped counting at "
-                    f"{len(out):,}): too branching for the exact DP within its limits; use "
-                    f"method='dpl' (linearised, polynomial) or raise max_ideals")
-    if out[-1] != full and full not in seen:  # pragma: no cover
+    out, _ = _grow(pred, succ, limit, edges=False)
+    full = (1 << len(pred)) - 1
+    if out[-1] != full:  # pragma: no cover
         raise SolverError("ideal enumeration missed the full set")
     return out
 
@@ -246,3 +187,42 @@ def _linear_order(p) -> list[int]:
             if indeg[w] == 0:
                 stack.append(w)
     return out
+
+
+def _grow(pred: list, succ: list, limit: int, *, edges: bool) -> tuple:
+    """All ideals of a DAG by breadth-first growth (sizes non-decreasing), and with ``edges``
+    their covering edges ``(upper id, removed v, lower id)`` (else None); SolverError naming
+    the count past ``limit`` ideals."""
+    n = len(pred)
+    bits = [1 << v for v in range(n)]
+    predmask = [sum(bits[u] for u in pred[v]) for v in range(n)]
+    seen = {0: 0}
+    out = [0]
+    frontier = [tuple(v for v in range(n) if not pred[v])]
+    up_from: list | None = [] if edges else None
+    pos = 0
+    while pos < len(out):
+        ideal = out[pos]
+        addable = frontier[pos]
+        for v in addable:
+            new = ideal | bits[v]
+            j = seen.get(new)
+            if j is None:
+                j = len(out)
+                seen[new] = j
+                fr = [w for w in addable if w != v]
+                for w in succ[v]:
+                    pm = predmask[w]
+                    if new & pm == pm:
+                        fr.append(w)
+                out.append(new)
+                frontier.append(tuple(fr))
+                if len(out) > limit:
+                    raise SolverError(
+                        f"the forward graph has more than {limit:,} ideals (stopped counting at "
+                        f"{len(out):,}): too branching for the exact DP within its limits; use "
+                        f"method='dpl' (linearised, polynomial) or raise max_ideals")
+            if edges:
+                up_from.append((j, v, pos))
+        pos += 1
+    return out, up_from

@@ -308,6 +308,17 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
         M = {q: pulp.LpVariable(f"M_{q}", lowBound=0) for q in passes}
         # transfer indicators per (hyperedge, device): split, out/in (full duplex), far side
         y, yd, yfar = {}, {}, {}
+
+        def out_in(h, i, a, T_, y_out, y_in, far, tag):
+            """Rows y_out >= [a on i] - [t on far] and y_in >= [t on i] - [a on far] for every
+            consumer t of hyperedge h (far = {i}: the tensor crosses device i's boundary)."""
+            me = {i}
+            for t in T_:
+                lbs.add(prob, y_out, [(1, X(a, me), a, me), (-1, X(t, far), t, far)],
+                        f"{tag}out_{h}_{i}_{t}")
+                lbs.add(prob, y_in, [(1, X(t, me), t, me), (-1, X(a, far), a, far)],
+                        f"{tag}in_{h}_{i}_{t}")
+
         for h, (a, T_, w) in enumerate(U.hyper):
             if dl.over():
                 raise _OutOfTime
@@ -317,28 +328,16 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
                 me, host = {i}, host_devs[host_of[i]]
                 if mode < 2:
                     yi = y[h, i] = pulp.LpVariable(f"y_{h}_{i}", lowBound=0, upBound=1)
-                    for t in T_:
-                        lbs.add(prob, yi, [(1, X(a, me), a, me), (-1, X(t, me), t, me)],
-                                f"out_{h}_{i}_{t}")
-                        lbs.add(prob, yi, [(1, X(t, me), t, me), (-1, X(a, me), a, me)],
-                                f"in_{h}_{i}_{t}")
+                    out_in(h, i, a, T_, yi, yi, me, "")
                 else:
                     for q in (0, 1):
                         yd[h, i, q] = pulp.LpVariable(f"yd_{h}_{i}_{q}", lowBound=0, upBound=1)
-                    for t in T_:
-                        lbs.add(prob, yd[h, i, 1], [(1, X(a, me), a, me), (-1, X(t, me), t, me)],
-                                f"dout_{h}_{i}_{t}")
-                        lbs.add(prob, yd[h, i, 0], [(1, X(t, me), t, me), (-1, X(a, me), a, me)],
-                                f"din_{h}_{i}_{t}")
+                    out_in(h, i, a, T_, yd[h, i, 1], yd[h, i, 0], me, "d")
                 if hierarchical and U.hslow[h] > w and len(host_devs) > 1:
                     # App. C.3: the across-hosts cost when the producer's output reaches
                     # another host (out) or arrives from one (in)
                     yf = yfar[h, i] = pulp.LpVariable(f"yf_{h}_{i}", lowBound=0, upBound=1)
-                    for t in T_:
-                        lbs.add(prob, yf, [(1, X(a, me), a, me), (-1, X(t, host), t, host)],
-                                f"fout_{h}_{i}_{t}")
-                        lbs.add(prob, yf, [(1, X(t, me), t, me), (-1, X(a, host), a, host)],
-                                f"fin_{h}_{i}_{t}")
+                    out_in(h, i, a, T_, yf, yf, host, "f")
         loads = []  # (expression, pass): each at most M[pass]
         for i in range(nd):
             for q in passes:
