@@ -174,7 +174,7 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
                 workers: int = 2, hint=None, groups=None, symmetry: bool = True,
                 seed: int | None = None, deadline: float | None = None,
                 horizon: float | None = None, fifo_links: bool = True,
-                fifo_links_max: int = 3000, fuse: bool = True, ordered_groups: bool = True,
+                fifo_links_max: int = 3000, fuse: bool = True,
                 parameters: dict | None = None) -> CpsatResult:
     """Solve joint placement + scheduling of ``graph`` on ``cluster`` with CP-SAT.
 
@@ -206,10 +206,8 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         as the simulator's FIFO channels do: pairwise constraints between each transfer and
         its next ones on the link in the hint's order, about ``fifo_links_max`` pairs in all
         (``stats["fifo_pairs"]``).
-    ordered_groups : bool
-        True: the ops of a group run in the given order; False: they only share a device.
     fuse : bool
-        With ordered ``groups`` and a ``hint``: the runs of a group that the hint executes back to back
+        With ``groups`` and a ``hint``: the runs of a group that the hint executes back to back
         (no idle time between them, every input from another device already there when the
         run starts) become one interval per device, their ops at fixed offsets in it
         (``stats["fused_runs"]``). The hint stays a solution; the model gets far smaller.
@@ -278,9 +276,6 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
         return int(math.floor(ms * scale + 1e-9))
 
     rep, chains = _groups_of(graph, groups)
-    grouped = bool(chains)
-    if not ordered_groups:
-        chains = []  # the groups share a device; their order is left to the search
     reps = sorted(set(rep))
     allowed_rep: dict = {}
     for r in reps:
@@ -676,13 +671,13 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
              "n_units": len(reps), "symmetry_breaking": sym, "workers": prm.num_workers,
              "congestion_modelled": bool(congestion), "host_mode": host,
              "recv_overhead_modelled": False, "fifo_links": fifo_on, "fifo_pairs": n_pairs,
-             "bound_valid": not grouped, "horizon_ms": float(horizon),
+             "bound_valid": not chains, "horizon_ms": float(horizon),
              "fused_runs": len(blocks), "fused_ops": sum(len(b) for b in blocks)}
     if code == cp_model.INFEASIBLE:
         raise InfeasibleError(
             f"graph {graph.name!r} on cluster {cluster.name!r}: CP-SAT proves that no placement "
             f"satisfies memory capacity, colocation, device affinity"
-            + (" and the given groups" if grouped else "") + " together")
+            + (" and the given groups" if chains else "") + " together")
     bound_ms = float(solver.best_objective_bound) / scale
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return CpsatResult("unknown", name, None, None, None, bound_ms, None, None, stats)

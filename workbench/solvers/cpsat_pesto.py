@@ -250,7 +250,7 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
                                     workers=workers, symmetry=symmetry, seed=seed,
                                     free_ops=WINDOW_OPS)
         stats.update(lns)
-        if best_s.makespan < min(c_[2] for c_ in cands or [(0, 0, math.inf)]) * (1 - 1e-9):
+        if best_s.makespan < inc.makespan * (1 - 1e-9):  # the final choice below takes the best
             placement = {graph.c.names[i]: cluster.names[d]
                          for i, d in enumerate(np.asarray(best_s.device).tolist())}
             cands.append(("cpsat", Plan(graph, placement, method=method,
