@@ -6,7 +6,7 @@ STAMP   := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 # The TensorFlow build: CUDA (the `gpu` extra) where nvidia-smi lists a GPU, else the CPU build.
-EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev || echo tf,dev)
+EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev,torch || echo tf,dev,torch)
 
 .PHONY: install demo test test-fast lab bench browser-deps clean print-extras
 

@@ -1,0 +1,37 @@
+"""TensorFlow, PyTorch and OR-Tools' CP-SAT in one process, in both import orders.
+
+All three ship native libraries (abseil, protobuf, OpenMP); a clash shows up as a segmentation
+fault in the second library's first call (the ortools pin of pyproject.toml exists because of
+one, see tests/test_tf_ortools.py). A notebook that profiles a TensorFlow model, captures a
+PyTorch one and runs ``pesto`` does all three, so each order runs in a child process: a crash is
+a failure, not a dead test runner.
+"""
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("tensorflow")
+pytestmark = pytest.mark.tf
+
+TF = "import tensorflow as tf\nassert float(tf.constant(2.0) * 3) == 6.0\n"
+TORCH = ("import torch\nx = torch.ones(4, 4, requires_grad=True)\n(x @ x).sum().backward()\n"
+         "assert float(x.grad.sum()) == 128.0\n")
+CPSAT = """
+import workbench as wb
+plan = wb.solve(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"), method="pesto",
+                time_limit=5, seed=0)
+print("ok", plan.status)
+"""
+
+
+@pytest.mark.parametrize("order", ["tf-torch-cpsat", "torch-tf-cpsat", "cpsat-torch-tf"])
+def test_tensorflow_torch_and_cpsat_in_one_process(order):
+    parts = {"tf": TF, "torch": TORCH, "cpsat": CPSAT}
+    code = "\n".join(parts[p] for p in order.split("-"))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, (f"{order}: exit {r.returncode} (-11 = segfault: check the torch "
+                               f"and ortools pins in pyproject.toml)\n{r.stderr[-2000:]}")
+    assert "ok" in r.stdout.split()
