@@ -27,11 +27,12 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import PlanError
-from .pipeline_costs import out_costs, transfer_tiers
+from .pipeline_costs import allreduce_chunk_ms, op_shares, out_costs, transfer_tiers
 from .plan import Plan
 
 __all__ = ["contiguity_violations", "expert_plan", "hierarchical_costs", "hierarchical_loads",
-           "latency", "latency_of", "latency_pieces", "load_parts", "out_costs", "pipelined_time"]
+           "latency", "latency_of", "latency_pieces", "load_parts", "out_costs", "pipelined_time",
+           "replica_graph"]
 
 
 def contiguity_violations(plan: Plan, *, part: str = "backward") -> list[str]:
@@ -152,18 +153,128 @@ def load_parts(plan: Plan, cluster) -> dict:
     parts = {k: np.zeros((nd, 2)) for k in ("compute", "in", "out")}
     np.add.at(parts["compute"], (dev, bwd.astype(np.int64)), times)
     pays = cc.staged if cc.host_mode else np.ones(nd, dtype=bool)
+    share = op_shares(g)
     for u, cons, cost in transfer_tiers(g, cluster):
         du = int(dev[u])
-        holders = {int(dev[v]) for v in cons}
-        if holders == {du}:
+        holders: dict = {}
+        for v in cons:
+            d = int(dev[v])
+            holders[d] = max(holders.get(d, 0.0), 1.0 if share is None else float(share[v]))
+        if holders.keys() == {du}:
             continue
         ph = int(bwd[u])
+        su = 1.0 if share is None else float(share[u])
         if pays[du]:
-            parts["out"][du, ph] += cost
-        for d in holders - {du}:
-            if pays[d]:
-                parts["in"][d, ph] += cost
+            parts["out"][du, ph] += cost * su
+        for d, sv in holders.items():
+            if d != du and pays[d]:
+                parts["in"][d, ph] += cost * su * sv
     return parts
+
+
+def replica_graph(graph, placement: dict, replicas: dict, cluster, *,
+                  allreduce_bandwidth: float):
+    """The graph and placement the judge sees for a split whose stages may be replicated
+    (Tarnawski et al., Appendix C.2).
+
+    ``placement`` puts every op of a stage on one device; ``replicas`` maps such a device to
+    the devices of the stage's replicas (the first is that device). Op ``v`` of a stage on
+    ``R`` replicas becomes ``v@r`` on replica ``r`` with ``1 / R`` of its compute, all of its
+    memory (the weights are replicated) and node attribute ``share = 1 / R`` (see
+    :func:`workbench.pipeline_costs.op_shares`); every edge into, out of or inside the stage
+    links each replica to each holder of the other end (inside a stage, each replica to
+    itself). The replicas' weights ``W`` (the stage's memory) are then summed by a ring
+    all-reduce on the links: ops ``allreduce[d]@r/t`` for ``t = 0 .. 2 (R - 1)`` on replica
+    ``r``, after the replica's last ops, step ``t`` receiving a ``W / R``-byte chunk from
+    replica ``r - 1``'s step ``t - 1``; each send and each receive is charged
+    :func:`workbench.pipeline_costs.allreduce_chunk_ms` (fixed ``comm``), so
+    :func:`workbench.simulate.max_load` of the result is the DP's replicated value. No
+    all-reduce when ``allreduce_bandwidth`` is infinite or the stage holds no weights.
+
+    Returns ``(graph, placement)``.
+
+    >>> from workbench import Cluster, max_load
+    >>> from workbench.cluster import Device, Link
+    >>> from workbench.graph import OpGraph
+    >>> from workbench.plan import Plan
+    >>> g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}}),
+    ...                       ("b", {"compute": {"gpu": 8.0}, "memory": 4e6})],
+    ...                      [("a", "b", {"comm": 1.0})])
+    >>> c = Cluster([Device(f"gpu{i}") for i in range(3)], mode="host", host_link=Link(0.0, 1e6))
+    >>> h, pl = replica_graph(g, {"a": "gpu0", "b": "gpu1"}, {"gpu1": ["gpu1", "gpu2"]}, c,
+    ...                       allreduce_bandwidth=1e6)
+    >>> sorted(pl.items())[:3]
+    [('a', 'gpu0'), ('allreduce[gpu1]@0/0', 'gpu1'), ('allreduce[gpu1]@0/1', 'gpu1')]
+    >>> max_load(Plan(h, pl), c)        # (8 + 1) / 2 + (2 - 1) * 4e6 / (2 * 1e6)
+    6.5
+    """
+    from .graph import OpGraph
+    import networkx as nx
+
+    src = graph.nx
+    reps: dict = {}
+    for d0, devs in replicas.items():
+        devs = [str(d) for d in devs]
+        if len(devs) < 1 or devs[0] != str(d0) or len(set(devs)) != len(devs):
+            raise PlanError(f"replicas of stage on {d0!r} must list distinct devices starting "
+                            f"with {d0!r}, got {devs!r}")
+        reps[str(d0)] = devs
+    stage_of = {v: reps.get(placement[v]) for v in graph.ops}
+    G = nx.DiGraph()
+    copies: dict = {}
+    out_place: dict = {}
+    for v in graph.ops:
+        a = dict(src.nodes[v])
+        devs = stage_of[v]
+        if devs is None or len(devs) == 1:
+            G.add_node(v, **a)
+            copies[v] = [v]
+            out_place[v] = placement[v]
+            continue
+        R = len(devs)
+        copies[v] = []
+        for r, d in enumerate(devs):
+            grp = a.get("colocate")
+            name = f"{v}@{r}"
+            G.add_node(name, **{**a, "compute": {k: t / R for k, t in a["compute"].items()},
+                                "share": float(a.get("share", 1.0)) / R,
+                                "colocate": None if grp is None else f"{grp}@{r}"})
+            copies[v].append(name)
+            out_place[name] = d
+    for u, v, e in src.edges(data=True):
+        same = stage_of[u] is not None and stage_of[u] is stage_of[v]
+        pairs = zip(copies[u], copies[v]) if same else \
+            ((x, y) for x in copies[u] for y in copies[v])
+        for x, y in pairs:
+            G.add_edge(x, y, **e)
+    training = graph.is_training()
+    for d0, devs in reps.items():
+        R = len(devs)
+        ops = [v for v in graph.ops if stage_of[v] is devs] if R > 1 else []
+        W = float(sum(src.nodes[v]["memory"] for v in ops))
+        chunk = allreduce_chunk_ms(W, R, allreduce_bandwidth)
+        if chunk <= 0:
+            continue
+        inside = set(ops)
+        sinks = [v for v in ops if not any(w in inside for w in src.successors(v))]
+        kinds = {cluster.devices[cluster.index[d]].kind for d in devs}
+        for r, d in enumerate(devs):
+            for t in range(2 * (R - 1) + 1):
+                G.add_node(f"allreduce[{d0}]@{r}/{t}", compute={k: 0.0 for k in kinds},
+                           memory=0.0, kind="bwd" if training else "other",
+                           op_type="AllReduce")
+                out_place[f"allreduce[{d0}]@{r}/{t}"] = d
+            for s in sinks:
+                G.add_edge(f"{s}@{r}", f"allreduce[{d0}]@{r}/0", bytes=0.0)
+        for r in range(R):
+            for t in range(1, 2 * (R - 1) + 1):
+                G.add_edge(f"allreduce[{d0}]@{r}/{t - 1}", f"allreduce[{d0}]@{r}/{t}",
+                           bytes=0.0)
+                G.add_edge(f"allreduce[{d0}]@{(r - 1) % R}/{t - 1}", f"allreduce[{d0}]@{r}/{t}",
+                           bytes=W / R, comm=chunk)
+    meta = {**graph.meta, "replicated_stages": {d0: list(devs) for d0, devs in reps.items()
+                                                if len(devs) > 1}}
+    return OpGraph(G, name=f"{graph.name}-replicated", meta=meta), out_place
 
 
 def pipelined_time(plan: Plan, cluster, *, interleave=False, objective: str = "pipedream"

@@ -42,6 +42,7 @@ from collections import deque
 import numpy as np
 
 from .errors import PlanError
+from .pipeline_costs import op_shares
 from .plan import Metrics, Plan, Schedule
 
 __all__ = ["simulate", "max_load", "device_loads", "evaluate", "receive_overheads", "ORDERS"]
@@ -96,6 +97,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     lat, inv = cc.lat.tolist(), cc.inv_bw.tolist()
     up_lat, up_inv = cc.up_lat.tolist(), cc.up_inv_bw.tolist()
     staged = cc.staged.tolist()
+    shares = op_shares(g)  # replicas of a stage: transfers scaled by their share of the stream
+    share = [1.0] * n if shares is None else shares.tolist()
 
     remaining = [len(gc.in_edges[i]) for i in range(n)]
     ready_t = [0.0] * n
@@ -211,22 +214,27 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         if not groups:
             return
         if host_mode:
+            su = share[u]
             for (nb, c), by_dev in groups.items():
                 if staged[a]:
-                    d_up = c if c is not None else up_lat[a] + nb * up_inv[a]
-                    new_transfer(u, a, -1, a, nb, d_up, ("stage", by_dev, nb, c), t, ("op", u))
+                    d_up = (c if c is not None else up_lat[a] + nb * up_inv[a]) * su
+                    new_transfer(u, a, -1, a, nb * su, d_up, ("stage", by_dev, nb, c), t,
+                                 ("op", u))
                 else:
                     stage_out(u, by_dev, nb, c, t, ("op", u))
         else:
             for (b, nb, c), consumers in groups.items():
-                d_t = c if c is not None else lat[a][b] + nb * inv[a][b]
-                new_transfer(u, a, b, a * nd + b, nb, d_t, ("deliver", consumers), t, ("op", u))
+                f = share[u] * max(share[v] for v in consumers)
+                d_t = (c if c is not None else lat[a][b] + nb * inv[a][b]) * f
+                new_transfer(u, a, b, a * nd + b, nb * f, d_t, ("deliver", consumers), t,
+                             ("op", u))
 
     def stage_out(u: int, by_dev: dict, nb: float, c, t: float, cause) -> None:
         for b, consumers in by_dev.items():
             if staged[b]:
-                d_down = c if c is not None else up_lat[b] + nb * up_inv[b]
-                new_transfer(u, -1, b, nd + b, nb, d_down, ("deliver", consumers), t, cause)
+                f = share[u] * max(share[v] for v in consumers)
+                d_down = (c if c is not None else up_lat[b] + nb * up_inv[b]) * f
+                new_transfer(u, -1, b, nd + b, nb * f, d_down, ("deliver", consumers), t, cause)
             else:
                 for v in consumers:
                     input_ready(v, t, cause)
@@ -377,17 +385,22 @@ def device_loads(plan: Plan, cluster) -> np.ndarray:
     ds, dd = ds[cross], dd[cross]
     nb, cm = gc.bytes[cross], gc.comm[cross]
     fixed = ~np.isnan(cm)
+    shares = op_shares(g)  # replica ops pay for their share of the stream (Appendix C.2)
     if cc.host_mode:
         out_t = np.where(fixed, np.nan_to_num(cm), cc.up_lat[ds] + nb * cc.up_inv_bw[ds])
         out_t = np.where(cc.staged[ds], out_t, 0.0)
         in_t = np.where(fixed, np.nan_to_num(cm), cc.up_lat[dd] + nb * cc.up_inv_bw[dd])
         in_t = np.where(cc.staged[dd], in_t, 0.0)
+        if shares is not None:
+            in_t = in_t * shares[src] * shares[_dst]
         # sender pays once per produced tensor
         per_src = np.zeros(gc.n)
         np.maximum.at(per_src, src, out_t)
-        np.add.at(load, dev, per_src)
+        np.add.at(load, dev, per_src if shares is None else per_src * shares)
     else:
         link_t = np.where(fixed, np.nan_to_num(cm), cc.lat[ds, dd] + nb * cc.inv_bw[ds, dd])
+        if shares is not None:
+            link_t = link_t * shares[src] * shares[_dst]
         out_t = in_t = link_t
         # sender pays once per (tensor, destination device)
         load += _pair_max_sum(src, dd, out_t, ds, nd)

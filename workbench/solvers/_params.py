@@ -161,7 +161,7 @@ RULES: dict[str, Param] = {
     "balance": Param(("float", "none"), min=0, min_open=True),
     "cp_slack": Param(("float", "none"), min=0),
     "q": Param(("int",), min=1),
-    "allreduce_bandwidth": Param(("float",), min=0, min_open=True, finite=False),
+    "allreduce_bandwidth": Param(("float", "none"), min=0, min_open=True, finite=False),
     "slow_factor": Param(("float", "none"), min=1),
     "heuristic_effort": Param(("float",), min=0, max=1),
     "anchor": Param(("str",), choices=("previous", "pred", "segments")),

@@ -69,6 +69,7 @@ from ..errors import InfeasibleError, SolverError
 from ..pipeline_costs import (
     check_finite_costs,
     contiguous_optimum_status,
+    default_allreduce_bandwidth,
     edge_costs,
     pipeline_model,
 )
@@ -202,11 +203,18 @@ def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_dev
     placement = {gc.names[i]: names[int(d)] for i, d in enumerate(dev.tolist())}
     value = max(loads) if loads else 0.0
     info = {"stages": stage_info, "contraction": p.info}
-    if replicas:
+    graph = p.graph
+    if replicas:  # the judge sees the replica ops and their all-reduce (Appendix C.2)
+        from ..pipeline import replica_graph
+
         info["replicas"] = replicas
+        info["allreduce_bandwidth"] = allreduce_bandwidth
+        info["source_graph"] = p.graph.name
+        graph, placement = replica_graph(p.graph, placement, replicas, cluster,
+                                         allreduce_bandwidth=allreduce_bandwidth)
     stats = dict(res.stats)
     stats.update(extra_stats)
-    return Plan(p.graph, placement, method=method, status=status,
+    return Plan(graph, placement, method=method, status=status,
                 predicted={"max_load_ms": value}, stats=stats, info=info)
 
 
@@ -243,10 +251,12 @@ def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
 
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          skip_span: int | None = None,
-         max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float,
+         max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float | None,
          time_limit, progress, prune: bool = True, backward_contiguous: bool = False) -> Plan:
     t0 = time.perf_counter()
     model = pipeline_model(cluster, method=method, cpus_pay=False)
+    if allreduce_bandwidth is None:  # a ring all-reduce over the slowest accelerator link
+        allreduce_bandwidth = default_allreduce_bandwidth(cluster)
     times = cluster.op_times(graph)
     check_finite_costs(np.concatenate([times[np.isfinite(times)], edge_costs(graph, cluster)]),
                        what="compute and transfer times", method=method)
@@ -305,10 +315,14 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
             f"its best split of graph {graph.name!r} puts {worst / 2**30:.3g} GiB on a CPU of "
             f"cluster {cluster.name!r}, which has {max(cpu_mem) / 2**30:.3g} GiB at most")
     replicated = any(r > 1 for _S, _on, r in res.stages)
-    if interleave or replicated:
+    if interleave:
         exact = False  # the App. C value is not what max_load judges
-        note = (f"predicted max_load_ms is the value under the "
-                f"{'interleaved' if interleave else 'replicated'} model (App. C), not max_load")
+        note = ("predicted max_load_ms is the value under the interleaved model (App. C.1), "
+                "not max_load")
+    elif replicated:  # judged exactly on plan.graph, but not optimal against unreplicated bounds
+        exact = False
+        note = ("replicated stages (App. C.2): plan.graph holds the replica ops and the ring "
+                "all-reduce of their weights, on which max_load equals predicted max_load_ms")
     extra = {"total_s": time.perf_counter() - t0}
     if note:
         extra["note"] = note
@@ -328,7 +342,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
           exact=True, contract_params={"max_ideals": 20_000},
           description="Optimal contiguous pipeline split by DP over ideals (max-load)")
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
-       replicate: bool = False, allreduce_bandwidth: float = math.inf,
+       replicate: bool = False, allreduce_bandwidth: float | None = None,
        hierarchical: bool = False, objective: str = "pipedream",
        backward_contiguous: bool = False, time_limit: float | None = None,
        progress=None) -> Plan:
@@ -344,11 +358,16 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
         :func:`workbench.pipeline.pipelined_time`.
     replicate : bool
         Appendix C.2: a stage may be replicated over several accelerators; time per sample is
-        load / r plus the all-reduce term (r - 1) * weights / (r * allreduce_bandwidth). The
-        plan puts a replicated stage on its first replica (``info["replicas"]`` lists all);
-        ``predicted`` holds the replicated max-load.
-    allreduce_bandwidth : float
-        Bytes per ms of the all-reduce (``inf``: free synchronisation).
+        load / r plus the all-reduce term (r - 1) * weights / (r * allreduce_bandwidth).
+        ``plan.graph`` is then the replica graph of :func:`workbench.pipeline.replica_graph`
+        (each op of a replicated stage once per replica, with the ring all-reduce of the
+        stage's weights on the links), on which :func:`workbench.max_load` equals
+        ``predicted["max_load_ms"]``; ``info["replicas"]`` lists each stage's devices.
+    allreduce_bandwidth : float or None
+        Bytes per ms of the all-reduce term. ``None`` (default): a ring all-reduce over the
+        slowest accelerator link, as the judge charges it
+        (:func:`workbench.pipeline_costs.default_allreduce_bandwidth`: a quarter of that
+        link's bandwidth); ``inf``: free synchronisation (an explicit choice).
     hierarchical : bool
         Appendix C.3: accelerators grouped in hosts, transfers inside a host over the
         ``intra_host`` link and across hosts over ``inter_host``; exact DP over segments and
@@ -390,7 +409,7 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
 @register("dpl", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           description="DP over the prefixes of a DFS topological order (linearisation heuristic)")
 def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = False,
-        allreduce_bandwidth: float = math.inf, backward_contiguous: bool = False,
+        allreduce_bandwidth: float | None = None, backward_contiguous: bool = False,
         time_limit: float | None = None, progress=None) -> Plan:
     """The linearised DP (Section 5.1.2): add a DFS Hamiltonian path, so the ideals are the
     |V| + 1 prefixes; polynomial, usually optimal or close. Options as :func:`dp`."""
