@@ -208,8 +208,9 @@ def replica_graph(graph, placement: dict, replicas: dict, cluster, *,
     >>> max_load(Plan(h, pl), c)        # (8 + 1) / 2 + (2 - 1) * 4e6 / (2 * 1e6)
     6.5
     """
-    from .graph import OpGraph
     import networkx as nx
+
+    from .graph import OpGraph
 
     src = graph.nx
     reps: dict = {}

@@ -235,7 +235,7 @@ def contiguous_optimum_status(value: float, lower_bound: float) -> tuple[str, di
 
 
 # ----------------------------------------------------------------------------- replication
-_SHARES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_SHARES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def op_shares(graph) -> np.ndarray | None:
