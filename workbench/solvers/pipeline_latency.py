@@ -88,6 +88,26 @@ def _cpu_slots(cluster, model) -> list:
     return cpus
 
 
+def _over_memory_device(v: int, cpus: list, acc: list, used_acc: int, ok) -> int:
+    """Where the greedy puts block ``v`` when it fits no CPU and not the next accelerator (the
+    plan is then ``infeasible``): a CPU that can run it (a CPU block is its own subgraph), else
+    the accelerator opened last (its subgraph grows by a block that only CPU blocks separate
+    from it), else the first accelerator. Never an accelerator opened earlier: its subgraph
+    would stop being contiguous and the invocations could form a cycle (issue 23).
+
+    >>> _over_memory_device(5, [4], [0, 1, 2, 3], 2, lambda v, d: d != 4)   # GPU-only block
+    1
+    >>> _over_memory_device(5, [4], [0, 1, 2, 3], 2, lambda v, d: True)
+    4
+    """
+    cands = [d for d in cpus if ok(v, d)]
+    if cands:
+        return cands[0]
+    if acc:
+        return acc[max(used_acc - 1, 0)]
+    return cpus[0]
+
+
 @register("greedy_latency", family="pipeline", paper="Tarnawski et al. NeurIPS'20 (baseline)",
           objective="latency",
           description="Greedy: fill accelerators in DFS topological order as far as memory allows")
@@ -124,8 +144,9 @@ def greedy_latency(graph, cluster) -> Plan:
                 cpu_used[room[0]] += U.mem[v]
             else:
                 status = "infeasible"
-                cands = [d for d in cpus + acc if ok(v, d)]
-                asg[v] = cands[0] if cands else (acc + cpus)[0]
+                d = _over_memory_device(v, cpus, acc, used_acc, ok)
+                asg[v] = d
+                used_acc = max(used_acc, 1) if d in acc else used_acc
             i += 1
             continue
         d = acc[used_acc]

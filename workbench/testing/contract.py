@@ -5,12 +5,16 @@ device speeds and memories (up to two accelerator kinds, CPUs with finite or unl
 ``host`` or ``direct`` mode with 1-8 accelerators and 0-2 CPUs, CPU-only ops, zero-cost ops,
 zero-byte and fixed-``comm`` edges, colocation groups, training graphs (forward/backward colour
 classes), chains, trees, fan-out/fan-in, layered and dense DAGs of 1-300 ops, memory from tight to
-loose or unlimited, and now and then costs near 1e15 ms.
+loose or unlimited, and now and then costs near 1e15 ms. About 6 % of the seeds are memory-pressure
+cases: dense training graphs with accelerator-only ops, several unequal accelerators and CPUs,
+memory too small for any split (``starved``) or ``tight``.
 
 :func:`run_method` runs one registered method on a case and checks every clause:
 
-* the plan validates (each op once, device kinds, colocation) -- or a library error
-  (:class:`~workbench.errors.WorkbenchError`) says why there is none (``error``);
+* the plan validates (each op once, device kinds, colocation) -- or an
+  :class:`~workbench.errors.InfeasibleError` or :class:`~workbench.errors.SolverError` says why
+  there is none (``error``; any other library error from the method, e.g. a ``PlanError`` about
+  a plan it built itself, is a contract failure);
 * memory is respected unless the status is ``infeasible``;
 * makespan and max-load are finite and >= the lower bounds of :mod:`workbench.bounds`;
 * ``optimal`` means the predicted objective equals the judge's value;
@@ -42,7 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..cluster import Cluster, Device, Link
-from ..errors import WorkbenchError
+from ..errors import InfeasibleError, SolverError, WorkbenchError
 from ..graph import OpGraph
 
 __all__ = [
@@ -62,6 +66,7 @@ VERDICTS = ("pass", "error", "fail", "crash", "hang")
 MB = 1e6
 # methods whose cost is dominated by a MILP: the test suite runs them on a subset of cases
 MILP_METHODS = ("pesto", "pesto_ilp", "ip_contig", "ip_noncontig", "latency_ip")
+PRESSURE_SHARE = 0.06  # share of seeds drawn as memory-pressure cases (issue 23)
 SHAPES = ("chain", "out_tree", "in_tree", "fan", "layered", "dense", "sparse")
 
 
@@ -135,7 +140,9 @@ def _shape_edges(r: np.random.Generator, n: int, shape: str) -> list:
 
 
 def _graph(r: np.random.Generator, n: int, shape: str, acc_kinds: list, n_cpu: int,
-           training: bool, scale: float) -> OpGraph:
+           training: bool, scale: float, acc_only: float = 0.0) -> OpGraph:
+    """``acc_only``: share of ops without a CPU cost (drawn only when positive, so the cases
+    of the other families keep their draws)."""
     cpu_only = float(r.choice([0.0, 0.1, 0.3])) if n_cpu else 0.0
     zero_cost = float(r.choice([0.0, 0.1, 0.5]))
     ops = []
@@ -145,7 +152,7 @@ def _graph(r: np.random.Generator, n: int, shape: str, acc_kinds: list, n_cpu: i
         for j, k in enumerate(acc_kinds):
             if j == 0 or r.random() < 0.9:
                 comp[k] = t * (1.0 if j == 0 else float(r.uniform(0.5, 2.0)))
-        if n_cpu:
+        if n_cpu and not (acc_only > 0 and r.random() < acc_only):
             comp["cpu"] = t * float(r.uniform(2.0, 12.0))
             if r.random() < cpu_only:
                 comp = {"cpu": comp["cpu"]}
@@ -198,10 +205,12 @@ def _cluster(r: np.random.Generator, graph: OpGraph, n_acc: int, n_cpu: int, acc
     if memory == "unlimited":
         caps = [math.inf] * nd
     else:
-        slack = {"tight": 1.05, "medium": 1.5, "loose": 4.0}[memory]
+        slack = {"starved": 0.6, "tight": 1.05, "medium": 1.5, "loose": 4.0}[memory]
         share = float(mem.sum()) / nd * slack
         caps = [max(share * float(r.uniform(0.7, 1.3)), biggest * 1.01) for _ in range(nd)]
         for j in range(n_acc, nd):  # CPUs: finite (often larger) or unlimited memory
+            if memory == "starved":  # no split fits: CPUs as short of memory as the rest
+                continue
             caps[j] = math.inf if r.random() < 0.4 else caps[j] * float(r.choice([1.0, 4.0]))
         if r.random() < 0.2:  # one accelerator without a memory figure
             caps[int(r.integers(0, n_acc))] = math.inf
@@ -214,15 +223,41 @@ def _cluster(r: np.random.Generator, graph: OpGraph, n_acc: int, n_cpu: int, acc
                    name=f"{n_acc}acc+{n_cpu}cpu-{mode}")
 
 
+def _pressure_case(seed: int, max_ops: int) -> Case:
+    """A dense training graph of 4-60 ops (some ops without a CPU cost) on 2-8 accelerators of
+    unequal speeds and 1-2 CPUs, mostly in ``host`` mode, with ``starved`` memory (about 0.6 of
+    the graph's bytes over all devices: no split fits) or ``tight`` memory. Issue 23: on such a
+    case the greedy latency split reused a full accelerator and built cyclic invocations."""
+    r = np.random.default_rng([int(seed), 23, 1])
+    half = max(1, min(30, max_ops // 2))
+    n = int(r.integers(min(2, half), half + 1))
+    shape = str(r.choice(["dense", "dense", "layered", "fan"]))
+    n_acc = int(r.choice([2, 3, 4, 4, 8]))
+    n_cpu = int(r.choice([1, 1, 2]))
+    memory = str(r.choice(["starved", "starved", "tight"]))
+    mode = "host" if r.random() < 0.8 else "direct"
+    acc_only = float(r.choice([0.2, 0.5]))
+    g = _graph(r, n, shape, ["gpu"], n_cpu, n >= 2 and n * 2 <= max_ops, 1.0, acc_only)
+    c = _cluster(r, g, n_acc, n_cpu, ["gpu"], memory, mode)
+    desc = {"shape": shape, "training": g.is_training(), "n_acc": n_acc, "n_cpu": n_cpu,
+            "acc_kinds": 1, "scale": 1.0, "memory": memory, "mode": mode,
+            "family": "pressure", "acc_only": acc_only, "max_ops": max_ops}
+    return Case(int(seed), g, c, desc)
+
+
 def make_case(seed: int, *, max_ops: int = 300) -> Case:
     """A random problem drawn from ``seed`` (deterministic), at most ``max_ops`` ops.
 
     Sizes: about half the cases have 1-12 ops, a third 13-60, the rest up to ``max_ops``.
+    About 6 % of the seeds (a draw of their own) give a memory-pressure case instead
+    (:func:`_pressure_case`: dense training graphs, accelerator-only ops, no split fits).
 
     >>> a, b = make_case(11), make_case(11)
     >>> a.graph.fingerprint == b.graph.fingerprint, a.cluster.to_dict() == b.cluster.to_dict()
     (True, True)
     """
+    if max_ops >= 4 and np.random.default_rng([int(seed), 23]).random() < PRESSURE_SHARE:
+        return _pressure_case(seed, max_ops)
     r = np.random.default_rng([int(seed), 12])
     u = r.random()
     hi = 12 if u < 0.5 else (60 if u < 0.85 else 300)
@@ -343,9 +378,12 @@ def run_method(case: Case, method: str, *, time_limit: float | None = 2.0,
     t0 = time.perf_counter()
     try:
         plan = solve(g, c, method=method, seed=seed, **kw)
-    except WorkbenchError as e:
+    except (InfeasibleError, SolverError) as e:
         return Outcome(method, "error", f"{type(e).__name__}: {e}",
                        wall_s=time.perf_counter() - t0)
+    except WorkbenchError as e:  # e.g. PlanError: the method judged a plan of its own invalid
+        return Outcome(method, "fail", f"raised {type(e).__name__} (neither InfeasibleError "
+                       f"nor SolverError): {e}", wall_s=time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a crash is what we are looking for
         return Outcome(method, "crash", f"{type(e).__name__}: {e}",
                        wall_s=time.perf_counter() - t0)
