@@ -44,6 +44,7 @@ from workbench.io import (
     load_plan,
     write_atomic,
 )
+from workbench.testing.process import default_signals
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -636,15 +637,52 @@ sys.exit(cli.main(["compare", "diamond", "--methods", "single", "--csv", sys.arg
 """
 
 
+# the suite's own dispositions as a CI job without a terminal has them (SIGINT ignored)
+_IGNORING_PARENT = [sys.executable, "-c",
+                    ("import os, signal, sys\n"
+                     "for s in (signal.SIGINT, signal.SIGTERM):\n"
+                     "    signal.signal(s, signal.SIG_IGN)\n"
+                     "os.execv(sys.argv[1], sys.argv[1:])\n")]
+
+
+@pytest.mark.parametrize("inherited", ["as-started", "ignored"])
 @pytest.mark.parametrize("sig,status", [("SIGTERM", 143), ("SIGINT", 130)])
-def test_signal_removes_temporary_outputs(sig, status, tmp_path):
+def test_signal_removes_temporary_outputs(sig, status, inherited, tmp_path):
     csv, report = tmp_path / "o.csv", tmp_path / "o.html"
     csv.write_text("old")
-    r = subprocess.run([sys.executable, "-c", _SIGNAL_SCRIPT, sig, str(csv), str(report)],
-                       capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    # the child starts with default dispositions even when the suite runs with SIGINT
+    # ignored (a background job without a terminal), as a command started from a shell does
+    cmd = default_signals([sys.executable, "-c", _SIGNAL_SCRIPT, sig, str(csv), str(report)])
+    if inherited == "ignored":
+        cmd = _IGNORING_PARENT + cmd
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
     assert r.returncode == status, r.stderr
     assert "Traceback" not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["o.csv"] and csv.read_text() == "old"
+
+
+_LEAKY_TESTS = r"""
+import signal
+
+def test_leaves_a_handler():
+    signal.signal(signal.SIGUSR1, lambda *a: None)
+
+def test_next_one_sees_the_default():
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+"""
+
+
+def test_suite_guard_fails_a_test_that_leaves_a_signal_handler(tmp_path):
+    import shutil
+
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_leaky.py").write_text(_LEAKY_TESTS)
+    r = subprocess.run(default_signals([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
+                                        "-p", "no:cacheprovider", str(tmp_path)]),
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+    assert r.returncode == 1, r.stdout
+    assert "test_leaves_a_handler left the handler of SIGUSR1 changed" in r.stdout
+    assert "2 passed, 1 error" in r.stdout  # the next test ran with the default restored
 
 
 def test_successful_outputs_are_all_written(tmp_path, capsys):
