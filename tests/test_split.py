@@ -99,16 +99,24 @@ def test_data_parallel_graph_training():
             assert f"{v}@{r}" in h
     ar = [v for v in h.ops if v.startswith("allreduce:")]
     weighted = [v for v in g.ops if g.op(v)["kind"] == "fwd" and g.op(v)["memory"] > 0]
-    assert len(ar) == len(weighted)
+    assert len(ar) == 3 * len(weighted)          # one per variable and replica
     v = weighted[0]
-    preds = h.predecessors(f"allreduce:{v}")
-    assert sorted(preds) == sorted(f"{v}/grad@{r}" for r in range(3))
-    assert sorted(h.successors(f"allreduce:{v}")) == sorted(f"{v}/update@{r}" for r in range(3))
+    grp = g.op(v)["colocate"]
+    for r in range(3):
+        a = f"allreduce:{grp}@{r}"
+        # waits for the gradient of every replica: its own with the bytes, the others in sync
+        assert sorted(h.predecessors(a)) == sorted(f"{v}/grad@{q}" for q in range(3))
+        assert h.edge(f"{v}/grad@{r}", a)["bytes"] == g.op(v)["memory"]
+        assert all(h.edge(f"{v}/grad@{q}", a)["comm"] == 0.0 for q in range(3) if q != r)
+        assert h.successors(a) == [f"{v}/update@{r}"]
+        assert h.op(a)["colocate"] == f"{grp}@{r}"
+        # ring all-reduce of the variable's bytes over the default link
+        assert h.op(a)["compute"]["gpu"] == pytest.approx(
+            4 * (0.005 + g.op(v)["memory"] / 3 / 1e7))
     # batch ops get 1/3 of the batch
     op = next(x for x in g.ops if "batch" in g.op(x)["splits"])
     assert h.op(f"{op}@0")["compute"]["gpu"] == pytest.approx(g.op(op)["compute"]["gpu"] / 3)
     # colocation stays within a replica
-    grp = g.op(v)["colocate"]
     assert h.op(f"{v}@1")["colocate"] == f"{grp}@1"
 
 

@@ -178,6 +178,9 @@ def onnx_to_opgraph(model, *, batch: int = 1, training: bool = False, device="V1
                                "opset": [o.version for o in model.opset_import]})
     g = with_device_costs(g, device, kind="gpu")
     g = with_device_costs(g, DEVICE_MODELS["cpu-local"], kind="cpu")
+    from ..transforms.split_dims import with_split_dims
+
+    g = with_split_dims(g)          # FastT's split dimensions from op types and shapes
     if training:
         from ..samples import to_training
 

@@ -314,6 +314,15 @@ def op_work_tf(op, out_bytes: list, fallback: set) -> tuple[float, float]:
     return float(flops), float(b)
 
 
+def _with_split_dims(graph: OpGraph) -> OpGraph:
+    """The extracted graph with FastT's split dimensions on every op (batch, conv channels,
+    matmul columns), derived from op types and shapes by
+    :func:`workbench.transforms.split_dims.with_split_dims`."""
+    from ..transforms.split_dims import with_split_dims
+
+    return with_split_dims(graph)
+
+
 def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | None = None,
                        name: str | None = None, meta: dict | None = None) -> OpGraph:
     """The OpGraph of a program's step; ``times`` (node -> ms) replaces the estimates."""
@@ -414,8 +423,9 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
          "cost_fallback_types": sorted(fallback)}
     m.update(meta or {})
     try:
-        return OpGraph.from_ops(ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],
-                                name=name or (spec.get("model") or "custom"), meta=m)
+        return _with_split_dims(OpGraph.from_ops(
+            ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],
+            name=name or (spec.get("model") or "custom"), meta=m))
     except GraphError as e:  # pragma: no cover - a TF graph is always a DAG
         raise RuntimeBridgeError(f"the extracted step is not a valid op graph: {e}") from None
 

@@ -1,8 +1,14 @@
 """FastT's OS-DPOS (Algorithm 2): DPOS plus operation splitting along the critical path.
 
-The input graph is FastT's: when the model fits on one device, the data-parallel graph with one
-replica per device and gradient aggregation (:func:`workbench.transforms.split.data_parallel_graph`),
-else the model itself. DPOS places it; the critical path of that schedule (the realised chain
+The input graph is FastT's: when the model fits on one device (and its batch has a sample for
+every device), the data-parallel graph with one replica per device, each on ``1/R`` of the batch,
+and a ring all-reduce of every variable's gradient
+(:func:`workbench.transforms.data_parallel.data_parallel_graph`), else the model itself. Graphs
+with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
+(:func:`workbench.transforms.split_dims.with_split_dims`). DPOS places it; as FastT's strategy
+calculator activates a strategy only when it is faster than the running one, the start is the
+fastest of pure data parallelism, DPOS on the data-parallel graph and DPOS on the model
+(``info["start"]``: ``data_parallel``, ``dpos_dp`` or ``dpos_model``). Then the critical path of that schedule (the realised chain
 of the simulator with congestion off) is sorted by decreasing compute time; for each of its ops
 that can be split, every splittable dimension and every ``n = 2..#devices`` is tried
 (:func:`workbench.transforms.split.split_op`, then DPOS); the best split is kept if it lowers
@@ -29,16 +35,12 @@ import time
 from ..errors import InfeasibleError
 from ..plan import Plan
 from ..simulate import simulate
-from ..transforms.split import data_parallel_graph, split_op
+from ..transforms.split import split_op
 from . import register
+from .data_parallel import batch_of, dp_plan, ensure_split_dims
 from .list_scheduling import dpos
 
 __all__ = ["model_fits_one_device", "os_dpos"]
-
-
-def _has_batch(graph) -> bool:
-    nodes = graph.nx.nodes
-    return any("batch" in (nodes[v].get("splits") or {}) for v in graph.ops)
 
 
 def model_fits_one_device(graph, cluster) -> bool:
@@ -74,21 +76,28 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     """
     t0 = time.perf_counter()
     nd = len(cluster)
-    best, g = None, graph
+    graph = ensure_split_dims(graph)
+    best, g, start = None, graph, "dpos_model"
+    b = batch_of(graph)
     if data_parallel is not False and nd > 1 and model_fits_one_device(graph, cluster) \
-            and (data_parallel or _has_batch(graph)):
-        gdp = data_parallel_graph(graph, nd)
+            and (data_parallel or (b is not None and b >= nd)):
         try:
-            best, g = dpos(gdp, cluster), gdp
+            p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
+            p_dpos = dpos(p_dp.graph, cluster)
         except InfeasibleError:
             if data_parallel:
                 raise
+        else:
+            # FastT starts from data parallelism and activates a strategy only when it is
+            # faster than the running one: DPOS on the data-parallel graph, else keep DP
+            best, g, start = p_dpos, p_dp.graph, "dpos_dp"
+            if p_dp.predicted["makespan_ms"] < p_dpos.predicted["makespan_ms"]:
+                best, start = p_dp, "data_parallel"
     if not data_parallel:
-        # FastT activates a strategy only when it is faster than the one it replaces: with
-        # the automatic choice, keep the model-parallel start when DPOS does better on it
+        # with the automatic choice, keep the model-parallel start when DPOS does better on it
         p_model = dpos(graph, cluster)
         if best is None or p_model.predicted["makespan_ms"] < best.predicted["makespan_ms"]:
-            best, g = p_model, graph
+            best, g, start = p_model, graph, "dpos_model"
     is_dp = g is not graph
     ft_old = best.predicted["makespan_ms"]
     sched = simulate(best, cluster, congestion=False, order="plan")
@@ -133,7 +142,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         if status == "time_limit":
             break
     best.info.update(splits=splits, data_parallel=nd if is_dp else 1,
-                     split_candidates=tried)
+                     split_candidates=tried, start=start)
     best.status = status
     best.method = "os_dpos"
     return best

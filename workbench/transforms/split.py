@@ -5,15 +5,22 @@ starting graph.
 ``splits`` attribute), with a split node per predecessor and a concatenate node per successor:
 
 * sub-op ``k`` gets the share ``size_k / size`` of the dimension (sizes as even as possible);
-  its compute time is the op's times that share; its memory too, except along ``batch``, where
-  every sub-op holds the op's weights (data parallelism replicates them);
-* a split node cuts the input tensor along ``batch`` (each sub-op receives its share of the
-  bytes); along a model dimension (channels, heads, hidden, ...) each sub-op needs the whole
-  input, so the split node broadcasts it;
-* outputs are always partitioned: sub-op ``k`` sends its share of each output to the
-  concatenate node feeding that successor;
+  its compute time is the op's times that share (linear: FastT's sub-op costs are measured,
+  ours are scaled); its memory too, except along ``batch`` on graphs without derived split
+  dimensions, where an op's memory is its weights and every sub-op holds them (on extracted
+  graphs, :mod:`~workbench.transforms.split_dims`, an op's memory is its stashed output, which
+  is partitioned when the output carries the batch);
+* inputs: along ``batch`` a tensor that carries the batch (edge attribute ``batch``, True when
+  absent) is cut, each sub-op receiving its share of the bytes, while a tensor without it (a
+  weight) is **broadcast** whole to every sub-op; along a model dimension (channels, out) each
+  sub-op needs the whole batch-carrying input (broadcast) and its slice of the weights;
+* outputs: partitioned (sub-op ``k`` sends its share to the concatenate node feeding each
+  successor), except along ``batch`` for an output that does not carry the batch (op attribute
+  ``batch_out`` False: a weight gradient), where every sub-op sends a whole partial gradient to
+  a **sum** node (``AddN``) -- so a batch split of an op with weights pays the weight
+  broadcast and the gradient sum, FastT's reason not to split Fc6 (its Table 5);
 * split and concatenate nodes copy their tensor once: ``_COPY_LATENCY_MS + bytes / _COPY_BW``
-  (times the op's own slowdown on each device kind).
+  (times the op's own slowdown on each device kind); a sum node reads its ``n`` inputs.
 
 Sub-ops keep the op's other split dimensions (they can be split again) and leave its
 colocation group (a group would pin them to one device and defeat the split).
@@ -124,6 +131,8 @@ def split_op(graph: OpGraph, op: str, dim: str, n: int) -> OpGraph:
         raise GraphError(f"op {op!r}: cannot split dimension {dim!r} of size {size} into {n!r} "
                          f"parts (need 2 <= n <= {size})")
     batch = dim in BATCH_DIMS
+    bout = a.get("batch_out", "batch" in splits)
+    derived = "batch_out" in a
     G = graph.to_networkx()
     preds = [(u, dict(G.edges[u, op])) for u in graph.predecessors(op)]
     succs = [(v, dict(G.edges[op, v])) for v in graph.successors(op)]
@@ -134,15 +143,16 @@ def split_op(graph: OpGraph, op: str, dim: str, n: int) -> OpGraph:
     for k, (sz, sh) in enumerate(zip(sizes, shares)):
         name = _fresh(G, f"{op}/split{k}")
         attrs = dict(a)
+        keep_mem = batch and not (derived and bout)
         attrs.update(compute={kd: t * sh for kd, t in a["compute"].items()},
-                     memory=a["memory"] if batch else a["memory"] * sh,
+                     memory=a["memory"] if keep_mem else a["memory"] * sh,
                      splits={**splits, dim: sz}, colocate=None)
         G.add_node(name, **attrs)
         subs.append(name)
     extra = {"kind": a["kind"], "colocate": None, "memory": 0.0, "splits": {}}
 
     def part(e: dict, share: float) -> dict:
-        out = {"bytes": e["bytes"] * share}
+        out = {"bytes": e["bytes"] * share, "batch": e.get("batch", True)}
         if e.get("comm") is not None:
             out["comm"] = e["comm"] * share
         return out
@@ -151,93 +161,26 @@ def split_op(graph: OpGraph, op: str, dim: str, n: int) -> OpGraph:
         sp = _fresh(G, f"{op}/split_in:{u}")
         G.add_node(sp, compute=_copy_cost(a["compute"], e["bytes"]), op_type="Split", **extra)
         G.add_edge(u, sp, **e)
+        cut = e.get("batch", True) == batch      # batch input along batch, weight along model
         for name, sh in zip(subs, shares):
-            G.add_edge(sp, name, **part(e, sh if batch else 1.0))
+            G.add_edge(sp, name, **part(e, sh if cut else 1.0))
     for v, e in succs:
-        cn = _fresh(G, f"{op}/concat:{v}")
-        G.add_node(cn, compute=_copy_cost(a["compute"], e["bytes"]), op_type="ConcatV2",
-                   **extra)
+        total = batch and not bout               # partial weight gradients: summed
+        cn = _fresh(G, f"{op}/{'sum' if total else 'concat'}:{v}")
+        G.add_node(cn, compute=_copy_cost(a["compute"], e["bytes"] * (n if total else 1)),
+                   op_type="AddN" if total else "ConcatV2", **extra)
         for name, sh in zip(subs, shares):
-            G.add_edge(name, cn, **part(e, sh))
+            G.add_edge(name, cn, **part(e, 1.0 if total else sh))
         G.add_edge(cn, v, **e)
     meta = dict(graph.meta)
     meta["splits"] = list(meta.get("splits", [])) + [(op, dim, n)]
     return OpGraph(G, name=graph.name, meta=meta)
 
 
-def data_parallel_graph(graph: OpGraph, replicas: int) -> OpGraph:
-    """FastT's data-parallel starting graph: ``replicas`` copies of the model, each on
-    ``1 / replicas`` of the batch, plus gradient aggregation.
+def data_parallel_graph(graph: OpGraph, replicas: int, **kwargs) -> OpGraph:
+    """FastT's data-parallel starting graph; see
+    :func:`workbench.transforms.data_parallel.data_parallel_graph` (kept here for callers of
+    the split module)."""
+    from .data_parallel import data_parallel_graph as dp
 
-    Replica ``r`` of op ``v`` is ``v@r``. Ops with a ``batch`` dimension get that share of the
-    batch (compute and output tensors scaled by it); other ops are replicated whole. Weights
-    (op memory) are replicated. For a training graph, the gradient of every weight-holding
-    forward op ``v`` (its backward ops in ``v``'s colocation group, else its backward
-    successors) is summed by an ``AllReduce`` op ``allreduce:v`` that receives each replica's
-    gradient (``memory(v)`` bytes) and, when update ops consume the gradient, sends the sum to
-    every replica's update op instead. A colocation group stays within its replica.
-
-    >>> from workbench import samples
-    >>> g = samples.to_training(samples.cnn(12), update=True)
-    >>> h = data_parallel_graph(g, 2)
-    >>> h.n_ops - 2 * g.n_ops == len([v for v in h.ops if v.startswith("allreduce:")])
-    True
-    >>> h.meta["data_parallel"]
-    2
-    """
-    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
-        raise GraphError(f"replicas must be a positive integer, got {replicas!r}")
-    R = replicas
-    G = nx.DiGraph()
-    src = graph.nx
-    scale = {}
-    for v in graph.ops:
-        a = dict(src.nodes[v])
-        sp = a.get("splits") or {}
-        b = next((d for d in BATCH_DIMS if d in sp), None)
-        share = 1.0
-        new_sp = dict(sp)
-        if b is not None:
-            share = 1.0 / R
-            new_sp[b] = max(1, sp[b] // R)
-        scale[v] = share
-        for r in range(R):
-            grp = a.get("colocate")
-            attrs = {**a, "compute": {k: t * share for k, t in a["compute"].items()},
-                     "splits": new_sp, "colocate": None if grp is None else f"{grp}@{r}"}
-            G.add_node(f"{v}@{r}", **attrs)
-    for u, v, e in src.edges(data=True):
-        e2 = dict(e)
-        e2["bytes"] = e.get("bytes", 0.0) * scale[u]
-        for r in range(R):
-            G.add_edge(f"{u}@{r}", f"{v}@{r}", **e2)
-    if R > 1 and graph.is_training():
-        groups = graph.colocation_groups
-        for v in graph.ops:
-            a = src.nodes[v]
-            if a["kind"] != "fwd" or a["memory"] <= 0:
-                continue
-            grp = a.get("colocate")
-            grads = [x for x in (groups.get(grp, []) if grp is not None else [])
-                     if src.nodes[x]["kind"] == "bwd"]
-            if not grads:
-                grads = [x for x in graph.successors(v) if src.nodes[x]["kind"] == "bwd"]
-            if not grads:
-                continue
-            updates = [x for gname in grads for x in graph.successors(gname)
-                       if src.nodes[x]["kind"] == "update"]
-            nbytes = float(a["memory"])
-            ar = f"allreduce:{v}"
-            t = _COPY_LATENCY_MS + R * nbytes / _COPY_BW
-            G.add_node(ar, compute={k: t for k in a["compute"]}, memory=0.0, kind="bwd",
-                       op_type="AllReduce", splits={})
-            for r in range(R):
-                for gname in grads:
-                    G.add_edge(f"{gname}@{r}", ar, bytes=nbytes)
-                for x in updates:
-                    for gname in grads:
-                        if G.has_edge(f"{gname}@{r}", f"{x}@{r}"):
-                            G.remove_edge(f"{gname}@{r}", f"{x}@{r}")
-                    G.add_edge(ar, f"{x}@{r}", bytes=nbytes)
-    meta = {**graph.meta, "data_parallel": R}
-    return OpGraph(G, name=f"{graph.name}-dp{R}", meta=meta)
+    return dp(graph, replicas, **kwargs)
