@@ -293,6 +293,38 @@ def _cmd_compare(args) -> int:
     df, plans = _run_compare(graph, cluster, args, methods)
     _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
     if args.json:
+def _keras_ref(model: str) -> str | None:
+    """``keras:NAME`` as is; ``FILE.py[:FUNCTION]`` as ``keras:FILE.py:FUNCTION``; else None.
+
+    >>> _keras_ref("keras:ResNet50"), _keras_ref("m.py"), _keras_ref("mlp")
+    ('keras:ResNet50', 'keras:m.py:build', None)
+    """
+    if model.startswith("keras:"):
+        return model
+    path, _, fn = model.partition(".py")
+    if _ == ".py" and (not fn or fn.startswith(":")):
+        return f"keras:{path}.py:{fn[1:] or 'build'}"
+    return None
+
+
+def _input_shape(text: str | None):
+    """``96x96`` -> (96, 96); None stays None; anything else names the option.
+
+    >>> _input_shape("96x96"), _input_shape("16x32x1")
+    ((96, 96), (16, 32, 1))
+    """
+    if text is None:
+        return None
+    try:
+        dims = tuple(int(d) for d in text.lower().split("x"))
+    except ValueError:
+        dims = ()
+    if not dims or min(dims) < 1:
+        raise WorkbenchError(f"--input {text!r}: expected sizes like 96x96 (image) or 16x32 "
+                             f"(sequence x width)")
+    return dims
+
+
         print(json.dumps(jsonable(df.to_dict(orient="records"))))
     else:
         _print_table(df)
@@ -331,7 +363,11 @@ def _cmd_run(args) -> int:
     except ImportError as e:  # pragma: no cover - TF missing
         raise WorkbenchError(f"'workbench run' needs TensorFlow (pip install "
                              f"'placement-workbench[tf]'): {e}") from None
-    if Path(args.model).exists():
+    keras_ref = _keras_ref(args.model)
+    if keras_ref is not None:  # a Keras model: extracted and profiled here
+        graph = runtime.profile(runtime.extract(keras_ref, args.batch,
+                                                input_shape=_input_shape(args.input)))
+    elif Path(args.model).exists():
         graph, _ = load_graph_arg(args.model)
     elif args.model in models:
         try:
@@ -340,7 +376,8 @@ def _cmd_run(args) -> int:
             graph = runtime.profile(runtime.extract(args.model, runtime.DEFAULT_BATCH))
     else:
         raise WorkbenchError(f"unknown model {args.model!r}; built-in models: "
-                             f"{', '.join(models)} (or a graph file extracted from one)")
+                             f"{', '.join(models)}, keras:NAME (e.g. keras:MobileNetV2), "
+                             f"FILE.py:FUNCTION building a Keras model, or a graph file")
     if args.calibrate:
         if "program" in graph.meta:
             graph = runtime.profile(graph)
@@ -551,7 +588,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_demo)
 
     p = sub.add_parser("run", help="apply plans to a real TensorFlow model and measure step time")
-    p.add_argument("model", help="sample model name (see workbench.runtime)")
+    p.add_argument("model", help="sample model name (see workbench.runtime), keras:NAME "
+                                 "(keras.applications or TransformerEncoder), FILE.py:FUNCTION "
+                                 "returning a Keras model, or a graph file")
+    p.add_argument("--input", default=None,
+                   help="Keras model input size, e.g. 96x96 (image) or 16x32 (sequence)")
+    p.add_argument("--batch", type=_COUNT, default=2, help="Keras model batch size")
     p.add_argument("--methods", default="single,m_topo", help="comma-separated methods")
     p.add_argument("--devices", type=_number_arg(int, low=1, high=64, what="an integer >= 1"),
                    default=2, help="local (logical) devices to use")

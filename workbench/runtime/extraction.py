@@ -48,7 +48,9 @@ __all__ = [
     "build_program",
     "cpu_name",
     "extract",
+    "finish_program",
     "program_for",
+    "program_of",
     "program_to_opgraph",
 ]
 
@@ -72,8 +74,15 @@ class Program:
     resource_edges : list of (src, dst)
         Edges that carry a resource handle (both ends must share a device).
     spec : dict
-        How to rebuild the program (``model``, ``batch``, ``sizes``, ``seed``, ``lr``); empty
-        ``model`` for a program built from a user function.
+        How to rebuild the program (``model``, ``batch``, ``sizes``, ``seed``, ``lr``; or
+        ``keras`` and its settings, see :mod:`~workbench.runtime.keras_step`); empty ``model``
+        and a ``key`` for a program built from a user function or model (this process only).
+    init_feed : dict
+        Tensor name -> value fed when running ``init_op`` (the initial values of a Keras
+        model's variables and of the input batch).
+    kinds, layers : dict, optional
+        Node -> op kind and node -> Keras layer, where the node names do not tell (programs of
+        ``tf.function`` steps); None for programs built by :func:`build_program`.
     """
 
     graph_def: Any
@@ -85,6 +94,9 @@ class Program:
     resource_edges: list
     spec: dict = field(default_factory=dict)
     unknown_shapes: int = 0
+    init_feed: dict = field(default_factory=dict)
+    kinds: dict | None = None
+    layers: dict | None = None
 
     @property
     def nodes(self) -> dict:
@@ -147,9 +159,8 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
         fn, model = model_or_fn, ""
         if hasattr(model_or_fn, "trainable_variables") and hasattr(model_or_fn, "layers"):
             raise RuntimeBridgeError(
-                "Keras models cannot be built into a v1 graph with TF 2.16+ (Keras 3 is "
-                "eager/tf.function only); pass a builder fn(batch, **sizes) -> loss using "
-                "tf ops and tf.compat.v1.get_variable(use_resource=True)")
+                "build_program takes tf.compat.v1 builders; for a Keras model use "
+                "extract/program_of(model, batch, loss=..., optimizer=...)")
     else:
         raise RuntimeBridgeError(f"extract needs a model name or a builder function, got "
                                  f"{type(model_or_fn).__name__}")
@@ -175,6 +186,16 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
     except Exception as e:  # noqa: BLE001 - user builder or TF error
         raise RuntimeBridgeError(f"building model {model or fn!r} failed: "
                                  f"{type(e).__name__}: {e}") from None
+    spec = {"model": model, "batch": int(batch), "sizes": dict(sizes), "seed": int(seed),
+            "lr": float(lr)}
+    return finish_program(graph, train.name, init.name, loss.name.split(":")[0], spec)
+
+
+def finish_program(graph, train_op: str, init_op: str, loss: str, spec: dict, *,
+                   init_feed: dict | None = None) -> Program:
+    """The :class:`Program` of a ``tf.Graph`` holding a training step: output sizes, the
+    step's nodes (closure of ``train_op`` over data and control inputs) and resource edges."""
+    t = tf()
     out_bytes: dict = {}
     unknown = 0
     for op in graph.get_operations():
@@ -194,7 +215,7 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
     nodes = {n.name: n for n in gd.node}
     # closure of the train op over data and control inputs
     seen: set = set()
-    stack = [train.name]
+    stack = [train_op]
     while stack:
         v = stack.pop()
         if v in seen:
@@ -208,34 +229,96 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
         for inp in op.inputs:
             if inp.dtype == t.resource:
                 res_edges.append((inp.op.name, op.name))
-    spec = {"model": model, "batch": int(batch), "sizes": dict(sizes), "seed": int(seed),
-            "lr": float(lr)}
-    return Program(gd, train.name, init.name, loss.name.split(":")[0], step, out_bytes,
-                   res_edges, spec, unknown)
+    return Program(gd, train_op, init_op, loss, step, out_bytes, res_edges, spec, unknown,
+                   dict(init_feed or {}))
 
 
 _PROGRAMS: dict[str, Program] = {}
 
 
+def _remember(program: Program) -> Program:
+    _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
+    return program
+
+
 def program_for(graph: OpGraph) -> Program:
-    """Rebuild (and cache) the program of a graph extracted from a model of
-    :data:`~workbench.runtime.models.MODELS`, using ``graph.meta["program"]``.
+    """The program of an extracted graph, from ``graph.meta["program"]``: the one extracted in
+    this process, else rebuilt (and cached) for a model of
+    :data:`~workbench.runtime.models.MODELS` or a Keras spec (``keras:`` names, model files).
 
     Raises
     ------
     RuntimeBridgeError
-        If the graph does not come from a built-in model (pass ``program=`` to the runner).
+        If the graph comes from a user's builder, Keras model or ``tf.function`` extracted in
+        another process (pass ``program=`` to the runner, or re-extract it here).
     """
     spec = (graph.meta or {}).get("program")
+    key = json.dumps(spec, sort_keys=True) if spec else None
+    if key in _PROGRAMS:
+        return _PROGRAMS[key]
+    if spec and spec.get("keras"):
+        from .keras_step import spec_program
+
+        return _remember(spec_program(spec))
     if not spec or not spec.get("model"):
         raise RuntimeBridgeError(
-            f"graph {graph.name!r} does not record a built-in model in meta['program']; pass "
-            f"the Program returned by build_program(...) as program=")
-    key = json.dumps(spec, sort_keys=True)
-    if key not in _PROGRAMS:
-        _PROGRAMS[key] = build_program(spec["model"], spec["batch"], seed=spec.get("seed", 0),
-                                       lr=spec.get("lr", 0.01), **(spec.get("sizes") or {}))
+            f"graph {graph.name!r} does not record a rebuildable model in meta['program'] (a "
+            f"user's builder, Keras model or tf.function extracted in another process); "
+            f"extract it again in this process or pass program=program_of(...)")
+    _PROGRAMS[key] = build_program(spec["model"], spec["batch"], seed=spec.get("seed", 0),
+                                   lr=spec.get("lr", 0.01), **(spec.get("sizes") or {}))
     return _PROGRAMS[key]
+
+
+def program_of(model_or_fn, batch: int | None = None, *, seed: int = 0, lr: float = 0.01,
+               inputs=None, input_shape=None, loss=None, optimizer=None, **sizes) -> Program:
+    """The :class:`Program` of any supported model (remembered for :func:`program_for`):
+
+    * a name of :data:`~workbench.runtime.models.MODELS` or a v1 builder ``fn(batch, **sizes)``
+      (:func:`build_program`; ``lr`` is its SGD rate);
+    * ``"keras:NAME"`` (``NAME``: a ``keras.applications`` constructor, ``TransformerEncoder``
+      or ``FILE.py:FUNCTION``), built with ``input_shape``, ``classes`` and ``**sizes``,
+      compiled with ``loss`` (default sparse categorical cross-entropy) and ``optimizer``
+      (default ``"sgd"``);
+    * a Keras 3 model: compiled with ``loss`` and ``optimizer`` when given, else as it is;
+      ``batch`` random examples of ``input_shape`` or ``inputs=(x, y)``;
+    * a ``tf.function`` training step with its example ``inputs``.
+    """
+    from .keras_step import function_program, is_keras_model, is_tf_function, keras_program
+
+    if isinstance(model_or_fn, str) and model_or_fn.startswith("keras:"):
+        if batch is None:
+            raise RuntimeBridgeError(f"{model_or_fn}: batch is required")
+        classes = int(sizes.pop("classes", 10))
+        ref = model_or_fn[len("keras:"):]
+        if ".py" in ref:  # a model file: its absolute path, so other processes rebuild it
+            from pathlib import Path
+
+            path, _, fn = ref.partition(".py")
+            ref = f"{Path(path + '.py').resolve()}:{fn.lstrip(':') or 'build'}"
+        spec = {"keras": ref, "batch": int(batch),
+                "input_shape": None if input_shape is None else [int(d) for d in input_shape],
+                "classes": classes, "loss": loss or "sparse_categorical_crossentropy",
+                "optimizer": optimizer or "sgd", "seed": int(seed), "sizes": dict(sizes)}
+        from .keras_step import spec_program
+
+        return _remember(spec_program(spec))
+    if is_keras_model(model_or_fn):
+        return _remember(keras_program(model_or_fn, batch, input_shape=input_shape, loss=loss,
+                                       optimizer=optimizer, inputs=inputs, seed=seed))
+    if is_tf_function(model_or_fn):
+        if inputs is None:
+            raise RuntimeBridgeError("a tf.function training step needs its example inputs: "
+                                     "inputs=(x, y, ...)")
+        return _remember(function_program(model_or_fn, inputs))
+    if inputs is not None:
+        raise RuntimeBridgeError(f"inputs= are for a tf.function training step or a Keras "
+                                 f"model, got {type(model_or_fn).__name__} (decorate the step "
+                                 f"with @tf.function)")
+    if batch is None:
+        raise RuntimeBridgeError("batch is required for a model name or builder")
+    program = build_program(model_or_fn, batch, seed=seed, lr=lr, **sizes)
+    return _remember(program) if program.spec.get("model") else program
 
 
 def _op_kind(name: str, op_type: str, train_op: str) -> str:
@@ -385,7 +468,9 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
         for u, ks in used.items():
             outs = program.out_bytes.get(u, [])
             edges[(u, v)] = float(sum(outs[k] for k in ks if k < len(outs)))
-    kinds = {v: _op_kind(v, nodes[v].op, program.train_op) for v in program.step_nodes}
+    kinds = program.kinds or {v: _op_kind(v, nodes[v].op, program.train_op)
+                              for v in program.step_nodes}
+    layers = program.layers or {}
     memory = {v: 0.0 for v in program.step_nodes}
     for v in program.step_nodes:
         nd = nodes[v]
@@ -410,12 +495,15 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
                         "colocate": groups.get(v), "op_type": nd.op,
                         "out_bytes": float(sum(program.out_bytes.get(v, []))),
                         "flops": work[v][0], "bytes_moved": work[v][1],
-                        "shapes": shapes[v]}))
+                        "shapes": shapes[v],
+                        **({"layer": layers[v]} if v in layers else {})}))
     spec = program.spec
     param_bytes = sum(memory[v] for v in program.step_nodes
                       if nodes[v].op == "VarHandleOp" and kinds[v] == "other"
                       and not v.startswith("data/"))
-    m = {"source": "tensorflow", "model": spec.get("model") or "custom",
+    m = {"source": "tensorflow",
+         "model": spec.get("model") or (f"keras:{spec['keras']}" if spec.get("keras")
+                                        else "custom"),
          "batch": spec.get("batch"), "tf_version": t.__version__, "device": cpu_name(),
          "device_kind": kind, "costs": "profiled" if times is not None else "estimated",
          "param_bytes": float(param_bytes), "program": spec,
@@ -425,13 +513,14 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
     try:
         return _with_split_dims(OpGraph.from_ops(
             ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],
-            name=name or (spec.get("model") or "custom"), meta=m))
+            name=name or m["model"], meta=m))
     except GraphError as e:  # pragma: no cover - a TF graph is always a DAG
         raise RuntimeBridgeError(f"the extracted step is not a valid op graph: {e}") from None
 
 
-def extract(model_or_fn: str | Callable, batch: int, *, kind: str = "cpu", seed: int = 0,
-            lr: float = 0.01, name: str | None = None, **sizes) -> OpGraph:
+def extract(model_or_fn: Any, batch: int | None = None, *, kind: str = "cpu", seed: int = 0,
+            lr: float = 0.01, name: str | None = None, inputs=None, input_shape=None,
+            loss=None, optimizer=None, **sizes) -> OpGraph:
     """The OpGraph of one full training step (forward, backward, update) of a model.
 
     Costs are FLOP estimates (``meta["costs"] == "estimated"``); pass the result to
@@ -439,12 +528,16 @@ def extract(model_or_fn: str | Callable, batch: int, *, kind: str = "cpu", seed:
 
     Parameters
     ----------
-    model_or_fn : str or callable
-        Model name (see :mod:`workbench.runtime.models`) or builder ``fn(batch, **sizes)``.
+    model_or_fn : str, callable, Keras model or tf.function
+        Model name (see :mod:`workbench.runtime.models`), builder ``fn(batch, **sizes)``,
+        ``"keras:NAME"``, a Keras 3 model or a ``tf.function`` training step (see
+        :func:`program_of` and :mod:`workbench.runtime.keras_step`).
     batch : int
+        Batch size (not needed for a ``tf.function`` or a Keras model given ``inputs``).
     kind : str
         Device kind the compute costs are written for.
-    **sizes : builder keyword arguments.
+    inputs, input_shape, loss, optimizer : for Keras models and ``tf.function`` steps.
+    **sizes : builder keyword arguments (``classes=`` for ``keras:`` names).
 
     Examples
     --------
@@ -457,7 +550,6 @@ def extract(model_or_fn: str | Callable, batch: int, *, kind: str = "cpu", seed:
     >>> g.op("train/update_fc0/w/ResourceApplyGradientDescent")["colocate"]
     'var:fc0/w'
     """
-    program = build_program(model_or_fn, batch, seed=seed, lr=lr, **sizes)
-    if program.spec.get("model"):
-        _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
+    program = program_of(model_or_fn, batch, seed=seed, lr=lr, inputs=inputs,
+                         input_shape=input_shape, loss=loss, optimizer=optimizer, **sizes)
     return program_to_opgraph(program, kind=kind, name=name)

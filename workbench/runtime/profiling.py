@@ -23,7 +23,7 @@ import networkx as nx
 from ..errors import RuntimeBridgeError
 from ..graph import OpGraph
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
-from .extraction import _PROGRAMS, Program, build_program, program_for, program_to_opgraph
+from .extraction import Program, program_for, program_of, program_to_opgraph
 from .gpu import gpu_capable, gpu_kernel_times, is_gpu_device, sync_op
 from .runner import parse_step_stats, placed_graph_def, step_dag
 
@@ -71,7 +71,8 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
                        cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
                        inter_op=1, intra_op=intra_op)
     with closing_reported(sess, "profiling"):
-        sess.run(graph.get_operation_by_name(program.init_op))
+        sess.run(graph.get_operation_by_name(program.init_op),
+                 feed_dict=program.init_feed or None)
         for _ in range(warmup):
             sess.run(step_op)
         sums: dict = {}
@@ -138,10 +139,11 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
 
     Parameters
     ----------
-    graph_or_model : OpGraph, str or callable
+    graph_or_model : OpGraph, str, callable, Keras model or tf.function
         A graph from :func:`~workbench.runtime.extract` (its program is rebuilt from
-        ``meta["program"]`` unless ``program`` is given), or a model name / builder with
-        ``batch`` and ``**sizes`` as for :func:`~workbench.runtime.extract`.
+        ``meta["program"]`` unless ``program`` is given), or anything
+        :func:`~workbench.runtime.extract` takes, with ``batch`` and ``**sizes`` (``inputs``,
+        ``input_shape``, ``loss``, ``optimizer`` for Keras models and ``tf.function`` steps).
     kind : str, optional
         Device kind the measured times are written for (other kinds' costs are kept);
         default ``"gpu"`` when ``device`` is a GPU, else ``"cpu"``. On a GPU, ops that have no
@@ -168,13 +170,7 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
         base = graph_or_model
         program = program or program_for(base)
     else:
-        if batch is None:
-            raise RuntimeBridgeError("profile(model, batch): batch is required for a model")
-        program = program or build_program(graph_or_model, batch, **sizes)
-        if program.spec.get("model"):
-            import json
-
-            _PROGRAMS[json.dumps(program.spec, sort_keys=True)] = program
+        program = program or program_of(graph_or_model, batch, **sizes)
         base = None
     if kind is None:
         kind = "gpu" if is_gpu_device(device) else "cpu"

@@ -26,7 +26,9 @@ topological order. ``Measurement.order_source`` says which ("plan", "simulated",
 
 Failures are reported per plan: a plan that does not fit the program (op names of another graph,
 unplaced ops, an unknown device name, a variable split from its reads/updates, an order that
-contradicts the dependencies) raises :class:`~workbench.errors.PlanError` before anything runs;
+contradicts the dependencies, an op on a device kind TensorFlow has no kernel of it for, or an
+op TensorFlow refuses to place on its device) raises :class:`~workbench.errors.PlanError`
+before any step runs;
 a device that does not exist or a step that fails (out of memory, kernel error) raises
 :class:`~workbench.errors.RuntimeBridgeError`. :func:`measure_plans` turns either into a
 ``Measurement`` with ``error`` set and no timing, so the other plans still run and nothing
@@ -239,6 +241,43 @@ def _check_order_acyclic(plan: Plan, program: Program) -> None:
                         f"dependencies (cycle {path} ...); it would deadlock")
 
 
+def _check_kernels(plan: Plan, program: Program, dmap: Mapping[str, str]) -> None:
+    """PlanError naming the first op placed on a device type that TensorFlow has no kernel of
+    that op for (in this build): TensorFlow would refuse to place it there."""
+    t = tf()
+    from tensorflow.python.framework import kernels
+
+    nodes = program.nodes
+    types = {d: (t.compat.v1.DeviceSpec.from_string(full).device_type or "CPU").upper()
+             for d, full in dmap.items()}
+    known: dict = {}
+    for v in program.step_nodes:
+        d = plan.placement[v]
+        key = (nodes[v].op, types[d])
+        if key not in known:
+            try:
+                reg = kernels.get_registered_kernels_for_op(key[0]).kernel
+            except Exception:  # noqa: BLE001 - an op type without kernels
+                reg = []
+            known[key] = any(k.device_type.upper() in (key[1], "DEFAULT") for k in reg)
+        if not known[key]:
+            raise PlanError(f"plan {plan.method!r} puts op {v!r} ({key[0]}) on {d!r}, but this "
+                            f"TensorFlow has no {key[1]} kernel for {key[0]}: it cannot run "
+                            f"there (place it on a device of another kind)")
+
+
+def _placement_error(plan: Plan, e: BaseException) -> PlanError | None:
+    """TensorFlow's refusal to place an op, as a PlanError naming the op (else None)."""
+    import re
+
+    msg = op_error_message(e)
+    m = re.search(r"Cannot assign a device for operation '?([^\s:']+)'?", msg)
+    if m is None:
+        return None
+    return PlanError(f"plan {plan.method!r}: TensorFlow will not place op {m.group(1)!r} on its "
+                     f"planned device: {msg}")
+
+
 def _resolve_devices(plan: Plan, devices: Mapping[str, str] | None) -> dict:
     names = sorted(set(plan.placement.values()))
     out = {}
@@ -361,8 +400,10 @@ class PlanSession:
         self.samples: list = []
         self.warmup = 0
         try:
+            _check_kernels(plan, program, dmap)  # after the devices are known to exist
             self._train = step_op
-            self._run(graph.get_operation_by_name(program.init_op))
+            self._run(graph.get_operation_by_name(program.init_op),
+                      feed_dict=program.init_feed or None)
         except BaseException:
             self.close()
             raise
@@ -371,6 +412,9 @@ class PlanSession:
         try:
             return self._sess.run(op, **kw)
         except Exception as e:  # noqa: BLE001 - any TF error (OOM, kernel, placement)
+            placement = _placement_error(self.plan, e)
+            if placement is not None:
+                raise placement from None
             raise RuntimeBridgeError(f"plan {self.plan.method!r} failed while running: "
                                      f"{op_error_message(e)}") from None
 
