@@ -156,6 +156,9 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
         for (a, b) in U.edges:
             m.Add(z[b, j] <= z[a, j])
             m.Add(z[b, j] <= X(b, j) - X(a, j) + 1)
+    from .pipeline_latency import add_rows, pass_rows  # Section 4.2 rows (training graphs)
+
+    add_rows(pass_rows(U, cluster, slots, x), m.NewBoolVar, m.Add)
 
     def cpu_t(o):  # CPU time of op o where its unit is on a CPU slot (0 elsewhere)
         v = ops.owner[o]

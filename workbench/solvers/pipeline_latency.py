@@ -46,6 +46,7 @@ from .pipeline_ip import (
     _placement,
     _plan_status,
     _unit_assignment,
+    _Units,
 )
 
 __all__ = ["greedy_latency", "latency_ip"]
@@ -53,6 +54,82 @@ __all__ = ["greedy_latency", "latency_ip"]
 
 def _greedy_units(graph, cluster):
     return _dp_units(graph, cluster, merge_trivial=False, tiers=False)
+
+
+def _pass_units(graph, cluster) -> _Units:
+    """Units for training graphs with separate forward/backward contiguity (Section 4.2):
+    each colour-class unit of :func:`_greedy_units` split into its forward half and its
+    backward half (``bwd``/``update`` ops). ``together``: pairs of halves of one unit (they
+    share a device, as they share weights); ``pass_edges``: the unit edges between two
+    forward halves and between two backward halves (each pass's contiguity is judged on its
+    own edges).
+
+    >>> from workbench import samples, Cluster
+    >>> U = _pass_units(samples.to_training(samples.cnn(8)), Cluster.preset("2xV100-pcie"))
+    >>> U.n, len(U.together), [len(e) for e in U.pass_edges]
+    (16, 8, [7, 7])
+    """
+    U0, _p = _greedy_units(graph, cluster)
+    gc = graph.c
+    bwd = np.isin(gc.op_kind, [1, 2]).astype(np.int64)
+    key = U0.owner.astype(np.int64) * 2 + bwd
+    uniq, owner = np.unique(key, return_inverse=True)
+    U = _Units(graph, cluster, owner.astype(np.int64), len(uniq), tiers=False)
+    half = {int(k): i for i, k in enumerate(uniq.tolist())}
+    U.together = [(half[k], half[k + 1]) for k in half if k % 2 == 0 and k + 1 in half]
+    is_bwd = (uniq % 2).astype(bool)
+    U.pass_edges = ([(a, b) for a, b in U.edges if not is_bwd[a] and not is_bwd[b]],
+                    [(a, b) for a, b in U.edges if is_bwd[a] and is_bwd[b]])
+    return U
+
+
+def pass_rows(U, cluster, slots, x) -> list:
+    """Rows of Section 4.2 for units of :func:`_pass_units` (none for other units):
+    ``(terms, sense, rhs)`` with ``terms`` a list of ``(coefficient, variable or
+    ("z", name))`` and ``sense`` one of ``"=="``, ``"<="``, ``">="``. The two halves of a unit
+    are on one device; on every accelerator the forward halves are contiguous on the forward
+    edges and the backward halves on the backward edges (the paper's rows (11)-(13) per pass,
+    ``z`` an ideal-closure indicator per unit, pass and device; ``("z", name)`` asks the
+    engine for a new variable in [0, 1])."""
+    if not hasattr(U, "pass_edges"):
+        return []
+    by_dev: dict = {}
+    for j, (d, _r) in enumerate(slots):
+        by_dev.setdefault(d, []).append(j)
+    Xd = lambda v, d, c=1: [(c, x[v, j]) for j in by_dev[d] if (v, j) in x]
+    rows = []
+    for a, b in U.together:
+        for d in by_dev:
+            rows.append((Xd(a, d) + Xd(b, d, -1), "==", 0))
+    for d in by_dev:
+        if cluster.devices[d].kind == "cpu":
+            continue
+        for p, edges in enumerate(U.pass_edges):
+            z = {}
+            for v in sorted({v for e in edges for v in e}):
+                z[v] = ("z", f"zpass{p}_{v}_{d}")
+                rows.append(([(1, z[v])] + Xd(v, d, -1), ">=", 0))
+            for a, b in edges:
+                rows.append(([(1, z[b]), (-1, z[a])], "<=", 0))
+                rows.append(([(1, z[b])] + Xd(b, d, -1) + Xd(a, d), "<=", 1))
+    return [r for r in rows if r[0]]
+
+
+def add_rows(rows: list, new_var, add, total=sum) -> None:
+    """Add :func:`pass_rows` to a model: ``new_var(name)`` makes a [0, 1] variable,
+    ``total`` sums terms into an expression (``pulp.lpSum`` for PuLP), ``add(constraint)``
+    adds one comparison of an expression with a number."""
+    made: dict = {}
+    for terms, sense, rhs in rows:
+        out = []
+        for c, v in terms:
+            if isinstance(v, tuple):
+                if v[1] not in made:
+                    made[v[1]] = new_var(v[1])
+                v = made[v[1]]
+            out.append(c * v)
+        e = total(out)
+        add(e == rhs if sense == "==" else (e <= rhs if sense == "<=" else e >= rhs))
 
 
 def _dfs_order(n: int, succ: list) -> list:
@@ -227,7 +304,8 @@ def _critical_path_bounds(U, slots_dev, cluster=None) -> np.ndarray:
           description="Single-sample latency IP (Fig. 3; Fig. 4 with q subgraphs per device)")
 def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float = 0.0,
                warm_start: bool = True, heuristic_effort: float = 0.3, workers: int = 2,
-               seed: int | None = None, time_limit: float | None = 60.0) -> Plan:
+               separate_passes: bool = False, seed: int | None = None,
+               time_limit: float | None = 60.0) -> Plan:
     """Latency-minimising split (Section 4).
 
     Parameters
@@ -247,6 +325,17 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         Start from the better of ``greedy_latency`` and the DP's max-load split.
     heuristic_effort : float
         HiGHS ``mip_heuristic_effort`` (its default is 0.05).
+    separate_passes : bool
+        Training graphs (Section 4.2): contiguity enforced separately for the forward and the
+        backward part. Every colour class is split into its forward and its backward half
+        (kept on one device); each accelerator holds a contiguous forward and a contiguous
+        backward part and runs up to ``2 q`` subgraphs (its forward pieces, then its backward
+        pieces; a forward and a backward part that are contiguous together may share one).
+        Without it, a unit holds both halves and the units of a training graph form cycles,
+        so a contiguous subgraph must hold the whole model. Warm starts are then the greedy
+        split and the DP's with ``backward_contiguous=True``. Status ``optimal`` only where
+        the judged latency meets the critical-path bound (the program's pieces may differ
+        from the judge's fewest pieces).
     time_limit : float, optional
         Seconds for the whole call (warm starts and model build included).
     """
@@ -258,16 +347,22 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if engine not in ("cpsat", "milp"):
         raise SolverError(f"latency_ip: unknown engine {engine!r}; use 'cpsat' or 'milp'")
     model = pipeline_model(cluster, method="latency_ip", identical=False, any_mode=True)
-    U, _p = _greedy_units(graph, cluster)
+    if separate_passes and not graph.is_training():
+        raise SolverError(f"latency_ip: separate_passes=True is for training graphs; graph "
+                          f"{graph.name!r} has no backward ops")
+    U = _pass_units(graph, cluster) if separate_passes else _greedy_units(graph, cluster)[0]
+    per_acc = 2 * q if separate_passes else q  # subgraphs (slots) per accelerator
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
     greedy = greedy_latency(graph, cluster)
     cands = [greedy] if greedy.status != "infeasible" else []
     if warm_start:
-        cands.extend(_dp_split(graph, cluster, dl))
+        cands.extend(_dp_split(graph, cluster, dl, backward_contiguous=separate_passes))
     warm, wval = None, math.inf
     for c in cands:
-        pl = _to_slots(c, U, cluster, acc, cpus, q)
+        pl = _to_slots(c, U, cluster, acc, cpus, per_acc)
+        if pl is not None and separate_passes and _pass_violations(pl, q, cluster):
+            pl = None
         if pl is not None and _fits(pl, U, cluster, caps):
             v = latency(pl, cluster)
             if v < wval - 1e-12:
@@ -275,7 +370,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if warm is not None and wval <= 1e-300:
         return _keep(warm, wval, dl, "the warm start has zero latency", optimal=True)
     # slots: CPUs first (each a pool of cores), then q per accelerator
-    slots = [(d, 0) for d in cpus] + [(d, r) for d in acc for r in range(q)]
+    slots = [(d, 0) for d in cpus] + [(d, r) for d in acc for r in range(per_acc)]
     ncpu = len(cpus)
     acc_slots = range(ncpu, len(slots))
     lb = _critical_path_bounds(U, [d for d, _ in slots], cluster)
@@ -288,11 +383,11 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if not math.isfinite(wval):
         H = 2.0
     if engine == "cpsat":
-        return _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy,
-                          dl, time_limit, workers, seed)
+        return _via_cpsat(graph, cluster, U, slots, ncpu, per_acc, caps, lb, T, warm, wval,
+                          greedy, dl, time_limit, workers, seed)
     try:
-        prob, x, ws = _build(U, cluster, slots, ncpu, acc_slots, q, caps, lb / T, T, H, warm,
-                             dl)
+        prob, x, ws = _build(U, cluster, slots, ncpu, acc_slots, per_acc, caps, lb / T, T, H,
+                             warm, dl)
     except _OutOfTime:
         return _keep(warm, wval, dl, "building the model")
     left = dl.left()
@@ -316,7 +411,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     judged = latency(plan, cluster)
     if warm is not None and wval < judged - 1e-9 * max(1.0, judged):
         return _keep(warm, wval, dl, "the MILP (its solution was worse than the warm start)",
-                     res=res, T=T, coarse=_coarse_cpu_units(U, slots, ncpu))
+                     res=res, T=T,
+                     coarse=_coarse_cpu_units(U, slots, ncpu) or int(separate_passes))
     status, note = _plan_status(res, judged, res.objective * T)
     why = {}
     # the paper's program sums a unit's CPU times; the judge runs the ops of a unit placed on
@@ -325,10 +421,10 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if coarse and status == "optimal":
         status, note = "feasible", (f"optimal for the paper's program, which sums the CPU "
                                     f"times of {coarse} colocated unit(s)")
-    if status == "optimal" and q == 1:
+    if status == "optimal" and (q == 1 or separate_passes):
         status, why = contiguous_optimum_status(judged, float(lb.max(initial=0.0)))
-    bound = float(lb.max(initial=0.0)) if coarse else max(res.bound * T,
-                                                            float(lb.max(initial=0.0)))
+    bound = float(lb.max(initial=0.0)) if coarse or separate_passes else max(
+        res.bound * T, float(lb.max(initial=0.0)))
     plan.status = status
     plan.predicted = {"latency_ms": judged}
     plan.stats = {"bound": bound, "gap": max(0.0, (judged - bound) / judged) if judged else 0.0,
@@ -339,6 +435,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
                   "warm_start": warm.method if warm is not None else None,
                   "warm_start_ms": wval if warm is not None else None, "q": q,
                   "evaluated_latency_ms": judged, "total_s": dl.elapsed()}
+    if separate_passes:
+        plan.stats["separate_passes"] = True
     plan.stats.update(why)
     if note:
         plan.stats["note"] = note
@@ -379,8 +477,12 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
     bound = max(cp, out["bound_ms"]) if math.isfinite(out["bound_ms"]) else cp
     proved = out["status"] == "OPTIMAL"
     why = {}
+    passes = hasattr(U, "pass_edges")
+    if passes:  # the program's pieces are not the judge's: only the critical path bounds it
+        bound = cp
     if proved and out["exact"]:
-        status, why = contiguous_optimum_status(judged, cp) if q == 1 else ("optimal", {})
+        status, why = contiguous_optimum_status(judged, cp) if q == 1 or passes \
+            else ("optimal", {})
     elif proved or judged <= bound * (1 + 1e-9):
         status = "feasible"
     else:
@@ -393,12 +495,14 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
                   "critical_path_ms": cp,
                   "greedy_latency_ms": greedy.predicted.get("latency_ms"),
                   "warm_start": warm.method if warm is not None else None,
-                  "warm_start_ms": wval if warm is not None else None, "q": q,
-                  "total_s": dl.elapsed()}
+                  "warm_start_ms": wval if warm is not None else None,
+                  "q": q // 2 if passes else q, "total_s": dl.elapsed()}
     if proved and not out["exact"]:
         plan.stats["note"] = "optimal for the rounded model (times to ~1e-6 of the latency)"
+    if passes:
+        plan.stats["separate_passes"] = True
     plan.stats.update(why)
-    plan.info = {"q": q}
+    plan.info = {"q": q // 2 if passes else q}
     return plan
 
 
@@ -427,7 +531,7 @@ def _keep(warm, wval, dl, where, *, res=None, T=1.0, optimal: bool = False,
     return plan
 
 
-def _dp_split(graph, cluster, dl) -> list:
+def _dp_split(graph, cluster, dl, *, backward_contiguous: bool = False) -> list:
     """The linearised DP's split and the exact DP's, each within a small share of the budget
     (whichever can serve the cluster in time)."""
     from .pipeline_dp import dp, dpl
@@ -437,7 +541,7 @@ def _dp_split(graph, cluster, dl) -> list:
         left = dl.left()
         try:
             out.append(f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
-                         **kw))
+                         backward_contiguous=backward_contiguous, **kw))
         except (SolverError, InfeasibleError):
             continue
     return out
@@ -465,6 +569,19 @@ def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
     if not np.isfinite(U.comp[np.arange(U.n), asg]).all():
         return None
     return out
+
+
+def _pass_violations(plan, q: int, cluster) -> bool:
+    """True when some accelerator's forward or backward part of ``plan`` is not contiguous
+    (``q = 1``; with ``q > 1`` the pieces per pass are checked by the program itself)."""
+    from ..pipeline import contiguity_violations
+
+    if q > 1:
+        return False
+    acc = {d.name for d in cluster.devices if d.kind != "cpu"}
+    bad = contiguity_violations(plan, part="forward") + contiguity_violations(plan,
+                                                                               part="backward")
+    return any(msg.split("'")[1] in acc for msg in bad)
 
 
 def _fits(plan, U, cluster, caps) -> bool:
@@ -539,6 +656,9 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
         prob += tot >= lat[v], f"tot_{v}"
     for (a, b) in U.edges:
         prob += lat[b] >= cpu_t(b) + lat[a], f"prec_{a}_{b}"
+    add_rows(pass_rows(U, cluster, slots, x),
+             lambda name: pulp.LpVariable(name, lowBound=0, upBound=1), prob.addConstraint,
+             pulp.lpSum)
     prob += tot
     ws = None
     if warm is not None:
