@@ -27,9 +27,11 @@ import math
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
-from .errors import ClusterError, GraphError, Interrupted, OutputError, WorkbenchError
+from .errors import ClusterError, Interrupted, OutputError, WorkbenchError
+from .solvers._params import MAX_SEED
 
 __all__ = ["main", "load_graph_arg", "load_cluster_arg"]
 
@@ -38,43 +40,11 @@ DEMO_GRAPH = "suite:layered300-4xV100"  # a hard pair of workbench.workloads.har
 
 
 def load_graph_arg(spec: str):
-    """A graph (and its cluster, for formats that carry one) from a path or sample name."""
-    from . import samples
-    from .io import load_problem
+    """A graph (and its cluster, for formats that carry one) from a path or sample name:
+    :func:`workbench.workloads.resolve`, the one resolver the CLI and sweeps share."""
+    from .workloads import resolve
 
-    if not isinstance(spec, str) or not spec:
-        raise WorkbenchError(f"expected a graph file or sample name, got {spec!r}")
-    p = Path(spec)
-    if p.is_dir():
-        raise WorkbenchError(f"{spec} is a directory, not a graph file")
-    if p.exists() and p.suffix == ".onnx":  # forward graph of an ONNX model (batch 1)
-        from .io.onnx import read_onnx
-
-        return read_onnx(p), None
-    if p.exists():
-        return _nonempty(load_problem(p), spec)
-    if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
-        from .io.msr import read_msr
-
-        return read_msr(spec)
-    if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
-        from .workloads import workload
-
-        return workload(spec[6:]).build()
-    name, colon, size = spec.partition(":")
-    kwargs = {}
-    if colon:
-        try:
-            kwargs["n_ops"] = int(size)
-        except ValueError:
-            raise WorkbenchError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
-    return _nonempty((samples.load_sample(name, **kwargs), None), spec)
-
-
-def _nonempty(problem, where: str):
-    if problem[0].n_ops == 0:
-        raise GraphError(f"{where}: graph {problem[0].name!r} has no ops")
-    return problem
+    return resolve(spec)
 
 
 def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = None):
@@ -90,9 +60,9 @@ def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = N
         cl = load_cluster(spec)
     else:
         cl = Cluster.preset(spec)
-    if memory is not None:
-        if not (memory > 0 and math.isfinite(memory)):
-            raise ClusterError(f"--memory-gib must be a positive finite number, got {memory}")
+    if memory is not None:  # inf: unlimited, as the API and cluster files accept
+        if not memory > 0:
+            raise ClusterError(f"--memory-gib must be a positive number or inf, got {memory}")
         cl = cl.with_memory(memory * 2**30)
     return cl
 
@@ -222,7 +192,11 @@ def _cmd_simulate(args) -> int:
     from .io import load_plan, save_chrome_trace
 
     graph, cluster = _problem(args)
-    plan = load_plan(args.plan, graph)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = load_plan(args.plan, graph, force=args.force)
+    for w in caught:
+        print(f"warning: {_one_line(w.message)}", file=sys.stderr)
     sched = simulate(plan, cluster, congestion=not args.no_congestion, order=args.order)
     met = evaluate(plan, cluster, schedule=sched)
     if args.trace:
@@ -293,6 +267,32 @@ def _cmd_compare(args) -> int:
     df, plans = _run_compare(graph, cluster, args, methods)
     _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
     if args.json:
+        print(json.dumps(jsonable(df.to_dict(orient="records"))))
+    else:
+        _print_table(df)
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    graph, cluster = _problem(args)
+    if args.memory_fraction is None:  # suite workloads carry their own memory pressure
+        args.memory_fraction = 0 if args.graph.startswith("suite:") else 0.4
+    if args.memory_fraction:
+        if not (args.memory_fraction > 0):
+            raise WorkbenchError(f"--memory-fraction must be positive, got {args.memory_fraction}")
+        cluster = cluster.with_memory(graph.total_memory() * args.memory_fraction)
+        print(f"device memory capped at {args.memory_fraction:g} x the model's "
+              f"{graph.total_memory() / 2**30:.2f} GiB, so no single device can hold it")
+    print(f"graph {graph.name}: {graph.n_ops} ops, {graph.n_edges} edges, "
+          f"CCR {graph.ccr(cluster):.2f}; cluster {cluster.name}: {', '.join(cluster.names)}")
+    df, plans = _run_compare(graph, cluster, args, None)
+    _print_table(df)
+    _write_outputs(df, plans, graph, cluster, args, f"Demo: {graph.name} on {cluster.name}")
+    if args.report:
+        print(f"report written to {os.path.abspath(args.report)}")
+    return 0
+
+
 def _keras_ref(model: str) -> str | None:
     """``keras:NAME`` as is; ``FILE.py[:FUNCTION]`` as ``keras:FILE.py:FUNCTION``; else None.
 
@@ -323,32 +323,6 @@ def _input_shape(text: str | None):
         raise WorkbenchError(f"--input {text!r}: expected sizes like 96x96 (image) or 16x32 "
                              f"(sequence x width)")
     return dims
-
-
-        print(json.dumps(jsonable(df.to_dict(orient="records"))))
-    else:
-        _print_table(df)
-    return 0
-
-
-def _cmd_demo(args) -> int:
-    graph, cluster = _problem(args)
-    if args.memory_fraction is None:  # suite workloads carry their own memory pressure
-        args.memory_fraction = 0 if args.graph.startswith("suite:") else 0.4
-    if args.memory_fraction:
-        if not (args.memory_fraction > 0):
-            raise WorkbenchError(f"--memory-fraction must be positive, got {args.memory_fraction}")
-        cluster = cluster.with_memory(graph.total_memory() * args.memory_fraction)
-        print(f"device memory capped at {args.memory_fraction:g} x the model's "
-              f"{graph.total_memory() / 2**30:.2f} GiB, so no single device can hold it")
-    print(f"graph {graph.name}: {graph.n_ops} ops, {graph.n_edges} edges, "
-          f"CCR {graph.ccr(cluster):.2f}; cluster {cluster.name}: {', '.join(cluster.names)}")
-    df, plans = _run_compare(graph, cluster, args, None)
-    _print_table(df)
-    _write_outputs(df, plans, graph, cluster, args, f"Demo: {graph.name} on {cluster.name}")
-    if args.report:
-        print(f"report written to {os.path.abspath(args.report)}")
-    return 0
 
 
 def _cmd_run(args) -> int:
@@ -413,6 +387,10 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {_one_line(message)}", file=sys.stderr)
+
+
 def _cmd_sweep(args) -> int:
     """Run a sweep spec on Dask (local cluster or --scheduler); print a summary."""
     from . import sweep
@@ -423,15 +401,19 @@ def _cmd_sweep(args) -> int:
             raise WorkbenchError(f"--time-limit must be positive, got {args.time_limit}")
         spec.time_limit = args.time_limit
     if args.dry_run:
-        cells = spec.cells()
+        cells = spec.cells(max_cells=args.max_cells)
         print(f"sweep {spec.name}: {len(cells)} cells")
         for c in cells:
             print(f"  {c.key}  {c.workload} {c.preset} devices={c.devices or '-'} "
                   f"bw x{c.bandwidth_scale:g} {c.method} seed={c.seed}")
         return 0
-    out = args.results or os.path.join("results", spec.name)
-    df = sweep.run(spec, out, scheduler=args.scheduler, workers=args.workers,
-                   isolate=not args.no_isolate, progress=not args.json)
+    out = args.results or str(spec.results_path())
+    with warnings.catch_warnings():  # damaged chunks: one line each, as they are found
+        warnings.simplefilter("always", sweep.SweepWarning)
+        warnings.showwarning = _warning_line
+        df = sweep.run(spec, out, scheduler=args.scheduler, workers=args.workers,
+                       isolate=not args.no_isolate, progress=not args.json,
+                       max_cells=args.max_cells)
     if args.json:
         from .io.json_format import jsonable
 
@@ -492,10 +474,22 @@ def _number_arg(kind, *, low=None, low_open=False, high=None, finite=True, what=
 
 
 _SECONDS = _number_arg(float, low=0, low_open=True, what="a positive number of seconds")
-_SEED = _number_arg(int, low=0, what="an integer >= 0")
-_GIB = _number_arg(float, low=0, low_open=True, what="a positive number of GiB")
+_SEED = _number_arg(int, low=0, high=MAX_SEED, what="a seed (an integer >= 0)")
+_GIB = _number_arg(float, low=0, low_open=True, finite=False,
+                   what="a positive number of GiB or inf (unlimited)")
 _FRACTION = _number_arg(float, low=0, what="a number >= 0")
 _COUNT = _number_arg(int, low=1, what="an integer >= 1")
+
+
+def _workers_arg(text: str) -> int:
+    """``--workers``: 1 to 4 per core (:func:`workbench.sweep.engine.check_workers`)."""
+    from .sweep.engine import check_workers
+
+    try:
+        return check_workers(int(text))
+    except (ValueError, WorkbenchError) as e:
+        raise argparse.ArgumentTypeError(str(e) if isinstance(e, WorkbenchError) else
+                                         f"expected an integer, got {text!r}") from None
 _COUNT0 = _number_arg(int, low=0, what="an integer >= 0")
 
 
@@ -558,6 +552,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("simulate", help="judge a saved plan")
     common(p)
     p.add_argument("--plan", required=True, help="plan JSON file")
+    p.add_argument("--force", action="store_true",
+                   help="replay the plan even if the graph differs from the one it was made "
+                        "for (ops, edges or costs; a warning names what differs)")
     p.add_argument("--order", choices=["plan", "fifo", "rank"], default=None)
     p.add_argument("--no-congestion", action="store_true")
     p.add_argument("--trace", help="write a Chrome/Perfetto trace")
@@ -615,7 +612,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="results folder (default results/SPEC_NAME); reruns resume")
     p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
                    "tcp://HOST:8786 (default: a local cluster of worker processes)")
-    p.add_argument("--workers", type=int, help="worker processes of the local cluster")
+    p.add_argument("--workers", type=_workers_arg,
+                   help="worker processes of the local cluster (1 to 4 per core)")
+    p.add_argument("--max-cells", type=_COUNT, default=None,
+                   help="refuse a grid of more cells than this, counted before any is built "
+                        "(default 100000)")
     p.add_argument("--time-limit", type=float,
                    help="seconds per solver, overriding the spec's (a different cell key)")
     p.add_argument("--no-isolate", action="store_true",

@@ -26,12 +26,68 @@ import numpy as np
 
 from .errors import PlanError
 
-__all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "order_from_starts"]
+__all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "FINGERPRINT_PARTS", "fingerprint_differences",
+           "graph_fingerprint", "order_from_starts"]
 
 STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "error")
 """Plan statuses: proven optimal; feasible (MILP stopped with a gap); time_limit (stopped by the
 limit, best found kept); heuristic; infeasible (could not respect a constraint, e.g. memory —
 the plan is still returned so it can be inspected); error (used by :func:`workbench.compare`)."""
+
+
+FINGERPRINT_PARTS = ("ops", "edges", "costs")
+"""What :func:`graph_fingerprint` hashes, each part on its own."""
+
+
+def _digest(*chunks) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c if isinstance(c, bytes) else np.ascontiguousarray(c).tobytes())
+        h.update(b"\0")
+    return h.hexdigest()[:16]
+
+
+def graph_fingerprint(graph) -> dict:
+    """Stable hashes of what a plan was made for, one per part of :data:`FINGERPRINT_PARTS`:
+    ``ops`` (names, forward/backward kinds, colocation groups), ``edges`` (producer/consumer
+    pairs) and ``costs`` (compute per device kind, memory, bytes and fixed ``comm`` of every
+    edge). Independent of the order in which the graph was built; any change of a cost, however
+    small, changes ``costs``.
+
+    >>> from workbench import samples
+    >>> a = graph_fingerprint(samples.diamond())
+    >>> sorted(a), a == graph_fingerprint(samples.diamond())
+    (['costs', 'edges', 'ops'], True)
+    >>> b = graph_fingerprint(samples.diamond().map_ops(lambda v, at: {**at, "memory": 1.0}))
+    >>> fingerprint_differences(a, b)
+    ['costs']
+    """
+    gc = graph.c
+    names = np.array(gc.names, dtype=object)
+    perm = np.argsort(names, kind="stable") if gc.n else np.zeros(0, dtype=np.int64)
+    kinds = sorted(gc.kinds)
+    cols = [gc.kind_index[k] for k in kinds]
+    groups = np.array(list(gc.coloc_groups) + [""], dtype=object)[gc.coloc]
+    ops = "\0".join(f"{names[i]}\1{int(gc.op_kind[i])}\1{groups[i]}" for i in perm.tolist())
+    pairs = [(gc.names[u], gc.names[v]) for u, v in zip(gc.src.tolist(), gc.dst.tolist())]
+    eperm = sorted(range(len(pairs)), key=pairs.__getitem__)
+    edges = "\0".join(f"{u}\1{v}" for u, v in (pairs[e] for e in eperm))
+    comp = gc.compute[perm][:, cols] if gc.n else np.zeros((0, len(cols)))
+    costs = _digest("\0".join(kinds).encode(), comp.astype(float), gc.memory[perm].astype(float),
+                    gc.bytes[eperm].astype(float), gc.comm[eperm].astype(float))
+    return {"ops": _digest(ops.encode()), "edges": _digest(edges.encode()), "costs": costs}
+
+
+def fingerprint_differences(stored: dict, current: dict) -> list:
+    """The parts (of :data:`FINGERPRINT_PARTS`) in which two fingerprints differ; parts that
+    ``stored`` lacks are not compared.
+
+    >>> fingerprint_differences({"ops": "a", "edges": "b"}, {"ops": "a", "edges": "c", "costs": "d"})
+    ['edges']
+    """
+    return [k for k in FINGERPRINT_PARTS if k in stored and stored[k] != current.get(k)]
 
 
 def order_from_starts(graph, device_names, device, start, tie=None) -> dict:
@@ -123,6 +179,10 @@ class Plan:
         if self.order is not None and device in self.order:
             return list(self.order[device])
         return [v for v in self.graph.ops if self.placement.get(v) == device]
+
+    def graph_fingerprint(self) -> dict:
+        """:func:`graph_fingerprint` of the plan's graph (saved with the plan)."""
+        return graph_fingerprint(self.graph)
 
     def validate(self, cluster) -> None:
         """Raise PlanError unless every op is placed exactly once on a device of ``cluster``

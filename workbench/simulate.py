@@ -37,11 +37,12 @@ from __future__ import annotations
 
 import heapq
 import math
+import sys
 from collections import deque
 
 import numpy as np
 
-from .errors import PlanError
+from .errors import GraphError, PlanError
 from .pipeline_costs import op_shares
 from .plan import Metrics, Plan, Schedule
 
@@ -51,6 +52,28 @@ ORDERS = ("plan", "fifo", "rank")
 
 _OP_END = 0
 _XFER_END = 1
+
+
+def _overflow(op: str, start: float, duration: float, where: str, what: str = "it") -> None:
+    """Times are float64 milliseconds: a finish time beyond ~1.8e308 is ``inf``, and an order
+    of infinite times means nothing (it used to be reported as a deadlock)."""
+    raise GraphError(f"simulated times overflow: op {op!r}: {what} would start at {start:.6g} "
+                     f"ms and take {duration:.6g} ms on {where}, which ends beyond the largest "
+                     f"float ({sys.float_info.max:.3g} ms); the graph's costs are too large")
+
+
+def _overflowed_order(dur: list, names, device: str) -> None:
+    """Before blaming a deadlocked order: if the op times add up to ``inf`` (in topological
+    order), the order was most likely built from overflowed times (a solver's own schedule);
+    say so, naming the op where the sum overflows."""
+    total = np.cumsum(np.asarray(dur, dtype=float))
+    bad = np.flatnonzero(~np.isfinite(total))
+    if len(bad):
+        i = int(bad[0])
+        raise GraphError(f"simulated times overflow: the op times add up beyond the largest "
+                         f"float ({sys.float_info.max:.3g} ms) at op {names[i]!r} "
+                         f"({dur[i]:.6g} ms), so the execution order on {device!r}, built from "
+                         f"such times, cannot be run; the graph's costs are too large")
 
 
 def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None = None) -> Schedule:
@@ -70,6 +93,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     PlanError
         If the plan does not fit the graph/cluster, ``order="plan"`` without an order, or an
         order that deadlocks (an op waits for one queued after it on the same device).
+    GraphError
+        If a time overflows (costs near 1e308 ms add up to ``inf``), naming the op.
     """
     if order is None:
         order = "plan" if plan.order is not None else "fifo"
@@ -181,6 +206,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         nonlocal counter
         t_start[k] = t
         t_end[k] = t + t_dur[k]
+        if t_end[k] == math.inf:
+            _overflow(gc.names[t_op[k]], t, t_dur[k], "a link", "its output transfer")
         if congestion:
             if chan_last[chan] is not None and chan_free_t[chan] >= t and t_why[k] is not None:
                 # the transfer waited for the channel rather than for its data
@@ -245,6 +272,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         rank[v] = n_started
         n_started += 1
         end[v] = t + dur[v]
+        if end[v] == math.inf:
+            _overflow(gc.names[v], t, dur[v], repr(cluster.names[d]))
         # binding cause: the device (previous op) if it freed later than the inputs arrived
         if dev_last[d] is not None and dev_free_t[d] > ready_t[v]:
             why[v] = ("op", dev_last[d])
@@ -312,6 +341,7 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         name = gc.names[stuck]
         if order == "plan":
             head = gc.names[seq[d][pos[d]]] if pos[d] < len(seq[d]) else None
+            _overflowed_order(dur, gc.names, cluster.names[d])
             raise PlanError(
                 f"plan {plan.method!r}: the execution order on {cluster.names[d]!r} deadlocks: "
                 f"{head!r} is queued first but waits for an input that can only come later "

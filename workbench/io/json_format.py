@@ -31,7 +31,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..errors import FormatError, OutputError, PlanError, WorkbenchError
 from ..graph import OpGraph
-from ..plan import Plan
+from ..plan import Plan, fingerprint_differences, graph_fingerprint
 from . import _outputs
 from .schema import validate
 
@@ -289,23 +289,49 @@ def dump_plan(plan: Plan, *, embed_graph: bool = False) -> dict:
          "predicted": jsonable(plan.predicted), "stats": jsonable(plan.stats),
          "info": jsonable(plan.info),
          "graph": {"name": plan.graph.name, "fingerprint": plan.graph.fingerprint,
-                   "n_ops": plan.graph.n_ops}}
+                   "n_ops": plan.graph.n_ops, "hashes": plan.graph_fingerprint()}}
     if embed_graph:
         d["graph_data"] = dump_graph(plan.graph)
     return d
 
 
-def plan_from_dict(data: dict, graph: OpGraph | None = None, where: str = "plan") -> Plan:
+def _check_plan_graph(ref, graph: OpGraph, where: str, force: bool) -> None:
+    """Compare the graph a plan was made for (``ref``, from the plan file) with ``graph``:
+    the ``hashes`` of :func:`workbench.plan.graph_fingerprint` name the parts that differ;
+    plan files written before them carry only ``fingerprint`` (ops and edges), and older ones
+    nothing to compare. A difference is a PlanError, or with ``force`` a warning."""
+    import warnings
+
+    if not isinstance(ref, dict):
+        return
+    hashes = ref.get("hashes")
+    if isinstance(hashes, dict):
+        diff = fingerprint_differences(hashes, graph_fingerprint(graph))
+    elif ref.get("fingerprint") and ref["fingerprint"] != graph.fingerprint:
+        diff = ["ops or edges"]
+    else:
+        return
+    if not diff:
+        return
+    msg = (f"{where}: the plan was made for graph {ref.get('name')!r} ({ref.get('n_ops')} ops), "
+           f"and graph {graph.name!r} ({graph.n_ops} ops) differs from it in its "
+           f"{' and '.join(diff)}")
+    if not force:
+        raise PlanError(f"{msg}; pass --force (force=True) to replay the plan anyway")
+    warnings.warn(f"{msg}; replayed anyway (--force)", UserWarning, stacklevel=3)
+
+
+def plan_from_dict(data: dict, graph: OpGraph | None = None, where: str = "plan", *,
+                   force: bool = False) -> Plan:
+    """A Plan from its JSON form, on ``graph`` (else the graph the file embeds). The graph
+    must be the one the plan was made for (see :func:`_check_plan_graph`; ``force=True``
+    replays it on another graph with a warning)."""
     _check_header(data, "plan", where)
     if graph is None:
         if "graph_data" not in data:
             raise FormatError(f"{where}: the plan does not embed its graph; pass the graph")
         graph = graph_from_dict(data["graph_data"], where)
-    ref = data.get("graph", {})
-    if ref.get("fingerprint") and ref["fingerprint"] != graph.fingerprint:
-        raise PlanError(f"{where}: the plan is for graph {ref.get('name')!r} "
-                        f"({ref.get('n_ops')} ops, fingerprint {ref['fingerprint']}), not for "
-                        f"graph {graph.name!r} ({graph.n_ops} ops, {graph.fingerprint})")
+    _check_plan_graph(data.get("graph", {}), graph, where, force)
     try:
         return Plan(graph, data["placement"], method=data.get("method", "manual"),
                     order=data.get("order"), status=data.get("status", "heuristic"),
@@ -319,10 +345,11 @@ def save_plan(plan: Plan, path, *, embed_graph: bool = False) -> None:
     write_atomic(path, json.dumps(dump_plan(plan, embed_graph=embed_graph)))
 
 
-def load_plan(path, graph: OpGraph | None = None) -> Plan:
-    """Load a plan file; against ``graph`` when given (its fingerprint must match), else
-    against the graph it embeds."""
-    return plan_from_dict(read_json(path), graph, str(path))
+def load_plan(path, graph: OpGraph | None = None, *, force: bool = False) -> Plan:
+    """Load a plan file; against ``graph`` when given (its ops, edges and costs must be those
+    the plan was made for, unless ``force``: then a warning), else against the graph it
+    embeds."""
+    return plan_from_dict(read_json(path), graph, str(path), force=force)
 
 
 # ---------------------------------------------------------------------- detection

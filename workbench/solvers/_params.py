@@ -36,7 +36,7 @@ import numpy as np
 
 from ..errors import SolverError
 
-__all__ = ["RULES", "Param", "check", "declare"]
+__all__ = ["MAX_SEED", "RULES", "Param", "check", "declare"]
 
 _WHAT = {"int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
          "str": "a string", "none": "null/None", "dict": "a dict", "list": "a list",
@@ -100,7 +100,10 @@ class Param:
                 op = ">" if self.min_open else ">="
                 raise SolverError(f"{where} must be {op} {self.min:g}, got {value!r}")
             if self.max is not None and x > self.max:
-                raise SolverError(f"{where} must be <= {self.max:g}, got {value!r}")
+                top = int(self.max) if float(self.max).is_integer() else self.max
+                raise SolverError(f"{where} must be <= {top:g}, got {value!r}"
+                                  if isinstance(top, float) else
+                                  f"{where} must be <= {top}, got {value!r}")
         if self.choices is not None and t not in ("none",) and value not in self.choices:
             raise SolverError(f"{where} must be one of {', '.join(map(repr, self.choices))}, "
                               f"got {value!r}")
@@ -144,8 +147,12 @@ def _method_list_problem(value) -> str | None:
     return None
 
 
+MAX_SEED = 2**31 - 1
+"""Largest seed every seeded solver accepts: pymetis, CP-SAT and HiGHS take a 32-bit signed
+integer (numpy's generators take any)."""
+
 RULES: dict[str, Param] = {
-    "seed": Param(("int", "none"), min=0),
+    "seed": Param(("int", "none"), min=0, max=MAX_SEED),
     "time_limit": Param(("float", "none"), min=0, min_open=True),
     "progress": Param(("callable", "none")),
     "gap": Param(("float", "none"), min=0),
