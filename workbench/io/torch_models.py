@@ -1,0 +1,227 @@
+"""PyTorch models by the names a user types: ``torchvision:resnet50``, ``hf:gpt2``, ``mymodel.py:Net``.
+
+:func:`build_model` returns ``(model, example_inputs)`` with random weights; nothing is ever
+downloaded (torchvision builders get ``weights=None``; transformers architectures are built from
+their config classes). Names:
+
+* ``torchvision:<name>``: any of ``torchvision.models.list_models()``; input
+  ``(batch, 3, 224, 224)`` (``image=`` changes the side);
+* ``hf:gpt2`` (GPT-2 small, 124 M), ``hf:bert-base`` (the BERT-base encoder), ``hf:vit``
+  (ViT-B/16), ``hf:llama`` (a Llama-2-7B configuration with 2 of its 32 layers, ~0.9 B
+  parameters; ``layers=`` sets how many): token inputs ``(batch, seq)``, images
+  ``(batch, 3, 224, 224)``; ``config=`` overrides fields of the config (small sizes in tests);
+* ``lstm-lm``: an embedding, an LSTM and a linear decoder (:class:`LSTMLM`);
+* ``path/to/file.py:Class``: the class (a ``torch.nn.Module``) of a Python file, built without
+  arguments; its example input is ``(batch, seq)`` token ids when the class has an integer
+  attribute ``vocab_size``, else what its optional ``example_inputs(batch, seq)`` classmethod or
+  function returns, else ``(batch, in_features)`` of its first ``Linear``.
+
+Language models return their logits (one tensor, so that exporters and losses take it as is).
+
+``device="meta"`` builds without allocating weights (for capture with ``profile=None``).
+
+Examples
+--------
+>>> model, (x,) = build_model("lstm-lm", batch=2, seq=8)
+>>> type(model).__name__, tuple(x.shape), tuple(model(x).shape)
+('LSTMLM', (2, 8), (2, 8, 1000))
+>>> build_model("hf:nope")
+Traceback (most recent call last):
+...
+workbench.errors.FormatError: unknown model 'hf:nope'; hf: models are gpt2, bert-base, vit, llama
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..errors import FormatError
+
+__all__ = ["HF_MODELS", "LSTMLM", "build_model", "is_model_spec"]
+
+HF_MODELS = ("gpt2", "bert-base", "vit", "llama")
+"""The transformers architectures ``hf:<name>`` builds."""
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise FormatError("PyTorch models need the optional dependency torch "
+                          "(pip install placement-workbench[torch])") from None
+    return torch
+
+
+def is_model_spec(spec) -> bool:
+    """Whether ``spec`` names a PyTorch model (``torchvision:``, ``hf:``, ``lstm-lm``, ``*.py:``).
+
+    >>> is_model_spec("hf:gpt2"), is_model_spec("net.py:Net"), is_model_spec("cnn:50")
+    (True, True, False)
+    """
+    if not isinstance(spec, str):
+        return False
+    head, _, tail = spec.partition(":")
+    return head in ("torchvision", "hf") or spec == "lstm-lm" or (
+        head.endswith(".py") and bool(tail))
+
+
+@functools.cache
+def _lstm_lm_class():
+    torch = _torch()
+
+    class LSTMLM(torch.nn.Module):
+        """Embedding -> LSTM -> linear decoder (a word-level language model)."""
+
+        def __init__(self, vocab_size: int = 1000, hidden: int = 128, layers: int = 2):
+            super().__init__()
+            self.vocab_size = vocab_size
+            self.embedding = torch.nn.Embedding(vocab_size, hidden)
+            self.lstm = torch.nn.LSTM(hidden, hidden, layers, batch_first=True)
+            self.decoder = torch.nn.Linear(hidden, vocab_size)
+
+        def forward(self, tokens):
+            h, _ = self.lstm(self.embedding(tokens))
+            return self.decoder(h)
+
+    return LSTMLM
+
+
+def __getattr__(name):  # LSTMLM is defined when torch is imported
+    if name == "LSTMLM":
+        return _lstm_lm_class()
+    raise AttributeError(name)
+
+
+def _logits_module(inner, key: str, arg: str):
+    torch = _torch()
+
+    class Logits(torch.nn.Module):
+        """``inner(**{arg: x})[key]``: one tensor out."""
+
+        def __init__(self):
+            super().__init__()
+            self.model = inner
+
+        def forward(self, x):
+            return getattr(self.model(**{arg: x}), key)
+
+    return Logits()
+
+
+def _hf(name: str, config: Mapping, layers: int | None):
+    try:
+        import transformers as tr
+    except ImportError:
+        raise FormatError("hf: models need the optional dependency transformers "
+                          "(pip install placement-workbench[torch])") from None
+    cfg = dict(config)
+    if name == "gpt2":
+        c = tr.GPT2Config(**({"n_layer": layers} if layers else {}), **cfg)
+        return _logits_module(tr.GPT2LMHeadModel(c), "logits", "input_ids"), "tokens", c
+    if name == "bert-base":
+        c = tr.BertConfig(**({"num_hidden_layers": layers} if layers else {}), **cfg)
+        m = tr.BertModel(c, add_pooling_layer=False)
+        return _logits_module(m, "last_hidden_state", "input_ids"), "tokens", c
+    if name == "vit":
+        c = tr.ViTConfig(**({"num_hidden_layers": layers} if layers else {}), **cfg)
+        m = tr.ViTModel(c, add_pooling_layer=False)
+        return _logits_module(m, "last_hidden_state", "pixel_values"), "image", c
+    c = tr.LlamaConfig(**{"num_hidden_layers": layers or 2, **cfg})
+    return _logits_module(tr.LlamaForCausalLM(c), "logits", "input_ids"), "tokens", c
+
+
+def _from_file(path: str, cls_name: str):
+    p = Path(path)
+    if not p.is_file():
+        raise FormatError(f"model file {path!r} does not exist")
+    spec = importlib.util.spec_from_file_location(f"workbench_user_{p.stem}", p)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 - the user's code may raise anything
+        raise FormatError(f"{path}: importing it failed: {type(e).__name__}: {e}") from None
+    cls = getattr(mod, cls_name, None)
+    torch = _torch()
+    if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+        raise FormatError(f"{path} defines no torch.nn.Module class {cls_name!r}")
+    try:
+        return cls(), mod
+    except TypeError as e:
+        raise FormatError(f"{path}:{cls_name} must be constructible without arguments ({e})") \
+            from None
+
+
+def _file_inputs(model, mod, batch, seq):
+    torch = _torch()
+    maker = getattr(type(model), "example_inputs", None) or getattr(mod, "example_inputs", None)
+    if callable(maker):
+        out = maker(batch, seq)
+        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    vocab = getattr(model, "vocab_size", None)
+    if isinstance(vocab, int):
+        return (torch.randint(0, vocab, (batch, seq)),)
+    lin = next((m for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
+    if lin is None:
+        raise FormatError(f"{type(model).__name__}: cannot guess its input; define "
+                          f"example_inputs(batch, seq) in the model file")
+    return (torch.randn(batch, lin.in_features),)
+
+
+def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
+                layers: int | None = None, config: Mapping | None = None,
+                device: str = "cpu", seed: int = 0):
+    """``(model, example_inputs)`` for a model name (see the module docstring).
+
+    Parameters
+    ----------
+    spec : str
+    batch, seq, image : int
+        Example input sizes (``seq`` for token models, ``image`` the side of image inputs).
+    layers : int, optional
+        Number of blocks of an ``hf:`` model (``hf:llama``: default 2).
+    config : dict, optional
+        Config fields of an ``hf:`` model (e.g. ``{"n_embd": 64}``).
+    device : {"cpu", "meta"}
+        ``meta``: no weights allocated.
+
+    Raises
+    ------
+    FormatError
+        An unknown name, a missing optional dependency, a model file that fails.
+    """
+    torch = _torch()
+    for what, v in (("batch", batch), ("seq", seq), ("image", image)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise FormatError(f"{spec}: {what} must be a positive integer, got {v!r}")
+    head, _, tail = str(spec).partition(":")
+    if head == "hf" and tail not in HF_MODELS:
+        raise FormatError(f"unknown model {spec!r}; hf: models are {', '.join(HF_MODELS)}")
+    torch.manual_seed(seed)
+    with torch.device(device):
+        if head == "torchvision":
+            import torchvision
+
+            if tail not in torchvision.models.list_models():
+                raise FormatError(f"unknown model {spec!r}: not in torchvision.models."
+                                  f"list_models()")
+            model, kind = torchvision.models.get_model(tail, weights=None), "image"
+        elif head == "hf":
+            model, kind, _ = _hf(tail, config or {}, layers)
+        elif spec == "lstm-lm":
+            model, kind = _lstm_lm_class()(), "tokens"
+        elif head.endswith(".py") and tail:
+            model, mod = _from_file(head, tail)
+            return model, _file_inputs(model, mod, batch, seq)
+        else:
+            raise FormatError(f"unknown model {spec!r}: expected torchvision:NAME, "
+                              f"hf:{{{','.join(HF_MODELS)}}}, lstm-lm or FILE.py:CLASS")
+        if kind == "image":
+            x = torch.randn(batch, 3, image, image)
+        else:
+            vocab = getattr(getattr(model, "model", model), "config", None)
+            vocab = getattr(vocab, "vocab_size", None) or getattr(model, "vocab_size", 1000)
+            x = torch.randint(0, vocab, (batch, seq))
+    return model, (x,)
