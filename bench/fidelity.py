@@ -18,9 +18,14 @@ carved out of one), plus ``cpu0`` for the ops that have no GPU kernel: each grap
 GPU and host are calibrated, and the plans of ``GPU_METHODS`` are measured with a device sync at
 the end of every step. The paper-sized samples are included when they are in ``sample_graphs/``.
 
+With ``--keras`` (or ``keras:NAME`` in ``--models``) the Keras 3 models of ``KERAS_MODELS``
+are added: each is extracted from its ``tf.function`` training step on this machine
+(:mod:`workbench.runtime.keras_step`), profiled, and measured with the same plans.
+
 Usage::
 
     .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
+    .venv/bin/python bench/fidelity.py --keras --models   # the Keras models only
     .venv/bin/python bench/fidelity.py --gpu [--partitions 2]
 """
 
@@ -35,6 +40,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 MODELS = ["mlp", "resnet_small", "inception_small", "transformer_small", "lstm_seq2seq"]
+# Keras 3 models (--keras, or by name in --models): extracted from their tf.function training
+# step and profiled here (batch, input size, other sizes)
+KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (32, 32), {}),
+                "keras:EfficientNetB0": (2, (32, 32), {}),
+                "keras:TransformerEncoder": (8, (64, 128), {"ffn": 256})}
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 
@@ -68,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=5,
                     help="interleaved passes over the plans (see measure_plans)")
     ap.add_argument("--models", nargs="*", default=None)
+    ap.add_argument("--keras", action="store_true",
+                    help=f"also the Keras models ({', '.join(KERAS_MODELS)})")
     ap.add_argument("--methods", nargs="*", default=None)
     ap.add_argument("--no-fit", action="store_true",
                     help="keep the micro-benchmarked receive overhead (no probe run per model)")
@@ -83,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
             root = Path(__file__).resolve().parent.parent / "sample_graphs"
             args.models += sorted({p.name.split(".")[0] for p in root.glob("*.json*")}
                                   - set(MODELS))
+    if args.keras:
+        args.models += [m for m in KERAS_MODELS if m not in args.models]
     t0 = time.perf_counter()
     cluster = _gpu_setup(args, rt) if args.gpu else rt.calibrate_links(args.devices,
                                                                           repeats=5)
@@ -100,10 +114,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'simulated':>10s} {'measured':>10s} "
           f"{'std':>7s} {'error':>7s}")
     for name in args.models:
-        g = wb.samples.load_sample(name)
+        if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
+            batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
+            g = rt.extract(name, batch, input_shape=size, **sizes)
+            print(f"{name:18s} {g.n_ops} ops (batch {batch}, input {'x'.join(map(str, size))})")
+        else:
+            g = wb.samples.load_sample(name)
         if args.gpu:  # GPU costs from GPU kernel times; CPU-only ops keep a host cost
             g = rt.profile(g, device="gpu0", steps=10, warmup=3)
-        elif not args.no_reprofile:
+        elif not args.no_reprofile or name.startswith("keras:"):
             g = rt.profile(g, steps=10, warmup=3)
         gcl = cluster
         if not args.no_fit:

@@ -4,7 +4,10 @@ TensorFlow is imported lazily: importing :mod:`workbench.runtime` does not impor
 names below load their module on first access.
 
 ==========================  ==================================================================
-:func:`extract`             OpGraph of one training step of a model (forward, backward, update)
+:func:`extract`             OpGraph of one training step of a model (forward, backward, update):
+                            a bundled model, a v1 builder, ``keras:NAME``, a Keras 3 model or a
+                            ``tf.function`` step (:mod:`~workbench.runtime.keras_step`)
+:func:`program_of`          the runnable Program of any of those (what the runner applies plans to)
 :func:`profile`             measured per-op times written into the graph's compute costs
 :func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
 :func:`fit_recv_overhead`   the devices' receive overhead fitted to a measured probe run
@@ -46,11 +49,13 @@ __all__ = [
     "measure_plans",
     "probe_plan",
     "profile",
+    "program_of",
     "run_plan",
 ]
 
 _WHERE = {
     "extract": "extraction", "build_program": "extraction", "Program": "extraction",
+    "program_of": "extraction",
     "profile": "profiling",
     "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
     "fit_recv_overhead": "calibrate", "probe_plan": "calibrate",
