@@ -90,7 +90,9 @@ def test_cases_cover_the_data_model():
     d = [c.desc for c in cases]
     assert {x["mode"] for x in d} == {"host", "direct"}
     assert {x["n_acc"] for x in d} == {1, 2, 3, 4, 8} and {x["n_cpu"] for x in d} == {0, 1, 2}
-    assert {x["memory"] for x in d} == {"tight", "medium", "loose", "unlimited"}
+    assert {x["memory"] for x in d} == {"starved", "tight", "medium", "loose", "unlimited"}
+    pressure = [c for c in cases if c.desc.get("family") == "pressure"]  # issue 23
+    assert any(c.desc["training"] and c.desc["memory"] == "starved" for c in pressure)
     assert any(x["training"] for x in d) and any(x["acc_kinds"] == 2 for x in d)
     assert any(x["scale"] > 1e12 for x in d)
     sizes = [c.graph.n_ops for c in cases]
