@@ -6,9 +6,11 @@ and a ring all-reduce of every variable's gradient
 (:func:`workbench.transforms.data_parallel.data_parallel_graph`), else the model itself. Graphs
 with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
 (:func:`workbench.transforms.split_dims.with_split_dims`). DPOS places it; as FastT's strategy
-calculator activates a strategy only when it is faster than the running one, the start is the
-fastest of pure data parallelism, DPOS on the data-parallel graph and DPOS on the model
-(``info["start"]``: ``data_parallel``, ``dpos_dp`` or ``dpos_model``). Then the critical path of that schedule (the realised chain
+calculator activates a strategy only when its measured step is faster than the running one's
+(and rolls back otherwise), the start is the fastest, as the simulator measures it (congestion
+on), of pure data parallelism, DPOS on the data-parallel graph and DPOS on the model
+(``info["start"]``: ``data_parallel``, ``dpos_dp`` or ``dpos_model``), and a split strategy
+that measures slower than its start is rolled back (``info["rolled_back"]``). Then the critical path of that schedule (the realised chain
 of the simulator with congestion off) is sorted by decreasing compute time; for each of its ops
 that can be split, every splittable dimension and every ``n = 2..#devices`` is tried
 (:func:`workbench.transforms.split.split_op`, then DPOS); the best split is kept if it lowers
@@ -32,15 +34,46 @@ from __future__ import annotations
 
 import time
 
-from ..errors import InfeasibleError
+from ..analysis import levels
+from ..errors import InfeasibleError, SolverError
 from ..plan import Plan
 from ..simulate import simulate
 from ..transforms.split import split_op
 from . import register
 from .data_parallel import batch_of, dp_plan, ensure_split_dims
-from .list_scheduling import dpos
+from .list_scheduling import ListCore, dpos, static_list_schedule
 
-__all__ = ["model_fits_one_device", "os_dpos"]
+__all__ = ["dpos_given", "model_fits_one_device", "os_dpos"]
+
+
+def dpos_given(graph, cluster, placement: dict) -> Plan:
+    """DPOS given a strategy (FastT Algorithm 2, line 8: ``DPOS(G', D, C, C, S)``): ops named
+    in ``placement`` keep their device (unless it has no room left for them), the others --
+    the sub-ops, split and concatenate nodes of a split -- go where they finish earliest; ops
+    are taken in decreasing upward rank as in :func:`dpos`, with insertion into idle slots.
+
+    >>> from workbench import samples, Cluster
+    >>> from workbench.transforms.split import split_op
+    >>> g, c = samples.cnn(20), Cluster.preset("2xV100-pcie")
+    >>> p = dpos(g, c)
+    >>> q = dpos_given(split_op(g, "stem", "batch", 2), c, p.placement)
+    >>> all(q.placement[v] == d for v, d in p.placement.items() if v != "stem")
+    True
+    """
+    core = ListCore(graph, cluster, memory=True)
+    lv = levels(graph, cluster, agg="max")
+    fixed = [-1] * graph.n_ops
+    where = {n: d for d, n in enumerate(cluster.names)}
+    for v, d in placement.items():
+        if v in graph.index:
+            fixed[graph.index[v]] = where[d]
+
+    def choose(core, i: int) -> int:
+        d = fixed[i]
+        return d if d >= 0 and d in core.allowed(i) else -1
+
+    static_list_schedule(core, lv.blevel, choose=choose)
+    return core.plan("os_dpos", info={"given": True})
 
 
 def model_fits_one_device(graph, cluster) -> bool:
@@ -52,8 +85,8 @@ def model_fits_one_device(graph, cluster) -> bool:
           orders=True, contract_params={"max_split_ops": 1},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
-            max_split_ops: int | None = None, time_limit: float | None = None,
-            progress=None) -> Plan:
+            max_split_ops: int | None = None, resched: str = "given",
+            time_limit: float | None = None, progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
 
     Parameters
@@ -66,6 +99,11 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         finds it faster.
     max_split_ops : int or None
         Examine at most this many critical-path ops (None: all, as in the paper).
+    resched : {"given", "fresh", "both"}
+        How a split graph is placed: ``given`` (Algorithm 2 line 8, ``DPOS(G', ..., S)``): the
+        ops of the current strategy ``S`` keep their devices and DPOS places the sub-ops,
+        split and concatenate nodes (:func:`dpos_given`); ``fresh``: DPOS from scratch (what
+        this method did before); ``both``: the faster of the two (an extension).
     time_limit : float or None
         Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
 
@@ -74,31 +112,31 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     InfeasibleError
         When even the starting graph cannot be placed (see :func:`dpos`).
     """
+    if resched not in ("given", "fresh", "both"):
+        raise SolverError(f"os_dpos: resched must be 'given', 'fresh' or 'both', got "
+                          f"{resched!r}")
     t0 = time.perf_counter()
     nd = len(cluster)
     graph = ensure_split_dims(graph)
-    best, g, start = None, graph, "dpos_model"
+    cands: list = []        # (plan, graph, start)
     b = batch_of(graph)
     if data_parallel is not False and nd > 1 and model_fits_one_device(graph, cluster) \
             and (data_parallel or (b is not None and b >= nd)):
         try:
             p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
-            p_dpos = dpos(p_dp.graph, cluster)
+            cands += [(p_dp, p_dp.graph, "data_parallel"),
+                      (dpos(p_dp.graph, cluster), p_dp.graph, "dpos_dp")]
         except InfeasibleError:
             if data_parallel:
                 raise
-        else:
-            # FastT starts from data parallelism and activates a strategy only when it is
-            # faster than the running one: DPOS on the data-parallel graph, else keep DP
-            best, g, start = p_dpos, p_dp.graph, "dpos_dp"
-            if p_dp.predicted["makespan_ms"] < p_dpos.predicted["makespan_ms"]:
-                best, start = p_dp, "data_parallel"
     if not data_parallel:
-        # with the automatic choice, keep the model-parallel start when DPOS does better on it
-        p_model = dpos(graph, cluster)
-        if best is None or p_model.predicted["makespan_ms"] < best.predicted["makespan_ms"]:
-            best, g, start = p_model, graph, "dpos_model"
-    is_dp = g is not graph
+        cands.append((dpos(graph, cluster), graph, "dpos_model"))
+    # FastT's strategy calculator starts from data parallelism and keeps a new strategy only
+    # when its measured step is faster (else it rolls back): the judge measures here
+    measured = [simulate(p, cluster).makespan for p, _, _ in cands]
+    k = min(range(len(cands)), key=lambda j: (measured[j], j))
+    (best, g, start), start_ms = cands[k], measured[k]
+    start_plan = best
     ft_old = best.predicted["makespan_ms"]
     sched = simulate(best, cluster, congestion=False, order="plan")
     times = cluster.op_times(g)
@@ -124,14 +162,16 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
                     status = "time_limit"
                     break
                 g2 = split_op(g, op, dim, n)
-                try:
-                    p2 = dpos(g2, cluster)
-                except InfeasibleError:
-                    continue
-                tried += 1
-                ft = p2.predicted["makespan_ms"]
-                if cand is None or ft < cand[0]:
-                    cand = (ft, dim, n, g2, p2)
+                for how in (("given", "fresh") if resched == "both" else (resched,)):
+                    try:
+                        p2 = dpos(g2, cluster) if how == "fresh" else \
+                            dpos_given(g2, cluster, best.placement)
+                    except InfeasibleError:
+                        continue
+                    tried += 1
+                    ft = p2.predicted["makespan_ms"]
+                    if cand is None or ft < cand[0]:
+                        cand = (ft, dim, n, g2, p2)
         if progress is not None:
             progress(examined / max(1, len(cp)))
         if cand is not None and cand[0] < ft_old:
@@ -141,7 +181,13 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             break
         if status == "time_limit":
             break
-    best.info.update(splits=splits, data_parallel=nd if is_dp else 1,
+    if splits and simulate(best, cluster).makespan > start_ms:
+        # rollback (FastT Section 4): the split strategy measures slower than its start
+        best, g, splits, rolled = start_plan, start_plan.graph, [], True
+    else:
+        rolled = False
+    is_dp = start != "dpos_model"
+    best.info.update(splits=splits, data_parallel=nd if is_dp else 1, rolled_back=rolled,
                      split_candidates=tried, start=start)
     best.status = status
     best.method = "os_dpos"
