@@ -9,6 +9,9 @@ generates such graphs with one knob for each; :func:`hard_suite` names graph/clu
 -- the best of ``m_topo``, ``m_etf``, ``heft``, ``dpos`` and ``celeritas`` stays at least 5 %
 above the lower bound and best and worst are at least 15 % apart. ``make demo``, the board and
 the other benches use the suite; this module only describes problems (no solver import).
+:func:`resolve` turns a workload argument -- a file (JSON graph, MSR workload, plan, ONNX
+model), ``msr:NAME``, ``suite:NAME`` or a sample ``NAME[:N_OPS]`` -- into a graph and its own
+cluster; the command line and sweeps both use it, so a sweep takes what the CLI takes.
 
 Examples
 --------
@@ -26,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -33,8 +37,8 @@ from .cluster import REF_BANDWIDTH, Cluster
 from .errors import GraphError
 from .graph import OpGraph
 
-__all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "hard_suite", "layered",
-           "workload"]
+__all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "check", "hard_suite", "layered",
+           "resolve", "workload"]
 
 HARD_DEFAULTS = {"ccr": 3.0, "fanout": 6, "memory_pressure": 1.6, "cost_sigma": 1.0}
 """Hard-regime defaults of :func:`layered`: transfers cost 3x the compute, 6 ops ready at a
@@ -251,3 +255,129 @@ def workload(name: str) -> Workload:
     if name not in suite:
         raise GraphError(f"unknown workload {name!r}; known: {next(iter(suite))}, ...")
     return suite[name]
+
+
+_FILE_SUFFIXES = (".json", ".gz", ".onnx")
+_BUILD_CHECK_OPS = 2000  # generated samples up to this size are built by check()
+
+
+def _sample_size(spec: str) -> tuple[str, dict]:
+    name, colon, size = spec.partition(":")
+    if not colon:
+        return name, {}
+    try:
+        return name, {"n_ops": int(size)}
+    except ValueError:
+        raise GraphError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
+
+
+def _nonempty(problem: tuple, where: str) -> tuple:
+    if problem[0].n_ops == 0:
+        raise GraphError(f"{where}: graph {problem[0].name!r} has no ops")
+    return problem
+
+
+def _file(spec: str) -> Path | None:
+    """The file ``spec`` names (None when it names no file and does not look like a path)."""
+    p = Path(spec)
+    if p.is_dir():
+        raise GraphError(f"{spec} is a directory, not a graph file")
+    if p.exists():
+        return p
+    if p.suffix in _FILE_SUFFIXES or "/" in spec or "\\" in spec:
+        raise GraphError(f"{spec}: no such graph file (nor a sample, msr:NAME or suite:NAME)")
+    return None
+
+
+def resolve(spec: str) -> tuple[OpGraph, Cluster | None]:
+    """``(graph, own cluster or None)`` of a workload argument, as the CLI and sweeps take it.
+
+    ``spec`` is a file (the workbench's JSON graph, an MSR workload or a plan with its graph,
+    told apart by content; an ONNX model by its ``.onnx`` suffix, batch 1), ``msr:NAME`` (a
+    bundled MSR workload and its cluster), ``suite:NAME`` (a pair of :func:`hard_suite`) or a
+    bundled sample ``NAME`` / ``NAME:N_OPS`` (a generated graph of that size, bounded by
+    :data:`workbench.samples.MAX_SAMPLE_OPS`).
+
+    Raises
+    ------
+    GraphError, FormatError
+        Naming the argument: a missing file, a directory, an unknown sample, a bad size, a
+        graph without ops, a file that does not parse.
+
+    >>> g, own = resolve("transformer:300")
+    >>> g.n_ops, own
+    (300, None)
+    >>> g, own = resolve("msr:op_bert3_inference")
+    >>> g.n_ops, own.mode
+    (235, 'host')
+    >>> resolve("models/missing.onnx")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: models/missing.onnx: no such graph file (nor a sample, msr:NAME or suite:NAME)
+    >>> resolve("transformer:100000000")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: transformer:100000000: n_ops=100000000 is above the limit of 250000 ops for a generated sample
+    """
+    if not isinstance(spec, str) or not spec:
+        raise GraphError(f"expected a graph file or sample name, got {spec!r}")
+    if spec.startswith("msr:"):  # a bundled MSR workload (sample_graphs/msr/)
+        from .io.msr import read_msr
+
+        return read_msr(spec)
+    if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
+        return workload(spec[6:]).build()
+    p = _file(spec)
+    if p is not None and p.suffix == ".onnx":  # forward graph of an ONNX model (batch 1)
+        from .io.onnx import read_onnx
+
+        return _nonempty((read_onnx(p), None), spec)
+    if p is not None:
+        from .io import load_problem
+
+        return _nonempty(load_problem(p), spec)
+    from .samples import load_sample
+
+    name, kw = _sample_size(spec)
+    return _named(spec, lambda: _nonempty((load_sample(name, **kw), None), spec))
+
+
+def _named(spec: str, build: Callable):
+    """``build()``, its GraphError prefixed with the workload argument (when it lacks it)."""
+    try:
+        return build()
+    except GraphError as e:
+        msg = str(e)
+        raise GraphError(msg if msg.startswith(("unknown sample", spec)) else
+                         f"{spec}: {msg}") from None
+
+
+def check(spec: str) -> bool:
+    """Raise as :func:`resolve` would; True when the workload carries its own cluster.
+
+    Files, MSR and suite workloads are resolved; generated samples are built only up to
+    2,000 ops (and ``random``, whose edge limit refuses large sizes before building), larger
+    ones are checked by name and size bound, so a sweep over 36,000-op graphs does not build
+    them in the client.
+
+    >>> check("transformer:200000"), check("msr:op_bert3_inference")
+    (False, True)
+    >>> check("cnn:300000")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: cnn:300000: n_ops=300000 is above the limit of 250000 ops for a generated sample
+    """
+    import inspect
+
+    from . import samples
+
+    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:")) or _file(spec):
+        return resolve(spec)[1] is not None
+    name, kw = _sample_size(spec)
+    n = kw.get("n_ops", 0)
+    if name in samples.SAMPLES and n > _BUILD_CHECK_OPS and name != "random":
+        if "n_ops" not in inspect.signature(samples.SAMPLES[name]).parameters:
+            resolve(spec)  # the sample's own message: it takes no size
+        _named(spec, lambda: samples._check_size(n, 1))  # the generators' own size bound
+        return False
+    return resolve(spec)[1] is not None

@@ -27,16 +27,32 @@ from .analysis import (
     wtl_table,
 )
 from .cell import load_workload, make_cluster, run_cell
-from .engine import SCHEMA_COLUMNS, connect, done_keys, load, run
-from .spec import KEY_COLUMNS, Cell, Spec, load_spec
+from .engine import (
+    QUARANTINE,
+    SCHEMA_COLUMNS,
+    SweepWarning,
+    check_workers,
+    connect,
+    done_keys,
+    load,
+    max_workers,
+    quarantine,
+    run,
+)
+from .spec import KEY_COLUMNS, MAX_CELLS, Cell, Spec, check_name, load_spec
 
 __all__ = [
     "KEY_COLUMNS",
+    "MAX_CELLS",
+    "QUARANTINE",
     "SCHEMA_COLUMNS",
     "Cell",
     "Spec",
     "SweepError",
+    "SweepWarning",
     "by_parameter",
+    "check_name",
+    "check_workers",
     "connect",
     "done_keys",
     "load",
@@ -44,9 +60,11 @@ __all__ = [
     "load_workload",
     "make_cluster",
     "markdown_table",
+    "max_workers",
     "objective_matrix",
     "performance_profile",
     "pivot_table",
+    "quarantine",
     "results_table",
     "run",
     "run_cell",

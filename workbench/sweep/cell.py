@@ -26,13 +26,11 @@ import socket
 import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 from ..errors import SweepError, WorkbenchError
 
 __all__ = [
     "RESULT_COLUMNS",
-    "check_workload",
     "error_row",
     "load_workload",
     "make_cluster",
@@ -45,56 +43,21 @@ RESULT_COLUMNS = ["key", "n_devices", "graph_ops", "bound", "solver_gap", "wall_
 """Columns a sweep adds to :data:`workbench.compare.COLUMNS` and the cell's keys."""
 
 
-def _split_size(spec: str) -> tuple[str, dict]:
-    name, _, size = spec.partition(":")
-    if not size:
-        return name, {}
-    try:
-        return name, {"n_ops": int(size)}
-    except ValueError:
-        raise SweepError(f"bad sample size in {spec!r}: expected NAME:N_OPS") from None
-
-
-def check_workload(spec: str) -> bool:
-    """Raise if ``spec`` cannot be loaded; True when it carries its own cluster.
-
-    Files and MSR workloads are read (cheap); generated samples are checked by name and
-    built only for small sizes, so a 36,000-op grid does not cost a build in the client.
-
-    >>> check_workload("transformer:300"), check_workload("msr:op_bert3_inference")
-    (False, True)
-    """
-    from .. import samples
-
-    if spec.startswith("msr:") or Path(spec).exists():
-        return load_workload(spec)[1] is not None
-    name, kw = _split_size(spec)
-    if name in samples.SAMPLES:
-        if kw.get("n_ops", 0) <= 2000:
-            load_workload(spec)
-        return False
-    load_workload(spec)
-    return False
-
-
 @functools.lru_cache(maxsize=8)
 def load_workload(spec: str):
-    """``(graph, own_cluster or None)`` from a file, ``msr:NAME`` or a sample ``NAME[:N_OPS]``.
+    """``(graph, own_cluster or None)`` of a workload, as the command line takes it
+    (:func:`workbench.workloads.resolve`: a file, an ONNX model, ``msr:NAME``, ``suite:NAME``
+    or a sample ``NAME[:N_OPS]``).
 
     Cached per process: a worker builds each graph once for all its cells.
+
+    >>> g, own = load_workload("diamond")
+    >>> g.n_ops, own
+    (4, None)
     """
-    from .. import samples
+    from ..workloads import resolve
 
-    if spec.startswith("msr:"):
-        from ..io.msr import read_msr
-
-        return read_msr(spec)
-    if Path(spec).exists():
-        from ..io import load_problem
-
-        return load_problem(Path(spec))
-    name, kw = _split_size(spec)
-    return samples.load_sample(name, **kw), None
+    return resolve(spec)
 
 
 def _scaled(link, bw: float, lat: float):

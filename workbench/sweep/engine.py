@@ -31,6 +31,7 @@ import math
 import os
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,7 +39,8 @@ from ..errors import SweepError
 from .cell import RESULT_COLUMNS, error_row
 from .spec import KEY_COLUMNS, load_spec
 
-__all__ = ["SCHEMA_COLUMNS", "connect", "done_keys", "load", "run"]
+__all__ = ["QUARANTINE", "SCHEMA_COLUMNS", "SweepWarning", "connect", "done_keys", "load",
+           "max_workers", "quarantine", "run"]
 
 _STR = {"workload", "preset", "method", "solver", "params", "family", "objective", "status",
         "error", "violations", "key", "host", "wb_version", "versions", "measure_error"}
@@ -105,20 +107,106 @@ def _parts(path: Path) -> list[Path]:
     return sorted(path.glob("part-*.parquet"))
 
 
-def done_keys(path) -> set[str]:
-    """Keys of the cells already in the results folder ``path`` (empty if it does not exist)."""
+QUARANTINE = "quarantine"
+"""Folder inside a results folder where :func:`run` moves the chunks it cannot read."""
+
+_REQUIRED = ("key", "method", "status")
+
+
+class SweepWarning(UserWarning):
+    """A sweep went on past a problem it reports: a damaged results chunk set aside."""
+
+
+def _read_part(p: Path):
+    """The chunk's table, or the reason it is not a readable chunk of sweep results."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
+    try:
+        size = p.stat().st_size
+        if size == 0:
+            return "empty file (0 bytes)"
+        table = pq.read_table(p)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        return f"not a readable Parquet file ({_one_line(e)[:160]})"
+    missing = [c for c in _REQUIRED if c not in table.column_names]
+    if missing:
+        return f"not sweep results (no column {missing[0]!r})"
+    if table.num_rows and table.column("key").null_count:
+        return "not sweep results (rows without a cell key)"
+    return table
+
+
+def _one_line(e) -> str:
+    return " ".join(str(e).split())
+
+
+def _read_parts(path: Path) -> tuple[list, list[tuple[Path, str]]]:
+    """``(tables, damaged)``: the readable chunks of folder ``path`` and ``(file, reason)``
+    of each chunk that is not (truncated, empty, foreign content)."""
+    tables, damaged = [], []
+    for p in _parts(path):
+        got = _read_part(p)
+        if isinstance(got, str):
+            damaged.append((p, got))
+        else:
+            tables.append(got)
+    return tables, damaged
+
+
+def quarantine(path) -> list[Path]:
+    """Move the damaged chunks of results folder ``path`` into ``path/quarantine/`` with a
+    one-line :class:`SweepWarning` each; return where they went (their cells are no longer
+    done, so the next :func:`run` runs them again).
+
+    >>> import tempfile, pathlib, warnings
+    >>> d = pathlib.Path(tempfile.mkdtemp())
+    >>> _ = (d / "part-0.parquet").write_bytes(b"not parquet")
+    >>> with warnings.catch_warnings(record=True) as w:
+    ...     warnings.simplefilter("always")
+    ...     moved = quarantine(d)
+    >>> [p.relative_to(d).as_posix() for p in moved], len(w)
+    (['quarantine/part-0.parquet'], 1)
+    """
+    path = Path(path)
+    return _set_aside(path, _read_parts(path)[1])
+
+
+def _set_aside(path: Path, damaged: list[tuple[Path, str]]) -> list[Path]:
+    moved = []
+    for p, why in damaged:
+        dest_dir = path / QUARANTINE
+        dest_dir.mkdir(exist_ok=True)
+        dest, k = dest_dir / p.name, 1
+        while dest.exists():
+            dest, k = dest_dir / f"{p.name}.{k}", k + 1
+        os.replace(p, dest)
+        moved.append(dest)
+        warnings.warn(f"sweep results {str(path)!r}: damaged chunk {p.name} ({why}) moved to "
+                      f"{QUARANTINE}/{dest.name}; its cells run again", SweepWarning,
+                      stacklevel=3)
+    return moved
+
+
+def done_keys(path) -> set[str]:
+    """Keys of the cells in the readable chunks of results folder ``path`` (empty if it does
+    not exist; damaged chunks count as not done)."""
+    return _keys(_read_parts(Path(path))[0])
+
+
+def _keys(tables) -> set[str]:
     keys: set[str] = set()
-    for p in _parts(Path(path)):
-        keys.update(pq.read_table(p, columns=["key"]).column("key").to_pylist())
+    for t in tables:
+        keys.update(t.column("key").to_pylist())
     return keys
 
 
 def load(path):
     """The results in folder ``path`` as one pandas DataFrame (one row per cell).
 
-    Rows keep their write order; ``params`` is the JSON of the solver parameters.
+    Rows keep their write order; ``params`` is the JSON of the solver parameters. Chunks that
+    cannot be read (truncated, empty, foreign content) are skipped with a one-line
+    :class:`SweepWarning` each and listed in ``df.attrs["skipped"]`` (``file``, ``reason``).
 
     >>> load("/nonexistent/sweep")
     Traceback (most recent call last):
@@ -127,14 +215,21 @@ def load(path):
     """
     import pandas as pd
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    parts = _parts(Path(path))
-    if not parts:
+    path = Path(path)
+    tables, damaged = _read_parts(path)
+    if not tables and not damaged:
         raise SweepError(f"no sweep results in {str(path)!r} (no part-*.parquet files)")
-    tables = [pq.read_table(p) for p in parts]
+    for p, why in damaged:
+        warnings.warn(f"sweep results {str(path)!r}: skipped damaged chunk {p.name} ({why})",
+                      SweepWarning, stacklevel=2)
+    if not tables:
+        raise SweepError(f"no readable sweep results in {str(path)!r}: all {len(damaged)} "
+                         f"chunks are damaged (first: {damaged[0][0].name}: {damaged[0][1]})")
     df = pa.concat_tables(tables, promote_options="default").to_pandas()
-    return df.reset_index(drop=True) if len(df) else pd.DataFrame(columns=SCHEMA_COLUMNS)
+    df = df.reset_index(drop=True) if len(df) else pd.DataFrame(columns=SCHEMA_COLUMNS)
+    df.attrs["skipped"] = [{"file": str(p), "reason": why} for p, why in damaged]
+    return df
 
 
 def _probe(address: str, timeout: float) -> None:
@@ -159,6 +254,28 @@ def _probe(address: str, timeout: float) -> None:
                          f"or leave out --scheduler for a local cluster") from None
 
 
+def max_workers() -> int:
+    """The most worker processes a local cluster may start: 4 per core of this machine."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def check_workers(workers) -> int:
+    """``workers`` if it is a worker count from 1 to :func:`max_workers`, else a SweepError.
+
+    >>> check_workers(1)
+    1
+    >>> check_workers(0)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SweepError: workers must be an integer from 1 to ... (4 per core), got 0
+    """
+    top = max_workers()
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= top:
+        raise SweepError(f"workers must be an integer from 1 to {top} (4 per core), got "
+                         f"{workers!r}")
+    return workers
+
+
 def connect(scheduler: str | None = None, *, workers: int | None = None,
             timeout: float = 8.0, dashboard: str = ":0"):
     """``(client, local_cluster or None)``: an existing scheduler, or a local cluster of
@@ -178,7 +295,7 @@ def connect(scheduler: str | None = None, *, workers: int | None = None,
         except Exception as e:  # noqa: BLE001  (it answered, but does not speak Dask)
             raise SweepError(f"the address {scheduler!r} answered but is not a Dask scheduler "
                              f"({type(e).__name__}: {str(e)[:120]})") from None
-    n = workers or max(1, min(os.cpu_count() or 1, 8))
+    n = max(1, min(os.cpu_count() or 1, 8)) if workers is None else check_workers(workers)
     cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
                            dashboard_address=dashboard, silence_logs=logging.ERROR)
     return Client(cluster), cluster
@@ -187,7 +304,7 @@ def connect(scheduler: str | None = None, *, workers: int | None = None,
 def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, client=None,
         isolate: bool = True, progress: bool = True, flush_rows: int | None = None,
         flush_s: float = 10.0, on_result: Callable | None = None,
-        echo: Callable | None = print):
+        echo: Callable | None = print, max_cells: int | None = None):
     """Run every cell of ``spec`` not yet in ``out``; return the spec's rows as a DataFrame.
 
     Parameters
@@ -210,19 +327,31 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
         ``on_result(row, done, total, client)`` after each finished cell.
     echo : callable or None
         Where the dashboard address and summary lines go.
+    max_cells : int, optional
+        Largest grid accepted (default :data:`~workbench.sweep.spec.MAX_CELLS`), counted
+        before any cell is built.
+
+    Everything is checked before the first cell runs (the spec, ``workers``, the grid's size);
+    damaged chunks already in ``out`` are moved to ``out/quarantine/`` (see
+    :func:`quarantine`) and their cells run again.
     """
     spec = load_spec(spec)
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise SweepError(f"results folder {str(out)!r} is a file")
+    if workers is not None:
+        check_workers(workers)
     cells, seen = [], set()
-    for c in spec.cells():
+    for c in spec.cells(max_cells=max_cells):
         if c.key not in seen:
             seen.add(c.key)
             cells.append(c)
     if not cells:
         raise SweepError(f"spec {spec.source}: no cells left after the filters")
-    done = done_keys(out)
+    tables, damaged = _read_parts(out)
+    _set_aside(out, damaged)
+    done = _keys(tables)
+    del tables
     todo = [c for c in cells if c.key not in done]
     say = echo or (lambda *a, **k: None)
     say(f"sweep {spec.name}: {len(cells)} cells, {len(cells) - len(todo)} already in {out}, "

@@ -65,12 +65,15 @@ from pathlib import Path
 
 from ..errors import SweepError, WorkbenchError
 
-__all__ = ["KEY_COLUMNS", "Cell", "Spec", "load_spec"]
+__all__ = ["KEY_COLUMNS", "MAX_CELLS", "Cell", "Spec", "check_name", "load_spec"]
 
 KEY_COLUMNS = ["workload", "preset", "devices", "bandwidth_scale", "latency_scale",
                "memory_fraction", "method", "solver", "params", "seed", "time_limit",
                "measure", "congestion"]
 """The columns that identify a cell (with the workbench version they make its ``key``)."""
+
+MAX_CELLS = 100_000
+"""Default largest grid :meth:`Spec.cells` builds (``--max-cells N`` raises it)."""
 
 _TOP = {"name", "description", "workloads", "clusters", "methods", "seeds", "time_limit",
         "cell_timeout", "measure", "measure_options", "congestion", "objective", "exclude",
@@ -244,6 +247,8 @@ class Spec:
             seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
         except (TypeError, ValueError):
             raise err("seeds", f"expected integers, got {data.get('seeds')!r}", "seeds") from None
+        if any(s < 0 for s in seeds):
+            raise err("seeds", f"seeds must be >= 0, got {min(seeds)}", "seeds")
         tl = data.get("time_limit", 30.0)
         if tl is not None and not (isinstance(tl, (int, float)) and tl > 0):
             raise err("time_limit", f"must be a positive number of seconds, got {tl!r}",
@@ -282,8 +287,13 @@ class Spec:
         """Every name resolves and every parameter exists, before any cell runs."""
         from ..cluster import Cluster
         from ..solvers import SOLVERS
-        from .cell import check_workload
+        from ..solvers._params import check as check_params
+        from ..workloads import check as check_workload
 
+        try:
+            check_name(self.name)
+        except SweepError as e:
+            raise err("name", str(e), "name") from None
         if self.objective not in ("makespan_ms", "max_load_ms"):
             raise err("objective", f"must be 'makespan_ms' or 'max_load_ms', got "
                       f"{self.objective!r}", "objective")
@@ -319,6 +329,12 @@ class Spec:
                         raise err(f"methods.{label}", f"method {solver!r} has no parameter "
                                   f"{k!r}; its parameters: {', '.join(valid) or 'none'}",
                                   label, k)
+            try:  # types and ranges, as workbench.solve checks them before running
+                check_params(solver, SOLVERS[solver].parameters(), params)
+            except WorkbenchError as e:
+                bad = next((k for k in params if f"parameter {k} " in str(e)
+                            or f"parameter {k}:" in str(e)), label)
+                raise err(f"methods.{label}", str(e), label, bad) from None
             missing = [n for n in SOLVERS[solver].needs if n not in params]
             if missing:
                 raise err(f"methods.{label}", f"method {solver!r} needs parameter "
@@ -334,8 +350,49 @@ class Spec:
                           label) from None
 
     # ------------------------------------------------------------------ cells
-    def cells(self) -> list[Cell]:
-        """The cartesian product of the grid, minus ``exclude`` matches and ``filter`` rejects."""
+    def n_cells(self) -> int:
+        """Cells of the grid before ``exclude`` and ``filter``, counted without building them.
+
+        >>> Spec.from_dict({"workloads": ["diamond"], "seeds": list(range(100_000)),
+        ...                 "clusters": {"bandwidth_scale": [1 + i for i in range(1000)]},
+        ...                 "methods": {"single": {}}}).n_cells()
+        100000000
+        """
+        rest = math.prod(len(x) for x in (self.presets, self.devices, self.bandwidth_scale,
+                                          self.latency_scale, self.memory_fraction, self.seeds))
+        return rest * sum(len(self.workloads) if only is None else
+                          sum(w in only for w in self.workloads)
+                          for _, _, only in self.methods.values())
+
+    def results_path(self, root="results") -> Path:
+        """``root/NAME``, the default results folder (the name checked by :func:`check_name`).
+
+        >>> Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
+        ...                 "name": "bw-1.5"}).results_path().as_posix()
+        'results/bw-1.5'
+        """
+        return Path(root) / check_name(self.name)
+
+    def cells(self, max_cells: int | None = None) -> list[Cell]:
+        """The cartesian product of the grid, minus ``exclude`` matches and ``filter`` rejects.
+
+        A grid of more than ``max_cells`` cells (default :data:`MAX_CELLS`; counted before it
+        is built, see :meth:`n_cells`) is refused with its count.
+
+        >>> Spec.from_dict({"workloads": ["diamond"], "seeds": list(range(1000)),
+        ...                 "methods": {"single": {}}}).cells(max_cells=10)
+        Traceback (most recent call last):
+        ...
+        workbench.errors.SweepError: spec <dict>: the grid has 1,000 cells (before exclude and filter), above the limit of 10; narrow the spec or raise the limit (--max-cells N, max_cells=N)
+        """
+        limit = MAX_CELLS if max_cells is None else max_cells
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise SweepError(f"max_cells must be an integer >= 1, got {max_cells!r}")
+        n = self.n_cells()
+        if n > limit:
+            raise SweepError(f"spec {self.source}: the grid has {n:,} cells (before exclude and "
+                             f"filter), above the limit of {limit:,}; narrow the spec or raise "
+                             f"the limit (--max-cells N, max_cells=N)")
         out = []
         grid = itertools.product(self.workloads, self.presets, self.devices,
                                  self.bandwidth_scale, self.latency_scale, self.memory_fraction,
@@ -353,6 +410,24 @@ class Spec:
                 continue
             out.append(c)
         return out
+
+
+def check_name(name) -> str:
+    """``name`` if it is safe as one path component (letters, digits, ``-_.``; not empty, no
+    ``..``, not ``.``), else a SweepError: a spec's name becomes its results folder.
+
+    >>> check_name("bandwidth_v2.1")
+    'bandwidth_v2.1'
+    >>> check_name("../../../tmp/escaped")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SweepError: spec name '../../../tmp/escaped' cannot name a results folder: use letters, digits and - _ . only (no '..', not empty)
+    """
+    if not (isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_.-]+", name)
+            and ".." not in name and name != "."):
+        raise SweepError(f"spec name {name!r} cannot name a results folder: use letters, "
+                         f"digits and - _ . only (no '..', not empty)")
+    return name
 
 
 def _matches(cell: Cell, ex: dict) -> bool:
