@@ -6,7 +6,7 @@ cells. Everything is checked before any cell runs, and an error names the spec's
 
 Keys of a spec (TOML top level, or dict keys)::
 
-    name = "bandwidth"            # used in progress output
+    name = "bandwidth"            # progress output; results/NAME (letters, digits, -_. only)
     workloads = ["transformer:300", "msr:op_bert3_inference", "path/to/graph.json"]
     seeds = [0]                   # each method runs once per seed
     time_limit = 10               # seconds given to each solver
