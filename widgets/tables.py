@@ -42,7 +42,8 @@ _COLUMNS = [
     ("sim_error", "sim. error", "pct"),
     ("comm_ms", "transfers (ms)", "ms"),
     ("comm_bytes", "moved", "bytes"),
-    ("peak_mem_frac", "peak memory", "pct"),
+    ("peak_mem_frac", "memory (static sum)", "pct"),
+    ("live_mem_frac", "memory (live peak)", "pct"),
     ("devices_used", "devices", "int"),
     ("solve_s", "solve (s)", "s"),
 ]

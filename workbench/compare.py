@@ -29,13 +29,16 @@ __all__ = ["compare", "default_methods", "proven_bound", "COLUMNS"]
 
 COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_ms",
            "makespan_lb", "max_load_lb", "makespan_gap", "max_load_gap", "comm_ms", "comm_bytes",
-           "peak_mem_frac", "devices_used", "feasible", "violations", "solve_s", "error",
-           "proven_bound"]
+           "peak_mem_frac", "live_mem_frac", "devices_used", "feasible", "violations", "solve_s",
+           "error", "proven_bound"]
 """Columns of :func:`compare`'s table (``measure=True`` adds ``measured_ms``,
 ``measured_std_ms`` and ``sim_error``). ``makespan_lb``/``max_load_lb`` are the best bounds
 known for the problem (the same in every row: :mod:`workbench.bounds` and every solver's proven
 bound, see :func:`proven_bound`); ``makespan_gap``/``max_load_gap`` each method's distance to
-them; ``proven_bound`` the method's own proven bound of its objective (NaN if none)."""
+them; ``proven_bound`` the method's own proven bound of its objective (NaN if none).
+``peak_mem_frac`` is the fullest device's static sum of op memory over its capacity,
+``live_mem_frac`` the same for the peak of live memory over the simulated step
+(:mod:`workbench.liveness`): a plan can fit by one and not by the other."""
 
 
 def default_methods(graph=None, cluster=None) -> list[str]:
@@ -138,6 +141,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
                        max_load_lb=met.max_load_lb, makespan_gap=met.makespan_gap,
                        max_load_gap=met.max_load_gap, comm_ms=met.comm_ms,
                        comm_bytes=met.comm_bytes, peak_mem_frac=met.memory_fraction,
+                       live_mem_frac=met.live_memory_fraction,
                        devices_used=met.devices_used, feasible=met.feasible,
                        violations="; ".join(met.violations),
                        solve_s=float(plan.stats.get("solve_s", time.perf_counter() - t0)),

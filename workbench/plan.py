@@ -245,7 +245,10 @@ class Schedule:
     ``t_start``, ``t_end``, ``t_bytes``. ``critical_path`` lists the realised chain of
     ``("op", name)`` and ``("transfer", k)`` items that ends at the makespan. ``run_rank``
     (optional): the order in which the ops were started, which breaks ties of ``start``
-    (zero-duration ops run at one instant in a definite order).
+    (zero-duration ops run at one instant in a definite order). ``peak_memory``: per device the
+    static sum of its ops' ``memory``; ``peak_live_memory``: per device the peak of live memory
+    over the step (parameters resident, activations and stashes only while live; see
+    :mod:`workbench.liveness`).
     """
 
     graph: Any
@@ -265,6 +268,7 @@ class Schedule:
     link_bytes: dict
     method: str = ""
     run_rank: np.ndarray | None = None
+    peak_live_memory: dict = field(default_factory=dict)
 
     def link_name(self, k: int) -> str:
         """Name of the channel used by transfer ``k``, e.g. ``gpu0->gpu1`` or ``gpu0->host``."""
@@ -349,6 +353,8 @@ class Metrics:
     violations: list
     makespan_lb: float = 0.0
     max_load_lb: float = 0.0
+    peak_live_memory: dict = field(default_factory=dict)
+    live_memory_fraction: float = 0.0
 
     @property
     def makespan_gap(self) -> float:

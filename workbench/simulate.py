@@ -43,6 +43,7 @@ from collections import deque
 import numpy as np
 
 from .errors import GraphError, PlanError
+from .liveness import live_intervals, live_peaks
 from .pipeline_costs import op_shares
 from .plan import Metrics, Plan, Schedule
 
@@ -374,13 +375,17 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     for s_, d_, b_ in zip(t_src, t_dst, t_bytes):
         key = f"{names[s_] if s_ >= 0 else 'host'}->{names[d_] if d_ >= 0 else 'host'}"
         link_bytes[key] = link_bytes.get(key, 0.0) + b_
+    t_op_a, t_start_a, t_end_a = (np.array(t_op, dtype=np.int64), np.array(t_start, dtype=float),
+                                  np.array(t_end, dtype=float))
+    live = live_peaks(*live_intervals(g, dev, start_a, end_a, t_op_a, t_dst_a, t_start_a,
+                                      t_end_a, nd=nd), nd)  # memory over time
     return Schedule(
         graph=g, cluster=cluster, device=dev, start=start_a, end=end_a,
-        t_op=np.array(t_op, dtype=np.int64), t_src=t_src_a, t_dst=t_dst_a,
-        t_start=np.array(t_start, dtype=float), t_end=np.array(t_end, dtype=float),
+        t_op=t_op_a, t_src=t_src_a, t_dst=t_dst_a, t_start=t_start_a, t_end=t_end_a,
         t_bytes=t_bytes_a, makespan=makespan, critical_path=path,
         peak_memory={names[i]: float(mem[i]) for i in range(nd)}, link_bytes=link_bytes,
-        method=plan.method, run_rank=np.array(rank, dtype=np.int64))
+        method=plan.method, run_rank=np.array(rank, dtype=np.int64),
+        peak_live_memory={names[i]: float(live[i]) for i in range(nd)})
 
 
 def device_loads(plan: Plan, cluster) -> np.ndarray:
@@ -502,13 +507,16 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
                                                        order=order)
     ml = max_load(plan, cluster)
     violations = []
-    frac = 0.0
+    frac = live_frac = 0.0
     for d in cluster.devices:
         used = s.peak_memory.get(d.name, 0.0)
+        live = s.peak_live_memory.get(d.name, 0.0)
         if d.memory > 0:
             frac = max(frac, used / d.memory)
-        elif used > 0:
-            frac = math.inf
+            live_frac = max(live_frac, live / d.memory)
+        else:
+            frac = math.inf if used > 0 else frac
+            live_frac = math.inf if live > 0 else live_frac
         if used > d.memory * (1 + 1e-9):
             violations.append(f"memory on {d.name}: {used / 2**30:.3f} GiB placed > "
                               f"{d.memory / 2**30:.3f} GiB capacity")
@@ -522,4 +530,5 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         comm_ms=float((s.t_end - s.t_start).sum()), comm_bytes=float(s.t_bytes.sum()),
         peak_memory=s.peak_memory, memory_fraction=frac,
         devices_used=len(plan.devices_used()), feasible=not violations, violations=violations,
-        makespan_lb=lb["makespan_ms"], max_load_lb=lb["max_load_ms"])
+        makespan_lb=lb["makespan_ms"], max_load_lb=lb["max_load_ms"],
+        peak_live_memory=s.peak_live_memory, live_memory_fraction=live_frac)
