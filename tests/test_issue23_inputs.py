@@ -151,10 +151,10 @@ def test_plan_for_another_graph_names_what_differs(plan_files, capsys, other, pa
             "--cluster", "2xV100-pcie"]
     rc, out, err = _cli(capsys, *args)
     assert rc == 2 and out == ""
-    assert f"differs from it in its {part}" in err and "--force" in err
+    assert f"differ in their {part}" in err and "--force" in err
     rc, out, err = _cli(capsys, *args, "--force")
     assert rc == 0 and "makespan" in out
-    assert err.startswith("warning:") and f"in its {part}" in err and "replayed anyway" in err
+    assert err.startswith("warning:") and f"in their {part}" in err and "replayed anyway" in err
 
 
 def test_plan_files_without_fingerprints_still_load(plan_files):
@@ -163,7 +163,7 @@ def test_plan_files_without_fingerprints_still_load(plan_files):
     old = plan_files / "old.json"
     old.write_text(json.dumps(data))  # before the hashes: ops and edges only
     assert load_plan(old, _chain(cost=2.0)).placement  # costs are not compared
-    with pytest.raises(PlanError, match="in its ops or edges"):
+    with pytest.raises(PlanError, match="in their ops or edges"):
         load_plan(old, _chain(extra_edge=True))
     del data["graph"]
     old.write_text(json.dumps(data))  # older still: nothing to compare
@@ -171,7 +171,7 @@ def test_plan_files_without_fingerprints_still_load(plan_files):
 
 
 def test_api_force_warns(plan_files):
-    with pytest.warns(UserWarning, match="in its costs; replayed anyway"):
+    with pytest.warns(UserWarning, match="in their costs; replayed anyway"):
         plan = load_plan(plan_files / "p.json", _chain(cost=2.0), force=True)
     assert plan.graph.op("o0")["compute"]["gpu"] == 2.0
 

@@ -305,16 +305,16 @@ def _check_plan_graph(ref, graph: OpGraph, where: str, force: bool) -> None:
     if not isinstance(ref, dict):
         return
     hashes = ref.get("hashes")
+    diff = []
     if isinstance(hashes, dict):
         diff = fingerprint_differences(hashes, graph_fingerprint(graph))
-    elif ref.get("fingerprint") and ref["fingerprint"] != graph.fingerprint:
-        diff = ["ops or edges"]
-    else:
-        return
+    if ref.get("fingerprint") and ref["fingerprint"] != graph.fingerprint and \
+            not {"ops", "edges"} & set(diff):
+        diff.append("ops or edges")
     if not diff:
         return
-    msg = (f"{where}: the plan was made for graph {ref.get('name')!r} ({ref.get('n_ops')} ops), "
-           f"and graph {graph.name!r} ({graph.n_ops} ops) differs from it in its "
+    msg = (f"{where}: the plan is for graph {ref.get('name')!r} ({ref.get('n_ops')} ops), not "
+           f"for graph {graph.name!r} ({graph.n_ops} ops): they differ in their "
            f"{' and '.join(diff)}")
     if not force:
         raise PlanError(f"{msg}; pass --force (force=True) to replay the plan anyway")
