@@ -166,9 +166,10 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
             if t in BATCH_REDUCING or lead is None:
                 out = False
             elif lead in lead_in:
-                # with one sample a keep-dims sum over the batch keeps a leading 1 too: a
-                # reduction keeps the batch only if it keeps the next dimension as well
-                out = not (batch == 1 and fam == "reduce"
+                # with one sample a keep-dims sum over the batch keeps a leading 1 too: such
+                # a reduction keeps the batch only if it keeps the next dimension as well (a
+                # sum over a batch of one is undecidable from shapes: counted as keeping it)
+                out = not (batch == 1 and fam == "reduce" and lead == 1
                            and (len(shape) < 2 or int(shape[1]) not in second_in))
             else:
                 out = fam in ("view", "move") and lead > 0 and lead % batch == 0
