@@ -125,3 +125,24 @@ def test_compare_table_and_board_table_show_both_memories():
     html = results_table_html(df)
     assert "memory (static sum)" in html and "memory (live peak)" in html
     assert "150.0 %" in html and "10.0 %" in html
+
+
+def test_memory_figure_and_the_board_draw_live_and_static_memory():
+    import workbench as wb
+    from widgets.board import CompareBoard
+    from widgets.figures import memory_figure
+
+    _g, plan = training_pair(["fA", "gA", "fB", "gB"])
+    s = simulate(plan, gpus(1, mem=100.0))
+    fig = memory_figure(s)
+    names = [t.name for t in fig.data]
+    assert names == ["gpu0 live", "gpu0 static sum", "gpu0 capacity"]
+    assert max(fig.data[0].y) == 60.0 and list(fig.data[1].y) == [120.0, 120.0]
+    assert list(fig.data[2].y) == [100.0, 100.0]
+    board = CompareBoard(graphs={"diamond": wb.samples.diamond()}, presets=["2xV100-pcie"],
+                         methods=["single", "round_robin"], time_limit=5)
+    board.run()
+    for view in (board.gantt_a, board.gantt_b):
+        assert view.memory.layout.meta["figure"] == "memory"
+        assert view.memory.layout.meta["method"] == view.figure.layout.meta["method"]
+    assert "memory (live peak)" in board.table_view.value

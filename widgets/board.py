@@ -37,6 +37,7 @@ import plotly.graph_objects as go
 from .figures.compare import compare_figure
 from .fit import CellFit
 from .figures.gantt import gantt_figure
+from .figures.memory import memory_figure
 from .figures.methods import verdict
 from .tables import TABLE_CSS, results_table_html
 from .views import FILL_CSS as VIEW_CSS
@@ -430,12 +431,14 @@ def verdict_html(items: list) -> str:
 
 
 class _EmptyGantt:
-    """A Gantt slot that becomes a real :class:`GanttView` figure on first use."""
+    """A Gantt slot that becomes a real :class:`GanttView` figure on first use, with the
+    plan's memory over time under it (live, static sum and capacity per device)."""
 
     def __init__(self, dom_class: str):
         self._classes = ("wb-gantt", dom_class)
         self.figure = _figure_widget(_empty_figure("Gantt: run a comparison first"),
                                      *self._classes)
+        self.memory = None
         self.box = W.VBox([self.figure], layout=W.Layout(width="100%"))
         self.schedule = None
         self.xmax = None
@@ -447,7 +450,8 @@ class _EmptyGantt:
             replace_figure(self.figure, new)  # same trace types: updated in place
         else:
             self.figure = _figure_widget(new, *self._classes)
-            self.box.children = [self.figure]
+        self.memory = _figure_widget(memory_figure(schedule, xmax=xmax), "wb-memory")
+        self.box.children = [self.figure, self.memory]
 
 
 def _figure_widget(fig, *classes) -> go.FigureWidget:

@@ -13,6 +13,7 @@ from .dag import dag_figure
 from .fidelity import fidelity_figure
 from .gantt import gantt_figure, gantt_lanes, gantt_multiples, idle_gaps, utilisation
 from .layout import layered_layout
+from .memory import memory_figure
 from .methods import critical_breakdown, method_color, method_colors, row_flags, verdict
 from .pipeline import pipeline_figure, stage_table
 
@@ -22,4 +23,4 @@ __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "util
            "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
-           "layered_layout"]
+           "layered_layout", "memory_figure"]
