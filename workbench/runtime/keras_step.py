@@ -56,6 +56,7 @@ __all__ = [
     "is_tf_function",
     "keras_model_from_spec",
     "keras_program",
+    "layer_costs",
     "layer_of",
     "transformer_encoder",
 ]
@@ -111,8 +112,8 @@ def layer_of(op_name: str, layers: set) -> str | None:
 
 def _op_layers(nodes: dict, step: Sequence, var_names: dict, layers: set,
                resource_src: dict, model_name: str | None) -> dict:
-    """Op -> Keras layer: by name scope, else the variable it reads/updates, else its consumers'
-    common layer (the optimizer's arithmetic feeding one variable's update)."""
+    """Op -> Keras layer: by name scope, else the variable it reads/updates, else the one layer
+    of its consumers, producers or variable's users (the optimizer's arithmetic and slots)."""
     inner = layers - {model_name} if model_name else layers
     out: dict = {}
     for v in step:
@@ -122,17 +123,57 @@ def _op_layers(nodes: dict, step: Sequence, var_names: dict, layers: set,
             out[v] = layer_of(var_names.get(resource_src[v], "") + "/x", inner)
         else:
             out[v] = layer_of(v, inner)
+    # the rest (optimizer arithmetic, slot variables): the one layer of their consumers, else
+    # of their producers, else of the ops sharing their variable, until nothing changes
+    stepset = set(step)
+    producers = {v: [s.lstrip("^").split(":")[0] for s in nodes[v].input
+                     if s.lstrip("^").split(":")[0] in stepset] for v in step}
     consumers: dict = {}
     for v in step:
-        for s in nodes[v].input:
-            u = s.lstrip("^").split(":")[0]
+        for u in producers[v]:
             consumers.setdefault(u, []).append(v)
-    for v in reversed(step):
-        if out[v] is None:
-            got = {out.get(c) for c in consumers.get(v, ())}
-            if len(got) == 1:
-                out[v] = got.pop()
+    users: dict = {}
+    for b, a in resource_src.items():
+        users.setdefault(a, []).append(b)
+    changed = True
+    while changed:
+        changed = False
+        for around, order in ((consumers, reversed(step)), (producers, step), (users, step)):
+            for v in order:
+                if out[v] is None:
+                    got = {out[c] for c in around.get(v, ()) if out.get(c) is not None}
+                    if len(got) == 1:
+                        out[v] = got.pop()
+                        changed = True
     return {v: lay for v, lay in out.items() if lay is not None}
+
+
+def layer_costs(graph, kind: str = "cpu"):
+    """Per Keras layer of an extracted graph: its ops and their compute (ms on ``kind``) split
+    into forward, backward and update, largest total first (a pandas DataFrame). Ops without a
+    layer (the loss, the batch) are summed under ``"(none)"``.
+
+    >>> from workbench.graph import OpGraph
+    >>> g = OpGraph.from_ops([("a", {"compute": {"cpu": 1.0}, "kind": "fwd", "layer": "fc"}),
+    ...                       ("b", {"compute": {"cpu": 2.0}, "kind": "bwd", "layer": "fc"}),
+    ...                       ("c", {"compute": {"cpu": 0.5}, "kind": "fwd"})])
+    >>> layer_costs(g).to_dict("records")[0]
+    {'layer': 'fc', 'ops': 2, 'fwd_ms': 1.0, 'bwd_ms': 2.0, 'update_ms': 0.0, 'total_ms': 3.0}
+    """
+    import pandas as pd
+
+    rows: dict = {}
+    for v in graph.ops:
+        a = graph.op(v)
+        r = rows.setdefault(a.get("layer") or "(none)", {"ops": 0, "fwd_ms": 0.0, "bwd_ms": 0.0,
+                                                          "update_ms": 0.0, "total_ms": 0.0})
+        ms = float(a["compute"].get(kind, 0.0))
+        r["ops"] += 1
+        r["total_ms"] += ms
+        if f"{a.get('kind')}_ms" in r:
+            r[f"{a['kind']}_ms"] += ms
+    df = pd.DataFrame([{"layer": k, **r} for k, r in rows.items()])
+    return df.sort_values("total_ms", ascending=False, kind="stable").reset_index(drop=True)
 
 
 # ---------------------------------------------------------------------- the concrete graph
@@ -358,6 +399,8 @@ def function_program(fn: Callable, inputs: Sequence, *, variables: Sequence = ()
         raise RuntimeBridgeError(f"re-importing the step's graph failed: {type(e).__name__}: "
                                  f"{e}") from None
     spec = dict(spec or {"model": "", "key": uuid.uuid4().hex})
+    if "batch" not in spec and flat and np.ndim(flat[0]) >= 1:
+        spec["batch"] = int(np.shape(flat[0])[0])  # the first input's leading dimension
     program = finish_program(graph, train.name, init.name, loss, spec, init_feed=feed)
     nodes = program.nodes
     var_nodes = set(var_names) | {n for n in program.step_nodes if nodes[n].op == "VarHandleOp"}
