@@ -18,7 +18,8 @@ How it works
 * **Ideals** are enumerated as bitsets with the lattice's covering edges (remove one maximal
   element). A contiguous set is ``S = I \\ J`` for ideals ``J ⊆ I`` (Fact 5.2)
   (:mod:`~workbench.solvers.pipeline_dp_lattice`).
-* **The inner loop is compiled** (numba, :mod:`workbench.solvers.pipeline_dp_kernel`): the
+* **The inner loop** (:mod:`workbench.solvers.pipeline_dp_kernel`; compiled with numba on large
+  lattices, pure Python on small ones, identical results): the
   sub-ideals of each ideal are walked down the covering edges, the stage's compute, memory and
   hypergraph cut (op ``u`` pays its output cost once when the set of supernodes holding ``u``
   and its consumers is split by ``S``) are updated incrementally per pair in float64, and one
@@ -218,18 +219,6 @@ def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_dev
                 predicted={"max_load_ms": value}, stats=stats, info=info)
 
 
-def _one_blas_thread():
-    """Context limiting BLAS to one thread: the DP issues many small products, for which
-    OpenBLAS threads only contend (10x slower on a loaded machine)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover
-        import contextlib
-
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
-
-
 def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
     """Devices for the ``on`` stages of ``res`` in stage order (each replica a device), largest
     stage to largest memory; ``None`` when some stage fits no device left (sorted matching
@@ -287,18 +276,19 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     # unequal accelerator memories: solve the relaxation with the largest one, then match its
     # stages to devices; if they do not fit, fall back to the smallest memory (no proof)
     cap = max(acc_mem, default=math.inf)
-    with _one_blas_thread():
+    # (no BLAS thread limit: the kernels make no BLAS calls, and threadpoolctl's scan of the
+    # loaded libraries cost 15-60 ms per solve, more than a small DP)
+    res = run(cap)
+    acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") \
+        if math.isfinite(res.value) else acc_devs
+    if acc_order is None:
+        cap = min(acc_mem)
         res = run(cap)
-        acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") \
-            if math.isfinite(res.value) else acc_devs
-        if acc_order is None:
-            cap = min(acc_mem)
-            res = run(cap)
-            acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") or acc_devs
-            exact = False
-            note = (f"accelerator memories differ and the optimum for the largest "
-                    f"({max(acc_mem) / 2**30:.3g} GiB) does not fit the devices; solved with "
-                    f"the smallest ({cap / 2**30:.3g} GiB) for every accelerator")
+        acc_order = _match_stages(res, p, acc_devs, acc_mem, "acc") or acc_devs
+        exact = False
+        note = (f"accelerator memories differ and the optimum for the largest "
+                f"({max(acc_mem) / 2**30:.3g} GiB) does not fit the devices; solved with "
+                f"the smallest ({cap / 2**30:.3g} GiB) for every accelerator")
     if not math.isfinite(res.value):
         total = float(p.mem.sum())
         big = int(np.argmax(p.mem))
