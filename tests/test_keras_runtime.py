@@ -128,6 +128,9 @@ def test_keras_model_loss_optimizer_or_compiled(rt, tfk):
     # Adam's moment variables are colocated with their updates, like the weights
     moments = [v for v in g2.ops if g2.op(v)["op_type"] == "VarHandleOp" and "momentum" in v]
     assert moments and all(g2.op(v)["colocate"] == f"var:{v}" for v in moments)
+    # profile takes the model itself too
+    p = rt.profile(_mlp(keras), 4, loss="mse", optimizer="sgd", steps=1, warmup=1, timed_steps=2)
+    assert p.meta["costs"] == "profiled" and p.total_compute("cpu") > 0
     with pytest.raises(RuntimeBridgeError, match="not compiled"):
         rt.extract(_mlp(keras), 4)
     with pytest.raises(RuntimeBridgeError, match="both loss= and optimizer="):
@@ -258,3 +261,22 @@ def test_cli_run_keras_name_and_model_file(tmp_path, capsys):
                  "--steps", "2", "--warmup", "1", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert rows[0]["measured_ms"] > 0 and not rows[0]["error"]
+
+
+def test_tensorflow_refusing_to_place_an_op_names_it(tfk):
+    """A real refusal: CudnnRNN has no CPU kernel, so TensorFlow will not run it on a CPU."""
+    from workbench.runtime.runner import _placement_error
+
+    tf, _ = tfk
+    g = tf.Graph()
+    with g.as_default(), tf.device("/job:localhost/replica:0/task:0/device:CPU:0"):
+        h = tf.zeros([1, 3, 5])
+        out = tf.raw_ops.CudnnRNN(input=tf.zeros([2, 3, 4]), input_h=h, input_c=h,
+                                  params=tf.zeros([200]), name="enc/rnn")
+    with tf.compat.v1.Session(graph=g) as sess, pytest.raises(Exception) as err:
+        sess.run(out[0])
+    e = _placement_error(wb.Plan(wb.samples.diamond(), {v: "cpu0" for v in "abcd"},
+                                 method="cpu"), err.value)
+    assert isinstance(e, PlanError) and "will not place op 'enc/rnn'" in str(e)
+    assert _placement_error(wb.Plan(wb.samples.diamond(), {v: "cpu0" for v in "abcd"}),
+                            ValueError("some other failure")) is None

@@ -267,15 +267,19 @@ def _check_kernels(plan: Plan, program: Program, dmap: Mapping[str, str]) -> Non
 
 
 def _placement_error(plan: Plan, e: BaseException) -> PlanError | None:
-    """TensorFlow's refusal to place an op, as a PlanError naming the op (else None)."""
+    """TensorFlow's refusal to place an op ("Cannot assign a device for operation", "No
+    OpKernel was registered ... used by {{node X}}"), as a PlanError naming the op (else None).
+    """
     import re
 
-    msg = op_error_message(e)
-    m = re.search(r"Cannot assign a device for operation '?([^\s:']+)'?", msg)
+    text = str(getattr(e, "message", None) or e)
+    m = (re.search(r"Cannot assign a device for operation '?([^\s:']+)'?", text)
+         or re.search(r"No OpKernel was registered to support Op '\w+' used by \{\{node "
+                      r"([^}]+)\}\}", text))
     if m is None:
         return None
     return PlanError(f"plan {plan.method!r}: TensorFlow will not place op {m.group(1)!r} on its "
-                     f"planned device: {msg}")
+                     f"planned device: {op_error_message(e)}")
 
 
 def _resolve_devices(plan: Plan, devices: Mapping[str, str] | None) -> dict:
