@@ -29,7 +29,7 @@ from ._common import device_colors, fmt_bytes
 __all__ = ["memory_figure"]
 
 
-def memory_figure(schedule, *, xmax: float | None = None, height: int | None = 260,
+def memory_figure(schedule, *, xmax: float | None = None, height: int | None = 300,
                   fig: go.Figure | None = None) -> go.Figure:
     """Live memory per device over the step of ``schedule``, with each device's static sum
     and capacity; the x axis is the Gantt's (ms, up to ``xmax`` when given)."""
@@ -61,8 +61,9 @@ def memory_figure(schedule, *, xmax: float | None = None, height: int | None = 2
     fig.update_layout(
         title={"text": f"memory over time: {schedule.method or 'plan'}", "x": 0.01,
                "font": {"size": 13}},
-        height=height, margin={"l": 60, "r": 10, "t": 34, "b": 36},
+        height=height, margin={"l": 60, "r": 10, "t": 34, "b": 10},
         xaxis={"title": "time (ms)", "range": [0, xmax if xmax is not None else end]},
         yaxis={"title": "bytes", "tickformat": "~s", "rangemode": "tozero"},
-        legend={"font": {"size": 10}}, meta={"figure": "memory", "method": schedule.method})
+        legend={"font": {"size": 10}, "orientation": "h", "y": -0.32, "x": 0},
+        meta={"figure": "memory", "method": schedule.method})
     return fig
