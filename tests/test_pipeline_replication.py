@@ -179,3 +179,37 @@ def test_bad_shares_and_replica_lists_are_named():
     with pytest.raises(PlanError, match="replicas of stage on 'gpu1'"):
         replica_graph(chain(), {"a": "gpu0", "b": "gpu1", "c": "gpu3"},
                       {"gpu1": ["gpu2", "gpu1"]}, host(4), allreduce_bandwidth=1e6)
+
+
+def _simulated_busy(s, nd: int):
+    """Per device: the simulated time of its ops plus that of the transfers on its channels
+    (host mode: its upload and its download channel)."""
+    import numpy as np
+
+    out = np.zeros(nd)
+    np.add.at(out, s.device, s.end - s.start)
+    dur = s.t_end - s.t_start
+    for k in range(s.n_transfers):
+        for d in (int(s.t_src[k]), int(s.t_dst[k])):
+            if d >= 0:
+                out[d] += dur[k]
+    return out
+
+
+@pytest.mark.parametrize("make", [lambda: samples.to_training(samples.cnn(12), update=True),
+                                  lambda: chain()])
+def test_simulate_sees_the_replicas_and_the_all_reduce(make):
+    """The simulator runs every replica op and every ring transfer: per device, its simulated
+    busy time (ops, upload and download channels) is max_load's load, whose largest is the
+    DP's value."""
+    from workbench.simulate import device_loads
+
+    g, c = make(), host(4, bw=1e7)
+    plan = solve(g, c, method="dp", replicate=True)
+    assert plan.info["replicas"]
+    s = simulate(plan, c)
+    busy = _simulated_busy(s, len(c.devices))
+    assert busy.tolist() == pytest.approx(device_loads(plan, c).tolist(), rel=1e-9)
+    assert busy.max() == pytest.approx(plan.predicted["max_load_ms"], rel=1e-9)
+    assert len([k for k in range(s.n_transfers)
+                if plan.graph.c.names[int(s.t_op[k])].startswith("allreduce")]) > 0
