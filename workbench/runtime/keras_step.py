@@ -460,7 +460,7 @@ def keras_program(model, batch: int | None = None, *, input_shape=None, loss=Non
     >>> p.layers["net/fc/kernel"], sorted(set(p.kinds.values()))
     ('fc', ['bwd', 'fwd', 'other', 'update'])
     """
-    keras = _keras()
+    _keras()  # Keras loaded: is_keras_model can recognise the model
     if not is_keras_model(model):
         raise RuntimeBridgeError(f"expected a Keras model, got {type(model).__name__}")
     if loss is not None or optimizer is not None:
@@ -491,7 +491,7 @@ def keras_program(model, batch: int | None = None, *, input_shape=None, loss=Non
 def transformer_encoder(*, seq: int = 16, d_model: int = 32, heads: int = 4, layers: int = 2,
                         ffn: int = 64, classes: int = 10):
     """A Keras transformer encoder classifier: ``layers`` post-LN blocks of MultiHeadAttention
-    and a ReLU feed-forward network, mean-pooled into a dense head (every layer named).
+    and a ReLU feed-forward network, mean-pooled into a dense softmax head (every layer named).
 
     >>> transformer_encoder(layers=1).count_params() > 0
     True
@@ -508,7 +508,7 @@ def transformer_encoder(*, seq: int = 16, d_model: int = 32, heads: int = 4, lay
         h = keras.layers.LayerNormalization(name=f"enc{i}_ln2")(
             keras.layers.Add(name=f"enc{i}_res2")([h, f]))
     pooled = keras.layers.GlobalAveragePooling1D(name="pool")(h)
-    out = keras.layers.Dense(classes, name="head")(pooled)
+    out = keras.layers.Dense(classes, activation="softmax", name="head")(pooled)
     return keras.Model(inp, out, name="transformer_encoder")
 
 
