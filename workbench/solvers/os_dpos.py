@@ -3,18 +3,22 @@
 The input graph is FastT's: when the model fits on one device (and its batch has a sample for
 every device), the data-parallel graph with one replica per device, each on ``1/R`` of the batch,
 and a ring all-reduce of every variable's gradient
-(:func:`workbench.transforms.data_parallel.data_parallel_graph`), else the model itself. Graphs
+(:func:`workbench.transforms.data_parallel.data_parallel_graph`); else the model itself. Graphs
 with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
-(:func:`workbench.transforms.split_dims.with_split_dims`). DPOS places it; as FastT's strategy
-calculator activates a strategy only when its measured step is faster than the running one's
-(and rolls back otherwise), the start is the fastest, as the simulator measures it (congestion
-on), of pure data parallelism, DPOS on the data-parallel graph and DPOS on the model
-(``info["start"]``: ``data_parallel``, ``dpos_dp`` or ``dpos_model``), and a split strategy
-that measures slower than its start is rolled back (``info["rolled_back"]``). Then the critical path of that schedule (the realised chain
-of the simulator with congestion off) is sorted by decreasing compute time; for each of its ops
-that can be split, every splittable dimension and every ``n = 2..#devices`` is tried
-(:func:`workbench.transforms.split.split_op`, then DPOS); the best split is kept if it lowers
-the finish time of the exit op, and the search stops at the first op whose best split does not.
+(:func:`workbench.transforms.split_dims.with_split_dims`).
+
+Algorithm 2 then runs from DPOS's plan of that graph (``dpos_dp``) and -- an extension kept from
+earlier versions -- also from DPOS's plan of the model (``dpos_model``; not with
+``data_parallel=True``): the critical path of the plan (the realised chain of the simulator with
+congestion off) sorted by decreasing compute time; for each of its ops that can be split, every
+splittable dimension and every ``n = 2..#devices`` (:func:`workbench.transforms.split.split_op`),
+the split graph placed by DPOS given the current strategy (line 8, :func:`dpos_given`); the best
+split is kept if it lowers the predicted finish time of the exit op, and the search stops at the
+first op whose best split does not. Last, FastT's rollback rule (Section 4: a new strategy is
+kept only when its measured step beats the running one, data parallelism first): the plan
+returned is the fastest, as the simulator measures it (congestion on), of pure data
+parallelism and each start with and without its splits. ``info["start"]`` names the start,
+``info["starts"]`` gives each start's measured step without and with its splits.
 
 The plan refers to the transformed graph; ``info["splits"]`` lists ``(op, dim, n)`` decisions
 and ``info["data_parallel"]`` the number of replicas (ops ``v@r`` are replica ``r`` of ``v``).
@@ -81,6 +85,57 @@ def model_fits_one_device(graph, cluster) -> bool:
     return graph.total_memory() <= max(d.memory for d in cluster.devices)
 
 
+def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float,
+                  time_limit, progress) -> tuple:
+    """Algorithm 2 lines 4-14 from the DPOS plan ``best``: the critical ops by decreasing
+    compute, each split along every dimension into ``2..#devices`` parts and re-placed; the
+    best split is kept if it lowers the predicted finish time, else the search stops.
+    Returns (plan, splits, candidates tried, status)."""
+    g, nd = best.graph, len(cluster)
+    ft_old = best.predicted["makespan_ms"]
+    sched = simulate(best, cluster, congestion=False, order="plan")
+    times = cluster.op_times(g)
+    dev = best.device_array(cluster)
+    cp = sched.critical_ops()
+    cp.sort(key=lambda v: (-times[g.index[v], dev[g.index[v]]], g.index[v]))
+    splits: list = []
+    tried = examined = 0
+    status = "heuristic"
+    for op in cp:
+        dims = {d: s for d, s in (g.nx.nodes[op].get("splits") or {}).items() if s >= 2}
+        if not dims:
+            continue
+        if max_split_ops is not None and examined >= max_split_ops:
+            break
+        examined += 1
+        cand = None
+        for dim, size in dims.items():
+            for n in range(2, min(nd, size) + 1):
+                if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                    status = "time_limit"
+                    break
+                g2 = split_op(g, op, dim, n)
+                for how in (("given", "fresh") if resched == "both" else (resched,)):
+                    try:
+                        p2 = dpos(g2, cluster) if how == "fresh" else \
+                            dpos_given(g2, cluster, best.placement)
+                    except InfeasibleError:
+                        continue
+                    tried += 1
+                    ft = p2.predicted["makespan_ms"]
+                    if cand is None or ft < cand[0]:
+                        cand = (ft, dim, n, g2, p2)
+        if progress is not None:
+            progress(examined / max(1, len(cp)))
+        if cand is None or cand[0] >= ft_old:
+            break
+        ft_old, dim, n, g, best = cand
+        splits.append((op, dim, n))
+        if status == "time_limit":
+            break
+    return best, splits, tried, status
+
+
 @register("os_dpos", family="list", paper="FastT (Middleware'20), Algorithm 2", memory=True,
           orders=True, contract_params={"max_split_ops": 1},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
@@ -118,77 +173,45 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     t0 = time.perf_counter()
     nd = len(cluster)
     graph = ensure_split_dims(graph)
-    cands: list = []        # (plan, graph, start)
+    starts: list = []        # (start name, DPOS plan it begins from)
+    p_dp = None
     b = batch_of(graph)
     if data_parallel is not False and nd > 1 and model_fits_one_device(graph, cluster) \
             and (data_parallel or (b is not None and b >= nd)):
         try:
             p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
-            cands += [(p_dp, p_dp.graph, "data_parallel"),
-                      (dpos(p_dp.graph, cluster), p_dp.graph, "dpos_dp")]
+            starts.append(("dpos_dp", dpos(p_dp.graph, cluster)))
         except InfeasibleError:
             if data_parallel:
                 raise
+            p_dp = None
     if not data_parallel:
-        cands.append((dpos(graph, cluster), graph, "dpos_model"))
-    # FastT's strategy calculator starts from data parallelism and keeps a new strategy only
-    # when its measured step is faster (else it rolls back): the judge measures here
-    measured = [simulate(p, cluster).makespan for p, _, _ in cands]
-    k = min(range(len(cands)), key=lambda j: (measured[j], j))
-    (best, g, start), start_ms = cands[k], measured[k]
-    start_plan = best
-    ft_old = best.predicted["makespan_ms"]
-    sched = simulate(best, cluster, congestion=False, order="plan")
-    times = cluster.op_times(g)
-    dev = best.device_array(cluster)
-    cp = sched.critical_ops()
-    cp.sort(key=lambda v: (-times[g.index[v], dev[g.index[v]]], g.index[v]))
-    splits: list = []
-    tried = 0
-    examined = 0
-    status = "heuristic"
-    for op in cp:
-        attrs = g.op(op)
-        dims = {d: s for d, s in (attrs.get("splits") or {}).items() if s >= 2}
-        if not dims:
-            continue
-        if max_split_ops is not None and examined >= max_split_ops:
-            break
-        examined += 1
-        cand = None
-        for dim, size in dims.items():
-            for n in range(2, min(nd, size) + 1):
-                if time_limit is not None and time.perf_counter() - t0 > time_limit:
-                    status = "time_limit"
-                    break
-                g2 = split_op(g, op, dim, n)
-                for how in (("given", "fresh") if resched == "both" else (resched,)):
-                    try:
-                        p2 = dpos(g2, cluster) if how == "fresh" else \
-                            dpos_given(g2, cluster, best.placement)
-                    except InfeasibleError:
-                        continue
-                    tried += 1
-                    ft = p2.predicted["makespan_ms"]
-                    if cand is None or ft < cand[0]:
-                        cand = (ft, dim, n, g2, p2)
-        if progress is not None:
-            progress(examined / max(1, len(cp)))
-        if cand is not None and cand[0] < ft_old:
-            ft_old, dim, n, g, best = cand
-            splits.append((op, dim, n))
-        else:
-            break
-        if status == "time_limit":
-            break
-    if splits and simulate(best, cluster).makespan > start_ms:
-        # rollback (FastT Section 4): the split strategy measures slower than its start
-        best, g, splits, rolled = start_plan, start_plan.graph, [], True
-    else:
-        rolled = False
-    is_dp = start != "dpos_model"
-    best.info.update(splits=splits, data_parallel=nd if is_dp else 1, rolled_back=rolled,
-                     split_candidates=tried, start=start)
+        starts.append(("dpos_model", dpos(graph, cluster)))
+    # Algorithm 2 from each start, then FastT's rollback rule: the strategy calculator keeps
+    # a new strategy only when its measured step beats the running one (data parallelism
+    # first): the simulator (congestion on) measures here
+    found: list = []         # (measured ms, order, start, plan, splits, tried, status)
+    report: dict = {}
+    tried_total = 0
+    if p_dp is not None:
+        ms = simulate(p_dp, cluster).makespan
+        found.append((ms, 0, "data_parallel", p_dp, [], 0, "heuristic"))
+        report["data_parallel"] = {"no_split_ms": ms}
+    for k, (start, plan) in enumerate(starts, start=1):
+        no_split = simulate(plan, cluster).makespan
+        plan2, splits, tried, status = _split_search(
+            plan, cluster, max_split_ops=max_split_ops, resched=resched, t0=t0,
+            time_limit=time_limit, progress=progress)
+        ms = simulate(plan2, cluster).makespan if splits else no_split
+        report[start] = {"no_split_ms": no_split, "split_ms": ms, "splits": len(splits)}
+        tried_total += tried
+        found.append((no_split, k, start, plan, [], tried, status))
+        if splits:
+            found.append((ms, k, start, plan2, splits, tried, status))
+    ms, _, start, best, splits, _, _ = min(found, key=lambda x: (x[0], x[1]))
+    status = "time_limit" if any(x[6] == "time_limit" for x in found) else "heuristic"
+    best.info.update(splits=splits, data_parallel=1 if start == "dpos_model" else nd,
+                     split_candidates=tried_total, start=start, starts=report)
     best.status = status
     best.method = "os_dpos"
     return best
