@@ -179,6 +179,14 @@ def test_bad_shares_and_replica_lists_are_named():
     with pytest.raises(PlanError, match="replicas of stage on 'gpu1'"):
         replica_graph(chain(), {"a": "gpu0", "b": "gpu1", "c": "gpu3"},
                       {"gpu1": ["gpu2", "gpu1"]}, host(4), allreduce_bandwidth=1e6)
+    with pytest.raises(PlanError, match="unknown device 'gpu9'"):
+        replica_graph(chain(), {"a": "gpu0", "b": "gpu1", "c": "gpu3"},
+                      {"gpu1": ["gpu1", "gpu9"]}, host(4), allreduce_bandwidth=1e6)
+    with pytest.raises(PlanError, match="op 'c' is placed on 'gpu2'"):
+        replica_graph(chain(), {"a": "gpu0", "b": "gpu1", "c": "gpu2"},
+                      {"gpu1": ["gpu1", "gpu2"]}, host(4), allreduce_bandwidth=1e6)
+    with pytest.raises(PlanError, match="leaves 1 ops unplaced"):
+        replica_graph(chain(), {"a": "gpu0", "b": "gpu1"}, {}, host(4), allreduce_bandwidth=1e6)
 
 
 def _simulated_busy(s, nd: int):

@@ -213,13 +213,26 @@ def replica_graph(graph, placement: dict, replicas: dict, cluster, *,
     from .graph import OpGraph
 
     src = graph.nx
+    missing = [v for v in graph.ops if v not in placement]
+    if missing:
+        raise PlanError(f"replica_graph: placement leaves {len(missing)} ops unplaced "
+                        f"(e.g. {missing[0]!r})")
     reps: dict = {}
     for d0, devs in replicas.items():
         devs = [str(d) for d in devs]
         if len(devs) < 1 or devs[0] != str(d0) or len(set(devs)) != len(devs):
             raise PlanError(f"replicas of stage on {d0!r} must list distinct devices starting "
                             f"with {d0!r}, got {devs!r}")
+        for d in devs:
+            if d not in cluster.index:
+                raise PlanError(f"replicas of stage on {d0!r}: unknown device {d!r}; cluster "
+                                f"{cluster.name!r} has {', '.join(cluster.index)}")
         reps[str(d0)] = devs
+    spare = {d for devs in reps.values() for d in devs[1:]}
+    busy = next((v for v in graph.ops if placement[v] in spare), None)
+    if busy is not None:
+        raise PlanError(f"replica_graph: op {busy!r} is placed on {placement[busy]!r}, which "
+                        f"holds a replica of another stage")
     stage_of = {v: reps.get(placement[v]) for v in graph.ops}
     G = nx.DiGraph()
     copies: dict = {}
