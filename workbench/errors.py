@@ -21,6 +21,7 @@ __all__ = [
     "SolverError",
     "TimeLimitError",
     "FormatError",
+    "CaptureError",
     "RuntimeBridgeError",
     "OutputError",
     "Interrupted",
@@ -59,6 +60,11 @@ class TimeLimitError(SolverError):
 
 class FormatError(WorkbenchError, ValueError):
     """A file is corrupt, of an unknown format, or of an unsupported schema version."""
+
+
+class CaptureError(WorkbenchError, ValueError):
+    """A PyTorch model could not be captured (workbench.io.torch): the message names the
+    construct and the module, and what to try instead."""
 
 
 class RuntimeBridgeError(WorkbenchError):

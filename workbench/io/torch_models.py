@@ -95,18 +95,21 @@ def __getattr__(name):  # LSTMLM is defined when torch is imported
     raise AttributeError(name)
 
 
-def _logits_module(inner, key: str, arg: str):
+def _logits_module(inner, key: str, arg: str, mask: bool = False):
     torch = _torch()
 
     class Logits(torch.nn.Module):
-        """``inner(**{arg: x})[key]``: one tensor out."""
+        """``inner(**{arg: x})[key]``: one tensor out (with an all-ones attention mask when
+        ``mask``: transformers then skips its data-dependent packed-sequence checks, which
+        fake/meta tensors cannot answer)."""
 
         def __init__(self):
             super().__init__()
             self.model = inner
 
         def forward(self, x):
-            return getattr(self.model(**{arg: x}), key)
+            kw = {"attention_mask": torch.ones_like(x)} if mask else {}
+            return getattr(self.model(**{arg: x}, **kw), key)
 
     return Logits()
 
@@ -117,10 +120,12 @@ def _hf(name: str, config: Mapping, layers: int | None):
     except ImportError:
         raise FormatError("hf: models need the optional dependency transformers "
                           "(pip install placement-workbench[torch])") from None
-    cfg = dict(config)
+    # a training step keeps no KV cache; attention as matmul-softmax-matmul ops ("eager"),
+    # which capture on meta tensors, where the fused SDPA path asks data-dependent questions
+    cfg = {"use_cache": False, "attn_implementation": "eager", **dict(config)}
     if name == "gpt2":
         c = tr.GPT2Config(**({"n_layer": layers} if layers else {}), **cfg)
-        return _logits_module(tr.GPT2LMHeadModel(c), "logits", "input_ids"), "tokens", c
+        return _logits_module(tr.GPT2LMHeadModel(c), "logits", "input_ids", True), "tokens", c
     if name == "bert-base":
         c = tr.BertConfig(**({"num_hidden_layers": layers} if layers else {}), **cfg)
         m = tr.BertModel(c, add_pooling_layer=False)
@@ -130,7 +135,7 @@ def _hf(name: str, config: Mapping, layers: int | None):
         m = tr.ViTModel(c, add_pooling_layer=False)
         return _logits_module(m, "last_hidden_state", "pixel_values"), "image", c
     c = tr.LlamaConfig(**{"num_hidden_layers": layers or 2, **cfg})
-    return _logits_module(tr.LlamaForCausalLM(c), "logits", "input_ids"), "tokens", c
+    return _logits_module(tr.LlamaForCausalLM(c), "logits", "input_ids", True), "tokens", c
 
 
 def _from_file(path: str, cls_name: str):
