@@ -177,9 +177,13 @@ def test_replicated_dp_on_gnmt_training():
     from workbench.io.msr import read_msr
 
     g, c = read_msr(MSR / "throughput" / "layer_gnmt_training.json")
-    p = solve(g, c, method="dp", replicate=True)  # was "DP backtracking failed"
+    # was "DP backtracking failed"; MSR links carry no bandwidth: free sync asked explicitly
+    p = solve(g, c, method="dp", replicate=True, allreduce_bandwidth=math.inf)
     assert p.predicted["max_load_ms"] <= 107.01
-    assert p.status == "heuristic"  # the replicated value is not what max_load judges
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"])  # on its replica graph
+    assert p.status == "heuristic"  # not optimal against the unreplicated lower bounds
+    with pytest.raises(SolverError, match="replicate=True needs allreduce_bandwidth"):
+        solve(g, c, method="dp", replicate=True)
 
 
 # ----------------------------------------------------------------------------- the IPs

@@ -287,7 +287,8 @@ def default_allreduce_bandwidth(cluster) -> float:
     as for every transfer, the send and the receive to the device: ``4 (R - 1) / R * W / bw``.
     Both agree with ``B = bw / 4``, ``bw`` the slowest link an accelerator has (host mode: its
     link to host DRAM; direct mode: the slowest link between two accelerators). Link latency
-    is not charged (the paper's term has none). ``inf`` with fewer than two accelerators.
+    is not charged (the paper's term has none). ``inf`` with fewer than two accelerators or
+    infinitely fast links (``dp(replicate=True)`` then asks for ``allreduce_bandwidth``).
 
     >>> from workbench.cluster import Cluster, Device, Link
     >>> c = Cluster([Device("gpu0"), Device("gpu1")], mode="host", host_link=Link(0.0, 1e6))

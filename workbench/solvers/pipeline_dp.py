@@ -246,6 +246,13 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     model = pipeline_model(cluster, method=method, cpus_pay=False)
     if allreduce_bandwidth is None:  # a ring all-reduce over the slowest accelerator link
         allreduce_bandwidth = default_allreduce_bandwidth(cluster)
+        if replicate and len(model.acc) > 1 and math.isinf(allreduce_bandwidth):
+            raise SolverError(
+                f"{method}: replicate=True needs allreduce_bandwidth on cluster "
+                f"{cluster.name!r}: its accelerator links have infinite bandwidth (transfer "
+                f"times come from the graph's fixed comm), so the time of the all-reduce of a "
+                f"replicated stage's weights cannot be derived; pass allreduce_bandwidth "
+                f"(bytes per ms), or inf for free synchronisation")
     times = cluster.op_times(graph)
     check_finite_costs(np.concatenate([times[np.isfinite(times)], edge_costs(graph, cluster)]),
                        what="compute and transfer times", method=method)
