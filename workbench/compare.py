@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
 
 from .errors import SolverError
 from .simulate import evaluate, simulate
 from .solvers import SOLVERS, get, solve
 
-__all__ = ["compare", "default_methods", "proven_bound", "COLUMNS"]
+__all__ = ["compare", "default_methods", "proven_bound", "COLUMNS", "Comparison"]
 
 COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_ms",
            "makespan_lb", "max_load_lb", "makespan_gap", "max_load_gap", "comm_ms", "comm_bytes",
@@ -82,7 +83,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
             time_limit: float | None = 30.0, params: dict | None = None, seed: int | None = 0,
             congestion: bool = True, order: str | None = None,
             progress: bool | Callable = True, return_plans: bool = False,
-            measure: bool = False, measure_options: dict | None = None):
+            measure: bool = False, measure_options: dict | None = None, keep: bool = False):
     """Run ``methods`` on ``graph``/``cluster`` and tabulate both objectives.
 
     Parameters
@@ -104,10 +105,14 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     measure : bool
         Also run each plan on local devices with :mod:`workbench.runtime` (TensorFlow needed)
         and add ``measured_ms``, ``measured_std_ms`` and ``sim_error`` (relative).
+    keep : bool
+        Return a :class:`Comparison` (the table as ``.table``, the plans, the problem and the
+        settings), what :func:`workbench.robustness` takes.
 
     Returns
     -------
-    pandas.DataFrame, or (DataFrame, dict) with ``return_plans=True``.
+    pandas.DataFrame, (DataFrame, dict) with ``return_plans=True``, or a :class:`Comparison`
+    with ``keep=True``.
     """
     import pandas as pd
 
@@ -170,7 +175,40 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         df = _add_measurements(df, graph, cluster, plans, measure_options or {})
     df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
                                   "comm_ms")})
+    if keep:
+        return Comparison(df, plans, graph, cluster, congestion=congestion, order=order,
+                          time_limit=time_limit, params=params, seed=seed)
     return (df, plans) if return_plans else df
+
+
+@dataclass
+class Comparison:
+    """What ``compare(..., keep=True)`` returns: ``table`` (the DataFrame ``compare`` returns
+    otherwise), ``plans`` (method -> Plan; failed methods absent), the problem and the settings
+    the plans were judged (and made) with.
+
+    >>> import workbench as wb
+    >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
+    ...                  methods=["single", "heft"], progress=False, keep=True)
+    >>> sorted(cmp.plans), list(cmp.table["method"]), cmp.congestion
+    (['heft', 'single'], ['single', 'heft'], True)
+    """
+
+    table: Any
+    plans: dict
+    graph: Any
+    cluster: Any
+    congestion: bool = True
+    order: str | None = None
+    time_limit: float | None = None
+    params: dict = field(default_factory=dict)
+    seed: int | None = 0
+
+    def robustness(self, **kw):
+        """:func:`workbench.robustness` of this comparison."""
+        from .robustness import robustness
+
+        return robustness(self, **kw)
 
 
 def _best_bounds(df, graph, cluster, proven: dict) -> None:
