@@ -39,12 +39,19 @@ DEFAULT_CLUSTER = "4xV100-nvlink"
 DEMO_GRAPH = "suite:layered300-4xV100"  # a hard pair of workbench.workloads.hard_suite()
 
 
-def load_graph_arg(spec: str):
+def load_graph_arg(spec: str, **options):
     """A graph (and its cluster, for formats that carry one) from a path or sample name:
-    :func:`workbench.workloads.resolve`, the one resolver the CLI and sweeps share."""
+    :func:`workbench.workloads.resolve`, the one resolver the CLI and sweeps share
+    (``options``: its batch/seq/training/unknown/profile for ONNX files and PyTorch models)."""
     from .workloads import resolve
 
-    return resolve(spec)
+    return resolve(spec, **options)
+
+
+def _model_options(args) -> dict:
+    """The ONNX / PyTorch-model flags of a command (those it has)."""
+    keys = ("batch", "seq", "training", "unknown", "profile")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}
 
 
 def load_cluster_arg(spec: str | None, default=None, *, memory: float | None = None):
@@ -93,7 +100,7 @@ def _num(x):
 
 
 def _problem(args):
-    graph, own = load_graph_arg(args.graph)
+    graph, own = load_graph_arg(args.graph, **_model_options(args))
     cluster = load_cluster_arg(args.cluster, own, memory=getattr(args, "memory_gib", None))
     from .roofline import costs_for_cluster  # roofline costs for kinds not profiled
 
@@ -524,11 +531,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(p, graph=True):
         if graph:
-            p.add_argument("graph", help="graph file (JSON, MSR, plan) or sample name[:n_ops]")
+            p.add_argument("graph", help="graph file (JSON, MSR, plan, .onnx), sample "
+                           "name[:n_ops], or a PyTorch model (torchvision:NAME, hf:NAME, "
+                           "FILE.py:Class)")
         p.add_argument("--cluster", help="preset name or cluster JSON file "
                        f"(default: the file's own cluster, else {DEFAULT_CLUSTER})")
         p.add_argument("--memory-gib", type=_GIB, help="override every device's memory (GiB)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
+        if graph:  # ONNX files and PyTorch models (torchvision:NAME, hf:NAME, FILE.py:Class)
+            p.add_argument("--batch", type=_COUNT, help="batch size (ONNX, PyTorch models)")
+            p.add_argument("--seq", type=_COUNT, help="sequence length (ONNX, PyTorch models)")
+            p.add_argument("--training", dest="training", action="store_const", const=True,
+                           help="the training step (default for PyTorch models)")
+            p.add_argument("--inference", dest="training", action="store_const", const=False,
+                           help="the forward pass only (default for ONNX files)")
+            p.add_argument("--unknown", choices=["error", "elementwise"],
+                           help="ONNX ops without a cost formula: fail, or cost as element-wise")
+            p.add_argument("--profile", choices=["cpu"], help="PyTorch models: measure every "
+                           "op on this CPU (default: roofline costs, no weights allocated)")
 
     p = sub.add_parser("info", help="graph and cluster statistics, lower bounds")
     common(p)

@@ -289,14 +289,23 @@ def _file(spec: str) -> Path | None:
     return None
 
 
-def resolve(spec: str) -> tuple[OpGraph, Cluster | None]:
+def resolve(spec: str, *, batch: int | None = None, seq: int | None = None,
+            training: bool | None = None, unknown: str = "error",
+            profile: str | None = None) -> tuple[OpGraph, Cluster | None]:
     """``(graph, own cluster or None)`` of a workload argument, as the CLI and sweeps take it.
 
     ``spec`` is a file (the workbench's JSON graph, an MSR workload or a plan with its graph,
-    told apart by content; an ONNX model by its ``.onnx`` suffix, batch 1), ``msr:NAME`` (a
-    bundled MSR workload and its cluster), ``suite:NAME`` (a pair of :func:`hard_suite`) or a
+    told apart by content; an ONNX model by its ``.onnx`` suffix), ``msr:NAME`` (a
+    bundled MSR workload and its cluster), ``suite:NAME`` (a pair of :func:`hard_suite`), a
+    PyTorch model (``torchvision:resnet50``, ``hf:gpt2``, ``hf:bert-base``, ``hf:vit``,
+    ``hf:llama``, ``lstm-lm``, ``FILE.py:Class``: its step captured by
+    :func:`workbench.io.torch_models.model_graph`) or a
     bundled sample ``NAME`` / ``NAME:N_OPS`` (a generated graph of that size, bounded by
     :data:`workbench.samples.MAX_SAMPLE_OPS`).
+
+    ``batch``, ``seq``, ``training`` (None: a model's training step, an ONNX file's forward
+    pass), ``unknown`` (ONNX ops without a formula) and ``profile`` (models: ``"cpu"`` measures
+    op times, None uses the roofline) apply to ONNX files and PyTorch models.
 
     Raises
     ------
@@ -327,11 +336,19 @@ def resolve(spec: str) -> tuple[OpGraph, Cluster | None]:
         return read_msr(spec)
     if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
         return workload(spec[6:]).build()
+    from .io.torch_models import is_model_spec
+
+    if is_model_spec(spec):  # a PyTorch model by name: its step captured at ATen level
+        from .io.torch_models import model_graph
+
+        return _nonempty((model_graph(spec, batch=batch, seq=seq, training=training,
+                                      profile=profile), None), spec)
     p = _file(spec)
-    if p is not None and p.suffix == ".onnx":  # forward graph of an ONNX model (batch 1)
+    if p is not None and p.suffix == ".onnx":  # an ONNX model (forward unless training)
         from .io.onnx import read_onnx
 
-        return _nonempty((read_onnx(p), None), spec)
+        return _nonempty((read_onnx(p, batch=batch, seq=seq, training=bool(training),
+                                    unknown=unknown), None), spec)
     if p is not None:
         from .io import load_problem
 
@@ -371,7 +388,10 @@ def check(spec: str) -> bool:
 
     from . import samples
 
-    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:")) or _file(spec):
+    from .io.torch_models import is_model_spec
+
+    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:")) or \
+            is_model_spec(spec) or _file(spec):
         return resolve(spec)[1] is not None
     name, kw = _sample_size(spec)
     n = kw.get("n_ops", 0)

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ..errors import FormatError
 
-__all__ = ["HF_MODELS", "LSTMLM", "build_model", "is_model_spec"]
+__all__ = ["HF_MODELS", "LSTMLM", "build_model", "is_model_spec", "model_graph"]
 
 HF_MODELS = ("gpt2", "bert-base", "vit", "llama")
 """The transformers architectures ``hf:<name>`` builds."""
@@ -230,3 +230,30 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
             vocab = getattr(vocab, "vocab_size", None) or getattr(model, "vocab_size", 1000)
             x = torch.randint(0, vocab, (batch, seq))
     return model, (x,)
+
+
+def model_graph(spec: str, *, batch: int | None = None, seq: int | None = None,
+                training: bool | None = None, profile: str | None = None,
+                optimizer: str = "sgd", **build):
+    """The OpGraph of a named model's step: :func:`build_model` + :func:`~workbench.io.torch.
+    from_torch` (what ``workbench info hf:gpt2 --batch 8 --seq 512`` loads).
+
+    ``batch`` defaults to 1, ``seq`` to 128, ``training`` to True (forward, backward and
+    updates). ``profile=None`` builds the model on the meta device (no weights, roofline
+    costs); ``"cpu"`` builds it with random weights and measures every op.
+
+    >>> g = model_graph("lstm-lm", batch=2, seq=4, training=False)
+    >>> g.name, g.meta["batch"], {g.op(v)["kind"] for v in g.ops}
+    ('lstm-lm', 2, {'fwd'})
+    """
+    from .torch import from_torch
+
+    batch = 1 if batch is None else batch
+    seq = 128 if seq is None else seq
+    device = "meta" if profile is None and not str(spec).split(":")[0].endswith(".py") \
+        else "cpu"
+    model, inputs = build_model(spec, batch=batch, seq=seq, device=device, **build)
+    g = from_torch(model, inputs, training=True if training is None else bool(training),
+                   batch=batch, profile=profile, optimizer=optimizer, name=spec)
+    g.meta.update(model_spec=spec, seq=seq)
+    return g
