@@ -230,14 +230,24 @@ def test_keras_encoder_by_name_rebuilds_and_runs(rt, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["MobileNetV2", "ResNet50", "EfficientNetB0"])
 def test_keras_applications_extract_profile_run(rt, name):
-    g = rt.extract(f"keras:{name}", 2, input_shape=(32, 32))
+    # profile extracts the step itself (one op graph built instead of two)
+    g = rt.profile(f"keras:{name}", 2, input_shape=(32, 32), steps=1, warmup=1, timed_steps=3)
     assert g.meta["program"]["keras"] == name and g.n_ops > 3000
+    assert g.meta["costs"] == "profiled" and g.total_compute("cpu") > 0
     assert {g.op(v)["kind"] for v in g.ops} == {"fwd", "bwd", "update", "other"}
     convs = [v for v in g.ops if g.op(v)["op_type"] == "Conv2D"]
     assert convs and all(g.op(v).get("layer") for v in convs)
     assert all(g.op(v).get("layer") for v in g.ops if g.op(v)["op_type"] ==
                "Conv2DBackpropFilter")
-    g = rt.profile(g, steps=1, warmup=1, timed_steps=3)
+    # every recorded layer is a layer of the Keras model
+    import keras
+
+    from workbench.runtime.keras_step import keras_model_from_spec
+
+    keras.backend.clear_session()  # Keras names as the spec's build had them
+    names = {lay.name for lay in keras_model_from_spec(name, input_shape=(32, 32)).layers}
+    recorded = {g.op(v)["layer"] for v in g.ops if g.op(v).get("layer")}
+    assert len(recorded) > 50 and recorded <= names
     cluster = rt.local_cluster(2)
     plan = wb.solve(g, cluster, method="m_topo")
     assert len(plan.devices_used()) == 2
