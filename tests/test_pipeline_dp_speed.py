@@ -110,14 +110,37 @@ def test_kernels_agree_on_the_published_workloads(name):
     assert value == pytest.approx(solve(g, c, method="dp").predicted["max_load_ms"], rel=1e-12)
 
 
-def test_auto_picks_python_for_small_and_compiled_for_large_lattices():
+def test_auto_picks_python_for_small_and_compiled_for_large_lattices(monkeypatch):
+    import workbench.solvers.pipeline_dp_kernel as kern
+
+    monkeypatch.setattr(kern, "_LOADED", False)  # as in a fresh process
     small = solve(samples.diamond(), host(2, 1), method="dp")
     assert small.stats["kernel"] == "python"
     g = samples.inception(200, seed=0)
     big = solve(g, host(4, 1), method="dp")
     assert big.stats["ideals"] > PY_MAX_IDEALS and big.stats["kernel"] == "compiled"
-    lin = solve(g, host(4, 1), method="dpl")
-    assert lin.stats["ideals"] == lin.stats["supernodes"] + 1
+    # once loaded, the compiled kernels run small lattices too (warm, they are faster)
+    assert solve(samples.diamond(), host(2, 1), method="dp").stats["kernel"] == "compiled"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_bound_is_an_upper_bound_and_prunes_exactly(seed):
+    from workbench.solvers.pipeline_dp_kernel import _arrays
+    from workbench.solvers.pipeline_dp_pykernel import greedy_bound
+
+    g = samples.inception(50 + 10 * seed, seed=seed)
+    c = host(3, 1, mem=2e9 if seed % 2 else 1e12)
+    p = contract_for_dp(g, c)
+    lat = lattice(p.pred, p.succ)
+    plain = solve_lattice(p, 3, 1, 1e12, lat, feasibility=False, kernel="python")
+    pruned = solve_lattice(p, 3, 1, 1e12, lat, kernel="python")
+    assert pruned[0] == plain[0] and pruned[1] == plain[1]
+    assert plain[0] <= pruned[2]["upper_bound"] < math.inf
+    assert pruned[2]["ideal_pairs"] < plain[2]["ideal_pairs"]
+    arrays = _arrays(p, 3, 1, 1e12, lat, math.inf, False, False, math.inf, False)
+    assert greedy_bound(_linear_order(p), arrays) == pruned[2]["upper_bound"]
+    arrays["uacc"][0] = 1.0  # an op no accelerator runs: no packing, no bound
+    assert greedy_bound(_linear_order(p), arrays) == math.inf
 
 
 def test_a_small_solve_does_not_import_numba():

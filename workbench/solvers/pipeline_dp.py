@@ -66,6 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..bounds import max_load_lower_bound
 from ..errors import InfeasibleError, SolverError
 from ..pipeline_costs import (
     check_finite_costs,
@@ -325,8 +326,6 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
         extra["note"] = note
     status = "heuristic"
     if exact:  # optimal among contiguous splits; "optimal" only when no split can do better
-        from ..bounds import max_load_lower_bound
-
         status, why = contiguous_optimum_status(res.value, max_load_lower_bound(graph, cluster))
         extra.update(why)
     return _plan_from_stages(p, res, cluster, method, acc_order, cpu_order,

@@ -60,20 +60,24 @@ from ..errors import SolverError, TimeLimitError
 from .pipeline_dp_lattice import (  # noqa: F401 - re-exported (the kernel's former API)
     Lattice,
     _all_layers,
+    _linear_order,
     feasible_ideals,
     ideal_sums,
     lattice,
     layer_ranges,
     linear_lattice,
 )
+from .pipeline_dp_pykernel import PyKernel, greedy_bound
 
 __all__ = ["PY_MAX_IDEALS", "backward_reach", "hyper_csr", "interleave_mode", "solve_lattice"]
 
-#: ``kernel="auto"`` runs the pure-Python kernel up to this many ideals (up to
-#: :data:`PY_MAX_IDEALS_LOADED` once the compiled kernels ran in the process). Measured on the
-#: Table 1 workloads with ``bench/bench_pipeline_dp.py`` (docs/results-pipeline.md).
+#: ``kernel="auto"`` runs the pure-Python kernel up to this many ideals unless the compiled
+#: kernels already ran in this process (then they run everything: warm, they are faster on
+#: any lattice). Measured on the Table 1 workloads with ``bench/bench_pipeline_dp.py``
+#: (docs/results-pipeline.md): Python about 1.6-2 us per (ideal, sub-ideal) pair, numba's
+#: import and cache load about 0.27 s of CPU, so 600 ideals (at most ~120,000 pairs) is
+#: where compiling starts to pay.
 PY_MAX_IDEALS = 600
-PY_MAX_IDEALS_LOADED = 60
 _KERNELS = ("auto", "python", "compiled")
 
 
@@ -162,8 +166,7 @@ def _pick_kernel(kernel: str, n_ideals: int) -> str:
         raise SolverError(f"dp: kernel must be one of {', '.join(_KERNELS)}, got {kernel!r}")
     if kernel != "auto":
         return kernel
-    limit = PY_MAX_IDEALS_LOADED if _LOADED else PY_MAX_IDEALS
-    return "python" if n_ideals <= limit else "compiled"
+    return "python" if n_ideals <= PY_MAX_IDEALS and not _LOADED else "compiled"
 
 
 _LOADED = False  # True once the compiled kernels ran in this process (their load is paid)
@@ -249,18 +252,21 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     N = lat.n
     use = _pick_kernel(kernel, N)
     interleave_mode(interleave)  # SolverError before any work
+    arrays = _arrays(p, k, l, cap, lat, math.inf, interleave, replicate, allreduce_bandwidth,
+                     backward_contiguous)
     B = float(upper_bound)
+    if feasibility and not math.isfinite(B) and not backward_contiguous:
+        # exact pruning, as with the DPL bound (a greedy packing ignores backward contiguity,
+        # so it bounds only the unconstrained optimum)
+        B = greedy_bound(_linear_order(p), arrays)
     tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
+    arrays["tolB"] = tolB
     if feasibility:
         lo, hi = feasible_ideals(lat, p.acc, p.cpu, k, l, tolB, ranges=True)
     else:
         lo, hi = _all_layers(N, k, l)
     t_feas = time.perf_counter() - t0
-    arrays = _arrays(p, k, l, cap, lat, tolB, interleave, replicate, allreduce_bandwidth,
-                     backward_contiguous)
     if use == "python":
-        from .pipeline_dp_pykernel import PyKernel
-
         run = PyKernel(lat, lo=lo, hi=hi, **{x: arrays[x] for x in _ARGS[3:]})
     else:
         run = _Compiled(lat, arrays, lo, hi)

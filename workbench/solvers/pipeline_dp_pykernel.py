@@ -32,7 +32,7 @@ import math
 
 import numpy as np
 
-__all__ = ["PyKernel"]
+__all__ = ["PyKernel", "greedy_bound"]
 
 INF = math.inf
 
@@ -269,3 +269,75 @@ class PyKernel:
 
         self._descend(I, visit)
         return np.array(vals), np.array(js, dtype=np.int64)
+
+
+def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
+    """An upper bound on the DP's optimum from greedy splits of the topological ``order``.
+
+    ``a``: the kernels' inputs (:func:`workbench.solvers.pipeline_dp_kernel._arrays`). For a
+    bound ``B`` the supernodes of ``order`` are packed into consecutive accelerator stages,
+    each closed when the next supernode would take its load (the kernels' stage cost on one
+    replica) above ``B`` or its memory above the cap; a packing into at most ``K`` stages is a
+    contiguous split the DP also considers (prefixes of a topological order are ideals), so its
+    largest load bounds the optimum. ``B`` is bisected ``steps`` times; ``inf`` when no packing
+    fits (an op that cannot run on an accelerator, memory). Costs O(steps * (n + cut
+    updates)), a fraction of the DP's pairs, and lets the DP prune as with the DPL bound.
+
+    >>> import numpy as np
+    >>> a = {"nptr": np.array([0, 1, 2, 3]), "nh": np.array([0, 0, 1]),
+    ...      "hsize": np.array([2, 1]), "hcost": np.array([0.5, 0.0]), "hsrc": np.array([0, 2]),
+    ...      "acc": np.array([2.0, 3.0, 1.0]), "mem": np.zeros(3), "uacc": np.zeros(3),
+    ...      "K": 2, "cap": np.inf, "mode": 0, "replicate": False, "sync_inv": 0.0}
+    >>> greedy_bound([0, 1, 2], a)        # {0} then {1, 2}: loads 2.5 and 4.5
+    4.5
+    """
+    K = int(a["K"])
+    acc, mem, uacc = a["acc"].tolist(), a["mem"].tolist(), a["uacc"].tolist()
+    if K == 0 or any(uacc[v] >= 0.5 for v in order):
+        return INF
+    hyper = [a[x].tolist() for x in ("nptr", "nh", "hsize", "hcost", "hsrc")]
+    cap, mode, repl, sinv = float(a["cap"]), int(a["mode"]), bool(a["replicate"]), \
+        float(a["sync_inv"])
+    H = len(hyper[2])
+
+    def pack(B: float) -> float:
+        """Largest stage load of the greedy packing at ``B`` (``inf`` if it needs > K)."""
+        cnt, srcin, cio = [0] * H, [0] * H, [0.0, 0.0]
+        stage: list = []
+        comp = mm = load = worst = 0.0
+        used = 1
+        for v in order:
+            _apply(v, 1, *hyper, cnt, srcin, cio)
+            c2, m2 = comp + acc[v], mm + mem[v]
+            new = _stage(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
+            if stage and (new > B or m2 > cap):
+                worst = max(worst, load)
+                used += 1
+                if used > K:
+                    return INF
+                stage = []
+                cnt, srcin, cio = [0] * H, [0] * H, [0.0, 0.0]
+                _apply(v, 1, *hyper, cnt, srcin, cio)
+                c2, m2 = acc[v], mem[v]
+                new = _stage(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
+            if m2 > cap:
+                return INF
+            stage.append(v)
+            comp, mm, load = c2, m2, new
+        return max(worst, load)
+
+    best = pack(INF)
+    if not math.isfinite(best):
+        return INF
+    lo, hi = sum(acc) / K, best
+    for _ in range(steps):
+        if hi - lo <= 1e-3 * hi:  # tight enough to prune
+            break
+        mid = 0.5 * (lo + hi)
+        got = pack(mid)
+        if math.isfinite(got):
+            best = min(best, got)
+            hi = mid
+        else:
+            lo = mid
+    return best
