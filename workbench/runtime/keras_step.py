@@ -110,7 +110,7 @@ def layer_of(op_name: str, layers: set) -> str | None:
     return "/".join(found) or None
 
 
-def _op_layers(nodes: dict, step: Sequence, var_names: dict, layers: set,
+def _op_layers(G: nx.DiGraph, step: Sequence, var_names: dict, layers: set,
                resource_src: dict, model_name: str | None) -> dict:
     """Op -> Keras layer: by name scope, else the variable it reads/updates, else the one layer
     of its consumers, producers or variable's users (the optimizer's arithmetic and slots)."""
@@ -125,13 +125,7 @@ def _op_layers(nodes: dict, step: Sequence, var_names: dict, layers: set,
             out[v] = layer_of(v, inner)
     # the rest (optimizer arithmetic, slot variables): the one layer of their consumers, else
     # of their producers, else of the ops sharing their variable, until nothing changes
-    stepset = set(step)
-    producers = {v: [s.lstrip("^").split(":")[0] for s in nodes[v].input
-                     if s.lstrip("^").split(":")[0] in stepset] for v in step}
-    consumers: dict = {}
-    for v in step:
-        for u in producers[v]:
-            consumers.setdefault(u, []).append(v)
+    producers, consumers = G.pred, G.succ
     users: dict = {}
     for b, a in resource_src.items():
         users.setdefault(a, []).append(b)
@@ -291,22 +285,16 @@ def _merge(gd, captured: dict, args: list, arg_values: list):
     return out, assigns, feed, var_names
 
 
-def _kinds(nodes: dict, step: Sequence, var_nodes: set) -> dict:
+def _kinds(nodes: dict, step: Sequence, G: nx.DiGraph, var_nodes: set) -> dict:
     """fwd / bwd (``gradient_tape/``) / update (what consumes gradients, and the optimizer's
-    own scope) / other (variables, the input batch)."""
-    G = nx.DiGraph()
-    G.add_nodes_from(step)
-    stepset = set(step)
-    for v in step:
-        for s in nodes[v].input:
-            u = s.lstrip("^").split(":")[0]
-            if u in stepset:
-                G.add_edge(u, v)
+    own scope) / other (variables, the input batch). ``G``: the step's dependency DAG."""
     bwd = {v for v in step if "gradient_tape/" in v}
-    after = set()
-    for v in bwd:
-        if v not in after:
-            after |= nx.descendants(G, v)
+    after, stack = set(), list(bwd)  # everything downstream of a gradient op
+    while stack:
+        for w in G.successors(stack.pop()):
+            if w not in after:
+                after.add(w)
+                stack.append(w)
     update = after - bwd
     scopes = {v.split("/", 1)[0] for v in update if "/" in v and _WRITE_OPS.match(nodes[v].op)}
     out = {}
@@ -402,15 +390,16 @@ def function_program(fn: Callable, inputs: Sequence, *, variables: Sequence = ()
     if "batch" not in spec and flat and np.ndim(flat[0]) >= 1:
         spec["batch"] = int(np.shape(flat[0])[0])  # the first input's leading dimension
     program = finish_program(graph, train.name, init.name, loss, spec, init_feed=feed)
-    nodes = program.nodes
+    from .runner import step_dag
+
+    nodes, G = program.nodes, step_dag(program)
     var_nodes = set(var_names) | {n for n in program.step_nodes if nodes[n].op == "VarHandleOp"}
-    program.kinds = _kinds(nodes, program.step_nodes, var_nodes)
+    program.kinds = _kinds(nodes, program.step_nodes, G, var_nodes)
     res_src = {b: a for a, b in program.resource_edges}
     # a Keras model names its layers; a bare step's variables name theirs (``dense/kernel``)
     names = set(layers) if layers else {p.rsplit("/", 1)[0].split("/")[-1]
                                         for p in var_names.values() if "/" in p}
-    program.layers = _op_layers(nodes, program.step_nodes, var_names, names, res_src,
-                                model_name)
+    program.layers = _op_layers(G, program.step_nodes, var_names, names, res_src, model_name)
     return program
 
 
