@@ -230,3 +230,62 @@ def test_plans_without_a_cluster_or_problem_are_refused(cmp):
     df, plans = wb.compare(cmp.graph, cmp.cluster, methods=["single", "m_topo"],
                            progress=False, return_plans=True)
     assert wb.robustness((df, plans), cmp.cluster, samples=5).table.shape[0] == 2
+
+
+# ---------------------------------------------------------------------- views
+def test_robust_figure_and_compare_bars_show_the_draws(cmp):
+    from widgets.figures import compare_figure, robust_figure
+
+    r = wb.robustness(cmp, noise="roofline", samples=100)
+    fig = robust_figure(r)
+    t = r.table
+    rng = fig.data[0]
+    assert list(rng.y) == t["method"].tolist()
+    np.testing.assert_allclose(np.asarray(rng.x) + np.asarray(rng.error_x.array), t["p95_ms"])
+    np.testing.assert_allclose(np.asarray(rng.x) - np.asarray(rng.error_x.arrayminus),
+                               t["p5_ms"])
+    assert fig.layout.title.text == r.verdict
+    assert sum(fig.layout.meta["p_best"].values()) == pytest.approx(1.0)
+    bars = compare_figure(cmp.table, plans=cmp.plans, graph=cmp.graph, cluster=cmp.cluster,
+                          robust=r)
+    mk = bars.data[0]
+    rows = t.set_index("method")
+    for m, x, minus, plus, hover in zip(mk.y, mk.x, mk.error_x.arrayminus, mk.error_x.array,
+                                        mk.customdata):
+        assert x - minus == pytest.approx(rows.loc[m, "p5_ms"], rel=1e-5)
+        assert x + plus == pytest.approx(rows.loc[m, "p95_ms"], rel=1e-5)
+        assert f"P(best) {100 * rows.loc[m, 'p_best']:.0f} %" in hover
+    assert bars.data[2].error_x.array is not None  # max load too
+    assert compare_figure(cmp.table).data[0].error_x.array is None  # nothing without draws
+
+
+def test_report_has_a_trust_section(tmp_path, cmp):
+    from widgets.report import write_report
+
+    r = wb.robustness(cmp, samples=50)
+    html = write_report(tmp_path / "r.html", cmp.graph, cmp.cluster, cmp.table, cmp.plans,
+                        robust=r).read_text()
+    assert "Can I trust the winner?" in html and r.verdict in html
+    assert "id=\"robustness\"" in html or "id='robustness'" in html
+    plain = write_report(tmp_path / "p.html", cmp.graph, cmp.cluster, cmp.table,
+                         cmp.plans).read_text()
+    assert "Can I trust the winner?" not in plain
+
+
+def test_board_replays_its_plans_under_noise(tmp_path):
+    from widgets.board import CompareBoard
+
+    g = layered(60, seed=6)
+    board = CompareBoard(graphs={"layered": g}, presets=["4xV100-nvlink"],
+                         methods=["round_robin", "heft", "dpos"], time_limit=5)
+    board.run()
+    assert board.robust is not None and board.robust.samples == 200
+    assert set(board.robust.table["method"]) == {"round_robin", "heft", "dpos"}
+    assert "Can I trust the winner?" in board.robust_view.value
+    assert board._robust_box.children[0].layout.meta["figure"] == "robustness"
+    assert board.bars.data[0].error_x.array is not None
+    assert "Can I trust the winner?" in board.export_report(tmp_path / "b.html").read_text()
+    board.robust_check.value = False
+    board.run()
+    assert board.robust is None and board._robust_box.children == ()
+    assert board.bars.data[0].error_x.array is None

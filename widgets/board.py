@@ -39,6 +39,7 @@ from .fit import CellFit
 from .figures.gantt import gantt_figure
 from .figures.memory import memory_figure
 from .figures.methods import verdict
+from .figures.robust import robust_figure, robust_html
 from .tables import TABLE_CSS, results_table_html
 from .views import FILL_CSS as VIEW_CSS
 from .views import fill, replace_figure
@@ -164,6 +165,11 @@ class CompareBoard(W.VBox):
         The last result of :func:`workbench.compare`.
     plans, schedules : dict
         Method -> Plan / simulated Schedule of the last run.
+    comparison : workbench.compare.Comparison or None
+        The last run as ``compare(..., keep=True)`` returns it.
+    robust : workbench.robustness.Robustness or None
+        The last run's plans replayed under cost noise (when the ``robustness`` box is
+        ticked): p5-p95 error bars and P(best) on the bars, its verdict and figure.
     """
 
     def __init__(self, graphs: dict | None = None, *, presets: list | None = None,
@@ -190,6 +196,8 @@ class CompareBoard(W.VBox):
                 raise ValueError(f"unknown methods {', '.join(unknown)}; registered: "
                                  f"{', '.join(wb.SOLVERS)}")
         self.table = None
+        self.comparison = None
+        self.robust = None
         self.plans: dict = {}
         self.schedules: dict = {}
         self.graph = None
@@ -207,6 +215,14 @@ class CompareBoard(W.VBox):
                                            description="time limit (s)",
                                            style={"description_width": "initial"},
                                            layout=W.Layout(width="200px"))
+        self.robust_check = W.Checkbox(value=True, description="robustness (200 draws)",
+                                       indent=False, layout=W.Layout(width="200px"))
+        self.noise_picker = W.Dropdown(options=["profiled", "roofline"], value="profiled",
+                                       description="noise", layout=W.Layout(width="200px"))
+        self.robust_check.add_class("wb-robust-check")
+        self.robust_view = W.HTML()
+        self.robust_view.add_class("wb-robust-verdict")
+        self._robust_box = W.VBox([], layout=W.Layout(width="100%"))
         self.run_button = W.Button(description="Run", button_style="primary", icon="play")
         self.run_button.add_class("wb-run")
         self.progress = W.IntProgress(value=0, min=0, max=1, description="",
@@ -244,11 +260,13 @@ class CompareBoard(W.VBox):
         self.gantt_a_picker.observe(lambda ch: self._show("a", ch["new"]), "value")
         self.gantt_b_picker.observe(lambda ch: self._show("b", ch["new"]), "value")
         controls = W.HBox([W.VBox([self.graph_picker, self.preset_picker, self.time_box]),
+                           W.VBox([self.robust_check, self.noise_picker]),
                            self.method_picker,
                            W.VBox([self.run_button, self.progress, self.status])])
         exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
         self.children = [W.HTML(FILL_CSS), CellFit(), controls, self.verdict_view,
-                         self.table_view, self._bars_box, self._gantt_box, exports]
+                         self.table_view, self._bars_box, self.robust_view, self._robust_box,
+                         self._gantt_box, exports]
 
     def _on_graph(self, change) -> None:
         """A hard-suite workload brings its own cluster preset along."""
@@ -283,10 +301,18 @@ class CompareBoard(W.VBox):
                 if progress is not None:
                     progress(done, total, method)
 
-            df, plans = wb.compare(self.graph, self.cluster, methods=methods,
-                                   time_limit=float(self.time_box.value), progress=tick,
-                                   return_plans=True)
-            self.table, self.plans = df, plans
+            cmp = wb.compare(self.graph, self.cluster, methods=methods,
+                             time_limit=float(self.time_box.value), progress=tick, keep=True)
+            df, plans = cmp.table, cmp.plans
+            self.comparison, self.table, self.plans = cmp, df, plans
+            self.robust, self._robust_error = None, ""
+            if self.robust_check.value and plans:
+                self.status.value = "replaying the plans under cost noise ..."
+                try:
+                    self.robust = wb.robustness(cmp, noise=self.noise_picker.value,
+                                                samples=200)
+                except Exception as e:  # shown in the board; the comparison still stands
+                    self._robust_error = f"robustness failed: {type(e).__name__}: {e}"
             self.schedules = {m: wb.simulate(p, self.cluster) for m, p in plans.items()}
             self._draw()
             return df
@@ -306,8 +332,18 @@ class CompareBoard(W.VBox):
         # the board is displayed left some figures blank in JupyterLab
         self.bars = _figure_widget(compare_figure(
             df, plans=self.plans, graph=self.graph, cluster=self.cluster,
-            title=f"{self.graph.name} on {self.cluster.name}"), "wb-compare")
+            title=f"{self.graph.name} on {self.cluster.name}", robust=self.robust),
+            "wb-compare")
         self._bars_box.children = [self.bars]
+        if self.robust is not None:
+            self.robust_view.value = robust_html(self.robust)
+            self._robust_box.children = [_figure_widget(robust_figure(self.robust),
+                                                        "wb-robust")]
+        else:
+            self.robust_view.value = (f"<span style='color:#d62728'>"
+                                      f"{_html.escape(self._robust_error)}</span>"
+                                      if self._robust_error else "")
+            self._robust_box.children = []
         ok = df[df["method"].isin(list(self.schedules))]
         ranked = ok.sort_values("makespan_ms", kind="stable")["method"].tolist()
         ga = ranked[0] if ranked else None
@@ -329,6 +365,7 @@ class CompareBoard(W.VBox):
         self.status.value = msg
 
     _muted = False
+    _robust_error = ""
 
     def _show(self, which: str, method) -> None:
         if self._muted or method is None or method not in self.schedules:
@@ -383,7 +420,8 @@ class CompareBoard(W.VBox):
         self._need_run()
         path = Path(path) if path else self._out(f"{self._stem()}.html")
         return write_report(path, self.graph, self.cluster, self.table, self.plans,
-                            title=f"{self.graph.name} on {self.cluster.name}")
+                            title=f"{self.graph.name} on {self.cluster.name}",
+                            robust=self.robust)
 
     def _stem(self) -> str:
         import re

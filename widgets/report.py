@@ -78,7 +78,7 @@ def _best(table, col: str):
 def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                 title: str = "Placement report", max_gantts: int = 8,
                 max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
-                notes: str | None = None) -> str:
+                notes: str | None = None, robust=None) -> str:
     """The report as an HTML string (see :func:`write_report`)."""
     from plotly.offline import get_plotlyjs
 
@@ -86,7 +86,7 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
 
     from .board import verdict_html
     from .figures import (compare_figure, dag_figure, gantt_figure, gantt_multiples,
-                          pipeline_figure, verdict)
+                          pipeline_figure, robust_figure, robust_html, verdict)
     from .tables import TABLE_CSS, results_table_html
 
     plans = dict(plans or {})
@@ -118,7 +118,11 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         parts.append(results_table_html(table, plans=plans, graph=graph, cluster=cluster,
                                           sortable=True))
         parts.append(_fig_div(compare_figure(table, plans=plans, graph=graph,
-                                                 cluster=cluster), "compare"))
+                                             cluster=cluster, robust=robust), "compare"))
+    if robust is not None:
+        parts.append("<h2>Can I trust the winner?</h2>")
+        parts.append(robust_html(robust))
+        parts.append(_fig_div(robust_figure(robust), "robustness"))
     best_mk = _best(table, "makespan_ms") if table is not None else None
     if best_mk not in plans:
         best_mk = next(iter(plans), None)
@@ -177,7 +181,7 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
 def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
                  title: str = "Placement report", max_gantts: int = 8,
                  max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
-                 notes: str | None = None, results_df=None) -> Path:
+                 notes: str | None = None, results_df=None, robust=None) -> Path:
     """Write a self-contained HTML report and return its path.
 
     Parameters
@@ -200,12 +204,15 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         Schedules with more ops + transfers get no Gantt chart.
     notes : str, optional
         A paragraph shown under the title.
+    robust : Robustness, optional
+        :func:`workbench.robustness` of the plans: error bars and P(best) on the bars, a
+        section with its verdict and figure.
     """
     if table is None:
         table = results_df
     html = report_html(graph=graph, cluster=cluster, table=table, plans=plans, title=title,
                        max_gantts=max_gantts, max_dag_ops=max_dag_ops,
-                       max_gantt_bars=max_gantt_bars, notes=notes)
+                       max_gantt_bars=max_gantt_bars, notes=notes, robust=robust)
     path = Path(path)
     write_atomic(path, html)  # temporary file + rename: a failed write leaves the old report
     return path

@@ -609,6 +609,7 @@ class Robustness:
     samples: int
     replay_s: float = 0.0
     resolve: object = None
+    threshold: float = VERDICT_THRESHOLD
 
     def summary(self) -> dict:
         """Winner, its P(best), the verdict and the Kendall tau's mean and 5th percentile."""
@@ -773,7 +774,7 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
         makespans=pd.DataFrame(ms), max_loads=pd.DataFrame(ml), kendall_tau=st["tau"],
         winner=winner, p_winner=p_win, verdict=verdict(winner, p_win, runner, threshold),
         noise=nz, objective=objective, samples=int(samples), replay_s=replay_s,
-        resolve=res_df)
+        resolve=res_df, threshold=float(threshold))
 
 
 def perturbed_problem(graph, cluster, draws: Draws, s: int) -> tuple:

@@ -16,6 +16,7 @@ from .layout import layered_layout
 from .memory import memory_figure
 from .methods import critical_breakdown, method_color, method_colors, row_flags, verdict
 from .pipeline import pipeline_figure, stage_table
+from .robust import robust_figure, robust_html
 
 __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "utilisation",
            "fidelity_figure", "placement_heatmap", "heatmap_ops", "slice_figure",
@@ -23,4 +24,4 @@ __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "util
            "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
-           "layered_layout", "memory_figure"]
+           "layered_layout", "memory_figure", "robust_figure", "robust_html"]

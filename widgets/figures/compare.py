@@ -63,7 +63,8 @@ def ranked(df, col: str, flags: dict) -> list[int]:
 
 def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
                    title: str | None = None,
-                   height: int | None = None, fig: go.Figure | None = None) -> go.Figure:
+                   height: int | None = None, fig: go.Figure | None = None,
+                   robust=None) -> go.Figure:
     """Horizontal bars per method for makespan, max load and solve time.
 
     Parameters
@@ -81,6 +82,9 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
         graph (see :func:`~widgets.figures.methods.own_bounds`).
     fig : Figure, optional
         Cleared and drawn into (its subplot grid is replaced).
+    robust : Robustness, optional
+        :func:`workbench.robustness` of these plans: p5-p95 error bars on the makespan and
+        max-load bars; the range and P(best) in the hover text.
     """
     if "method" not in df or "makespan_ms" not in df or "max_load_ms" not in df:
         raise ValueError("compare_figure needs columns method, makespan_ms and max_load_ms "
@@ -117,6 +121,15 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
         gaps = np.where(lb > 0, np.maximum(vals / np.where(lb > 0, lb, 1) - 1, 0.0), np.nan)
         gaps = np.where(gaps < 1e-9, 0.0, gaps)
         ms = orders[vcol]
+        err = None
+        if robust is not None:  # p5-p95 of the draws around the nominal value
+            from .robust import robust_errors
+
+            minus, plus = robust_errors(robust, ms)[vcol]
+            err = dict(type="data", symmetric=False, array=plus, arrayminus=minus,
+                       thickness=2, width=5, color="#333333")
+        pbest = ({} if robust is None or col != 1 else
+                 dict(zip(robust.table["method"], robust.table["p_best"])))
         text, hover = [], []
         for m, v, g_, b in zip(ms, vals, gaps, lb):
             f = flags[m]
@@ -127,11 +140,15 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
             text.append(t)
             hover.append(f"<b>{m}</b> ({st[methods.index(m)]})<br>{name} {v:.4g} ms<br>"
                          f"own lower bound {b:.4g} ms" + (f", gap {gtxt}" if gtxt else "")
-                         + "".join(f"<br>{FLAGS[x][0]} {FLAGS[x][1]}" for x in f))
+                         + "".join(f"<br>{FLAGS[x][0]} {FLAGS[x][1]}" for x in f)
+                         + (f"<br>under noise p5-p95 {v - err['arrayminus'][len(hover)]:.4g}"
+                            f"-{v + err['array'][len(hover)]:.4g} ms" if err else "")
+                         + (f", P(best) {100 * pbest[m]:.0f} %" if m in pbest else ""))
         fig.add_trace(go.Bar(
             name=name, y=ms, x=vals, orientation="h", text=text, textposition="inside",
             insidetextanchor="start", constraintext="none",
             customdata=hover, hovertemplate="%{customdata}<extra></extra>", showlegend=False,
+            error_x=err,
             marker=dict(color=[colors[m] for m in ms],
                         opacity=[0.45 if "infeasible" in flags[m] else 1.0 for m in ms],
                         pattern=dict(shape=[next((_PATTERN[x] for x in flags[m]
