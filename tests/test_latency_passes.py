@@ -88,3 +88,10 @@ def test_separate_passes_need_a_training_graph():
     g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}})])
     with pytest.raises(SolverError, match="separate_passes=True is for training graphs"):
         solve(g, cluster(1, 8.0), method="latency_ip", separate_passes=True)
+
+
+def test_separate_passes_with_two_subgraphs_per_pass():
+    g, c = training_chain(4, skip=True), cluster(2, 8.0)
+    p = solve(g, c, method="latency_ip", separate_passes=True, q=2, time_limit=60)
+    assert p.info["q"] == 2 and p.stats["q"] == 2
+    assert p.predicted["latency_ms"] == pytest.approx(brute_force(g, c), rel=1e-6)

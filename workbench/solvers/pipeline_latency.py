@@ -361,7 +361,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     warm, wval = None, math.inf
     for c in cands:
         pl = _to_slots(c, U, cluster, acc, cpus, per_acc)
-        if pl is not None and separate_passes and _pass_violations(pl, q, cluster):
+        if pl is not None and separate_passes and _pass_violations(pl, cluster):
             pl = None
         if pl is not None and _fits(pl, U, cluster, caps):
             v = latency(pl, cluster)
@@ -571,13 +571,11 @@ def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
     return out
 
 
-def _pass_violations(plan, q: int, cluster) -> bool:
+def _pass_violations(plan, cluster) -> bool:
     """True when some accelerator's forward or backward part of ``plan`` is not contiguous
-    (``q = 1``; with ``q > 1`` the pieces per pass are checked by the program itself)."""
+    (the rows of :func:`pass_rows` would reject it as a warm start)."""
     from ..pipeline import contiguity_violations
 
-    if q > 1:
-        return False
     acc = {d.name for d in cluster.devices if d.kind != "cpu"}
     bad = contiguity_violations(plan, part="forward") + contiguity_violations(plan,
                                                                                part="backward")
