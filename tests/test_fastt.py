@@ -227,11 +227,11 @@ def test_os_dpos_strictly_better_data_parallel_start():
 
 
 def test_os_dpos_strictly_better_by_splitting_matmuls():
-    """BERT-base, global batch 16, 4 V100s holding 40 % of the model each (no data
-    parallelism): OS-DPOS splits FFN MatMuls along the batch, as FastT does for BERT (Table 6),
-    and beats DPOS."""
+    """BERT-base, global batch 16, 4 V100s holding 30 % of the model each (no replica fits):
+    OS-DPOS splits FFN MatMuls along the batch, as FastT does for BERT (Table 6), and beats
+    DPOS."""
     g = with_batch(samples.load_sample("bert_base"), 16)
-    c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.4)
+    c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.3)
     d = solve(g, c, method="dpos")
     o = solve(g, c, method="os_dpos", max_split_ops=2)
     assert o.info["start"] == "dpos_model" and o.info["splits"]

@@ -1,7 +1,7 @@
 """FastT's OS-DPOS (Algorithm 2): DPOS plus operation splitting along the critical path.
 
-The input graph is FastT's: when the model fits on one device (and its batch has a sample for
-every device), the data-parallel graph with one replica per device, each on ``1/R`` of the batch,
+The input graph is FastT's: when a replica with its share of the batch fits on every device
+(and the batch has a sample for every device), the data-parallel graph with one replica per device, each on ``1/R`` of the batch,
 and a ring all-reduce of every variable's gradient
 (:func:`workbench.transforms.data_parallel.data_parallel_graph`); else the model itself. Graphs
 with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
@@ -47,7 +47,7 @@ from . import register
 from .data_parallel import batch_of, dp_plan, ensure_split_dims
 from .list_scheduling import ListCore, dpos, static_list_schedule
 
-__all__ = ["dpos_given", "model_fits_one_device", "os_dpos"]
+__all__ = ["dpos_given", "os_dpos"]
 
 
 def dpos_given(graph, cluster, placement: dict) -> Plan:
@@ -78,11 +78,6 @@ def dpos_given(graph, cluster, placement: dict) -> Plan:
 
     static_list_schedule(core, lv.blevel, choose=choose)
     return core.plan("os_dpos", info={"given": True})
-
-
-def model_fits_one_device(graph, cluster) -> bool:
-    """True when some device can hold the whole model (FastT then starts data parallel)."""
-    return graph.total_memory() <= max(d.memory for d in cluster.devices)
 
 
 def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float,
@@ -176,8 +171,9 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     starts: list = []        # (start name, DPOS plan it begins from)
     p_dp = None
     b = batch_of(graph)
-    if data_parallel is not False and nd > 1 and model_fits_one_device(graph, cluster) \
-            and (data_parallel or (b is not None and b >= nd)):
+    # FastT starts data parallel "as long as the model can be fit into a GPU": here, as long
+    # as a replica with its share of the batch fits (dp_plan checks each device)
+    if data_parallel is not False and nd > 1 and (data_parallel or (b is not None and b >= nd)):
         try:
             p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
             starts.append(("dpos_dp", dpos(p_dp.graph, cluster)))
@@ -203,7 +199,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             plan, cluster, max_split_ops=max_split_ops, resched=resched, t0=t0,
             time_limit=time_limit, progress=progress)
         ms = simulate(plan2, cluster).makespan if splits else no_split
-        report[start] = {"no_split_ms": no_split, "split_ms": ms, "splits": len(splits)}
+        report[start] = {"no_split_ms": no_split, "split_ms": ms, "splits": splits}
         tried_total += tried
         found.append((no_split, k, start, plan, [], tried, status))
         if splits:
