@@ -245,6 +245,13 @@ class CompareBoard(W.VBox):
                                  layout=W.Layout(width="100%"))
         for box in self._gantt_box.children:
             box.add_class("wb-half")
+        self.diff_button = W.Button(description="explain A vs B", icon="exchange",
+                                    layout=W.Layout(width="auto"))
+        self.diff_button.add_class("wb-diff-button")
+        self.diff_button.on_click(lambda _b: self.show_diff())
+        self.diff_view = W.HTML()
+        self.diff_view.add_class("wb-diff")
+        self._diff_box = W.VBox([], layout=W.Layout(width="100%"))
         self.export_dir = W.Text(value="reports/board", description="export to",
                                  layout=W.Layout(width="300px"))
         self.export_buttons = {
@@ -266,7 +273,8 @@ class CompareBoard(W.VBox):
         exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
         self.children = [W.HTML(FILL_CSS), CellFit(), controls, self.verdict_view,
                          self.table_view, self._bars_box, self.robust_view, self._robust_box,
-                         self._gantt_box, exports]
+                         self._gantt_box, self.diff_button, self.diff_view, self._diff_box,
+                         exports]
 
     def _on_graph(self, change) -> None:
         """A hard-suite workload brings its own cluster preset along."""
@@ -378,6 +386,20 @@ class CompareBoard(W.VBox):
         other = self.gantt_b if which == "a" else self.gantt_a
         if other.xmax is not None and other.xmax != xmax and other.schedule is not None:
             other.show(other.schedule, xmax=xmax)  # keep one time axis for both
+
+    def show_diff(self, a: str | None = None, b: str | None = None):
+        """Explain plan ``a`` against plan ``b`` (default: Gantt A's and B's methods) with
+        :func:`workbench.diff`: moves, busy time, link bytes and critical paths in words, both
+        Gantt charts on one axis with the moved ops outlined. Returns the ``PlanDiff``."""
+        import workbench as wb
+
+        from .figures.diff import diff_figure, diff_html
+
+        a, b = self._method(a), self._method(b or self.gantt_b_picker.value)
+        d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b))
+        self.diff_view.value = diff_html(d)
+        self._diff_box.children = [_figure_widget(diff_figure(d), "wb-diff-gantt")]
+        return d
 
     # ------------------------------------------------------------ exports
     def _out(self, name: str) -> Path:

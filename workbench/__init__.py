@@ -22,10 +22,11 @@ from .solvers import SOLVERS, methods, solve
 
 __all__ = ["OpGraph", "Cluster", "Device", "Link", "Plan", "Schedule", "Metrics", "simulate",
            "max_load", "device_loads", "evaluate", "solve", "SOLVERS", "methods", "samples",
-           "compare", "robustness", "WorkbenchError", "GraphError", "ClusterError", "PlanError",
+           "compare", "robustness", "diff", "WorkbenchError", "GraphError", "ClusterError", "PlanError",
            "InfeasibleError", "SolverError", "FormatError"]
 
 __version__ = "0.1.0"
 
 from .compare import compare  # noqa: E402  (binds the function over the submodule's name)
 from .robustness import robustness  # noqa: E402  (the function over the submodule's name)
+from .diff import diff  # noqa: E402  (the function over the submodule's name)

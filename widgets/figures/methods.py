@@ -34,6 +34,8 @@ import zlib
 
 import numpy as np
 
+from workbench.diff import critical_breakdown  # moved to the core; re-exported here
+
 __all__ = ["METHOD_PALETTE", "FLAGS", "method_color", "method_colors", "row_flags",
            "flag_label", "own_bounds", "critical_breakdown", "verdict"]
 
@@ -155,45 +157,6 @@ def own_bounds(df, *, plans: dict | None = None, graph=None, cluster=None) -> di
         out[col] = [float(recomputed[m][key]) if m in recomputed else float(v)
                     for m, v in zip(methods, vals)]
     return out
-
-
-def critical_breakdown(schedule) -> dict:
-    """Split the realised critical path of ``schedule`` into compute per device, transfer per
-    link and idle time (waiting between chain items, charged to the lane that waited).
-
-    The three totals add up to the makespan.
-
-    >>> import workbench as wb
-    >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
-    >>> s = wb.simulate(wb.Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}), c)
-    >>> b = critical_breakdown(s)
-    >>> round(b["compute_ms"] + b["transfer_ms"] + b["idle_ms"], 6) == round(s.makespan, 6)
-    True
-    >>> sorted(b["compute"])
-    ['gpu0', 'gpu1']
-    """
-    g = schedule.graph
-    names = list(schedule.cluster.names)
-    comp, tran, idle = {}, {}, {}
-    t = 0.0
-    for kind, item in schedule.critical_path:
-        if kind == "op":
-            i = g.index[item]
-            lane, a, b = names[int(schedule.device[i])], schedule.start[i], schedule.end[i]
-            comp[lane] = comp.get(lane, 0.0) + float(b - a)
-        else:
-            k = int(item)
-            lane, a, b = schedule.link_name(k), schedule.t_start[k], schedule.t_end[k]
-            tran[lane] = tran.get(lane, 0.0) + float(b - a)
-        if a > t + 1e-12:
-            idle[lane] = idle.get(lane, 0.0) + float(a - t)
-        t = max(t, float(b))
-    if schedule.makespan > t + 1e-12:
-        idle["end"] = idle.get("end", 0.0) + float(schedule.makespan - t)
-    return {"compute": comp, "transfer": tran, "idle": idle,
-            "compute_ms": sum(comp.values()), "transfer_ms": sum(tran.values()),
-            "idle_ms": sum(idle.values()), "bytes": float(schedule.t_bytes.sum()),
-            "makespan": float(schedule.makespan)}
 
 
 def _fmt_parts(d: dict, limit: int = 4) -> str:
