@@ -2,7 +2,9 @@
 after fusion), Table 5 (Standard Evaluation deviation) and Table 3 (simulated step time).
 
 Run: ``.venv/bin/python bench/bench_celeritas.py`` (add ``--quick`` for smaller graphs;
-``--suite`` prints only the hard-suite table, congestion on and off).
+``--suite`` prints only the hard-suite table, congestion on and off; ``--grid`` only the
+real samples x {2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink} x memory pressure {none, 1.2, 1.6}
+table of celeritas against order_place and m_topo).
 Prints markdown tables; ``docs/results-celeritas.md`` holds a copy with comments.
 
 The paper's large models are not available here; the "paper-like" graphs are synthetic ones of
@@ -301,9 +303,78 @@ def suite_table() -> None:
     print()
 
 
+GRID_SAMPLES = ("bert_base", "gnmt", "inception_small", "inception_v3", "lstm_seq2seq", "mlp",
+                "resnet50", "resnet_small", "rnnlm", "transformer_base", "transformer_small")
+GRID_CLUSTERS = ("2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink")
+GRID_PRESSURES = (None, 1.2, 1.6)
+GRID_TOLERANCE = 0.05
+
+
+def grid_cells(samples_=GRID_SAMPLES, clusters=GRID_CLUSTERS, pressures=GRID_PRESSURES,
+               methods=("celeritas", "order_place", "m_topo")):
+    """Yield ``(workload, graph, cluster, {method: (makespan with congestion, status, s)})`` for
+    every real sample x cluster x memory pressure (roofline costs for the cluster's devices, as
+    in the hard suite; pressure None = the preset's own memory)."""
+    from workbench.workloads import Workload, _sample
+
+    for name in samples_:
+        for cl in clusters:
+            for mp in pressures:
+                w = Workload(f"{name}-{cl}-mp{mp or 'none'}", _sample(name), cl, mp,
+                             device_costs=True)
+                g, c = w.build()
+                res = {}
+                for m in methods:
+                    t0 = time.perf_counter()
+                    try:
+                        p = wb.solve(g, c, method=m)
+                        res[m] = (float(wb.simulate(p, c).makespan), p.status,
+                                  time.perf_counter() - t0)
+                    except WorkbenchError as exc:
+                        res[m] = (float("nan"), f"error: {exc}"[:60], time.perf_counter() - t0)
+                yield w, g, c, res
+
+
+def grid_table(tolerance: float = GRID_TOLERANCE) -> int:
+    """Celeritas against order_place and m_topo on the real samples x 3 clusters x memory
+    pressure {none, 1.2, 1.6}, congestion on. Prints the grid; returns the number of cells where
+    celeritas is worse than either by more than ``tolerance``."""
+    print("## Celeritas on the real samples x clusters x memory pressure (congestion on)\n")
+    print("Simulated makespan (ms). `ratio`: celeritas / min(order_place, m_topo); `!` marks a "
+          f"cell worse by more than {tolerance:.0%}. `infeasible`: best effort overfilled a "
+          "device.\n")
+    print("| sample | cluster | pressure | ops | celeritas | order_place | m_topo | ratio | "
+          "celeritas s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    bad = cells = 0
+    ratios = []
+    for w, g, c, res in grid_cells():
+        cel = res["celeritas"][0]
+        ref = min(res["order_place"][0], res["m_topo"][0])
+        ratio = cel / ref if ref > 0 else float("nan")
+        cells += 1
+        ratios.append(ratio)
+        flag = " !" if not ratio <= 1 + tolerance else ""
+        bad += bool(flag)
+
+        def fmt(m, res=res):
+            ms, st, _ = res[m]
+            return f"{ms:.2f}" + ("" if st == "heuristic" else f" ({st})")
+
+        print(f"| {w.graph.__name__[7:]} | {w.cluster} | {w.memory_pressure or 'none'} | "
+              f"{g.n_ops} | {fmt('celeritas')} | {fmt('order_place')} | {fmt('m_topo')} | "
+              f"{ratio:.3f}{flag} | {res['celeritas'][2]:.2f} |", flush=True)
+    print(f"\nceleritas worse than order_place or m_topo by more than {tolerance:.0%}: "
+          f"{bad} of {cells} cells; worst ratio {max(ratios):.3f}.\n")
+    return bad
+
+
 def main() -> None:
     if "--suite" in sys.argv:
         suite_table()
+        return
+    if "--grid" in sys.argv:
+        grid_table()
         return
     timing()
     table2_and_5(paper_like(8 if QUICK else 1))

@@ -4,6 +4,8 @@ LSTM grid (the paper's Fig. 5). Prints markdown tables (pasted into docs/results
 
 Usage: python bench/bench_pesto.py [--time-limit 120] [--ops 200] [--quick]
        python bench/bench_pesto.py --hard [--time-limit 120] [--devices 2,4] [--only NAME]
+       python bench/bench_pesto.py --engines 60,120 [--devices 2,4,8] [--only NAME]
+           (the paper's pipeline and the CP-SAT extension on every hard-suite pair)
 Every makespan is simulated with link congestion on (the judge's default).
 """
 
@@ -150,17 +152,10 @@ def bench_hard(time_limit: float, n_ops: int, devices: tuple = (2, 4),
     for g, c in pairs:
         if only and only not in g.name:
             continue
-        base = {}
-        for m in BASELINES:
-            try:
-                p = solve(g, c, method=m)
-                base[m] = _sim(p, c) if p.status != "infeasible" else math.nan
-            except Exception as exc:  # noqa: BLE001 - report, keep going
-                base[m] = math.nan
-                print(f"<!-- {m} failed on {g.name}: {exc} -->")
+        base = _heuristic_row(g, c, BASELINES)
         t0 = time.perf_counter()
         try:
-            p = solve(g, c, method="pesto", time_limit=time_limit)
+            p = solve(g, c, method="pesto", engine="cpsat", time_limit=time_limit)
         except Exception as exc:  # noqa: BLE001 - report, keep going
             print(f"<!-- pesto failed on {g.name}: {exc} -->")
             continue
@@ -188,6 +183,93 @@ def bench_hard(time_limit: float, n_ops: int, devices: tuple = (2, 4),
     if ok:
         print(f"Mean improvement of CP-SAT over its own warm start: {sum(ok) / len(ok):+.1f} % "
               f"(min {min(ok):+.1f} %, max {max(ok):+.1f} %).\n")
+
+
+HEURISTICS = BASELINES + ("celeritas", "order_place", "m_topo")
+
+
+def _heuristic_row(g, c, methods=HEURISTICS) -> dict:
+    """Simulated makespan of every method of ``methods`` (nan where it fails or overflows)."""
+    out = {}
+    for m in methods:
+        try:
+            p = solve(g, c, method=m)
+            out[m] = _sim(p, c) if p.status != "infeasible" else math.nan
+        except Exception as exc:  # noqa: BLE001 - report, keep going
+            out[m] = math.nan
+            print(f"<!-- {m} failed on {g.name}: {str(exc)[:120]} -->")
+    return out
+
+
+def _engine_cell(g, c, engine: str, time_limit: float) -> dict:
+    """One run of ``pesto`` with ``engine`` (guard on, as users get it)."""
+    t0 = time.perf_counter()
+    try:
+        p = solve(g, c, method="pesto", engine=engine, time_limit=time_limit)
+    except Exception as exc:  # noqa: BLE001 - report, keep going
+        print(f"<!-- pesto engine={engine} failed on {g.name}: {str(exc)[:160]} -->")
+        return {"ms": math.nan, "s": time.perf_counter() - t0}
+    st = p.stats
+    return {"ms": _sim(p, c), "s": time.perf_counter() - t0, "status": p.status,
+            "chosen": st.get("chosen", "-"), "warm": st.get("warm_start_method"),
+            "warm_ms": st.get("warm_start_predicted_ms"),
+            "size": st.get("coarse_vertices", st.get("units")),
+            "balance": "dropped" if st.get("memory_balance_dropped") else
+            ("on" if str(st.get("memory_balance", "")).startswith("footprint") else "-")}
+
+
+def bench_engines(time_limits: tuple, devices: tuple, only: str | None = None) -> dict:
+    """Both engines of ``pesto`` on every hard-suite pair with ``devices`` devices, for each
+    time limit (all pairs at the first limit before the next). Prints one row per run and a
+    summary; returns {pair: {"best_heuristic": (method, ms), (engine, limit): ms}}."""
+    print(f"## pesto: the paper's pipeline (engine=milp, default) and the CP-SAT extension "
+          f"on the hard suite, limits {', '.join(f'{t:g}' for t in time_limits)} s\n")
+    print("Makespans in ms, simulated with congestion. `best heuristic`: the best of "
+          f"{', '.join(HEURISTICS)}. `size`: coarse vertices (milp) or placement units (cpsat). "
+          "`balance`: the paper's memory-balance rows (on / dropped as infeasible). `chosen`: "
+          "`ilp` = the solver's own plan, `warm_start` = its warm start (on the coarse graph "
+          "for milp), `original_heuristic` = the guard's fallback to a heuristic on the "
+          "original graph.\n")
+    cols = ["graph", "devices", "ops", "best heuristic", "engine", "limit s", "pesto",
+            "vs best heuristic", "size", "balance", "warm start", "chosen", "status", "solve s"]
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    pairs = [(g, c) for g, c in suite_pairs(devices, 10**9) if not only or only in g.name]
+    table: dict = {}
+    for tl in time_limits:
+        for g, c in pairs:
+            row = table.setdefault(g.name, {"devices": len(c), "ops": g.n_ops})
+            if "heur" not in row:
+                row["heur"] = _heuristic_row(g, c)
+            ok = {m: v for m, v in row["heur"].items() if not math.isnan(v)}
+            bm = min(ok, key=ok.get) if ok else "-"
+            best = ok.get(bm, math.nan)
+            row["best_heuristic"] = (bm, best)
+            for eng in ("milp", "cpsat"):
+                r = _engine_cell(g, c, eng, tl)
+                row[eng, tl] = r["ms"]
+                imp = (best - r["ms"]) / best * 100 if best > 0 else math.nan
+                wm = r.get("warm_ms")
+                print(f"| {g.name} | {len(c)} | {g.n_ops} | {bm} {_fmt(best)} | {eng} | {tl:g} | "
+                      f"{_fmt(r['ms'])} | {imp:+.1f} % | {r.get('size', '-')} | "
+                      f"{r.get('balance', '-')} | {r.get('warm', '-')} {_fmt(wm)} | "
+                      f"{r.get('chosen', '-')} | {r.get('status', '-')} | {r['s']:.1f} |",
+                      flush=True)
+    print("\n### Summary: best known per pair\n")
+    heads = [f"{e} {t:g} s" for t in time_limits for e in ("milp", "cpsat")]
+    print("| graph | best heuristic | " + " | ".join(heads) + " | best known |")
+    print("|---|---|" + "---|" * (len(heads) + 1))
+    for name, row in table.items():
+        bm, best = row["best_heuristic"]
+        vals = {f"{e} {t:g} s": row.get((e, t), math.nan) for t in time_limits
+                for e in ("milp", "cpsat")}
+        cands = {bm: best, **{f"pesto {k}": v for k, v in vals.items()}}
+        cands = {k: v for k, v in cands.items() if not math.isnan(v)}
+        kb = min(cands, key=cands.get) if cands else "-"
+        print(f"| {name} | {bm} {_fmt(best)} | " + " | ".join(_fmt(v) for v in vals.values())
+              + f" | {_fmt(cands.get(kb))} ({kb}) |", flush=True)
+    print()
+    return table
 
 
 def bench_congestion(time_limit: float, n_ops: int) -> None:
@@ -231,8 +313,17 @@ def main() -> None:
     ap.add_argument("--suite", action="store_true",
                     help="--hard on the pairs of workbench.workloads.hard_suite instead")
     ap.add_argument("--max-ops", type=int, default=100000, help="--suite: skip larger graphs")
+    ap.add_argument("--engines", default=None, metavar="LIMITS",
+                    help="both engines (milp, cpsat) on every hard-suite pair at these time "
+                         "limits, e.g. 60,120 (devices from --devices, default all)")
     a = ap.parse_args()
     tl = 5.0 if a.quick else a.time_limit
+    if a.engines:
+        devs = (2, 4, 8) if a.devices == "2,4" else tuple(int(x) for x in a.devices.split(","))
+        print(f"<!-- bench_pesto --engines {a.engines}: python {platform.python_version()}, "
+              f"{os.cpu_count()} cpus -->\n")
+        bench_engines(tuple(float(x) for x in a.engines.split(",")), devs, a.only)
+        return
     if a.hard:
         print(f"<!-- bench_pesto --hard: python {platform.python_version()}, {os.cpu_count()} "
               f"cpus, time limit {tl:g} s -->\n")

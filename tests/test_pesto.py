@@ -179,3 +179,101 @@ def test_pesto_is_never_worse_than_the_original_heuristics():
     raw = wb.solve(g, c, method="pesto", engine="milp", target=12, time_limit=5, guard=False)
     if wb.simulate(raw, c).makespan > best + 1e-9:
         assert plan.stats["chosen"] == "original_heuristic" and "fallback" in plan.stats
+
+
+# ---------------------------------------------------------------- the paper's memory balance
+def _footprints(plan, fp) -> dict:
+    per = {d: 0.0 for d in plan.devices_used()}
+    for op, d in plan.placement.items():
+        per[d] += fp[plan.graph.index[op]]
+    return per
+
+
+def test_tensor_footprint_is_inputs_plus_outputs():
+    from workbench.solvers.pesto import tensor_footprint
+
+    g = samples.pesto_fig2()
+    fp = tensor_footprint(g)
+    # by hand: each op's in-edge bytes plus each distinct tensor it produces once
+    for i, v in enumerate(g.ops):
+        ins = sum(g.edge(u, v)["bytes"] for u in g.nx.predecessors(v))
+        outs = sum({g.edge(v, w)["bytes"] for w in g.nx.successors(v)})  # one per size
+        assert fp[i] == pytest.approx(ins + outs)
+    # 7 edges read + 6 tensors written (A's one tensor feeds B and F), 10 MB each
+    assert fp.sum() == pytest.approx(130e6)
+
+
+def test_default_pesto_is_the_papers_milp_with_memory_balance():
+    g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
+    p = solve(g, c, method="pesto", target=12, time_limit=5)
+    assert p.stats["engine"] == "milp" and p.stats["coarse_vertices"] <= 12
+    assert p.stats["memory_balance"].startswith("footprint per device <=")
+
+
+def test_memory_balance_rows_bind_and_hold():
+    """Tolerance 0 on the 7-op Fig. 2 graph: the ILP's placement keeps every device within its
+    cap (half the footprint plus the largest op), so the one-device optimum is cut off and the
+    ILP's optimum is not claimed optimal for the judge."""
+    from workbench.solvers.pesto import _run_ilp, balance_caps, tensor_footprint
+
+    g, c = samples.pesto_fig2(), SLOW2
+    fp = tensor_footprint(g)
+    caps = balance_caps(fp, c, 0.0)
+    ilp_plan, _warm, stats = _run_ilp(g, c, congestion=True, time_limit=20, gap=1e-9,
+                                      warm_start="auto", seed=0, symmetry=True, threads=None,
+                                      memory_balance=0.0)
+    assert stats["ilp_status"] == "optimal" and "memory_balance_dropped" not in stats
+    assert not stats["warm_start_balanced"]  # the best heuristic runs all on one device
+    assert len(ilp_plan.devices_used()) == 2
+    assert all(v <= caps[0] * (1 + 1e-9) for v in _footprints(ilp_plan, fp).values())
+    assert ilp_plan.status == "feasible" and "balance" in stats["not_optimal_because"]
+    free = solve(g, c, method="pesto_ilp", engine="milp", time_limit=20, gap=1e-9)
+    assert free.status == "optimal"  # without the rows: the judge's optimum, all on one device
+    assert simulate(free, c).makespan < simulate(ilp_plan, c).makespan - 1e-9
+    # the method keeps the faster plan of the ILP and its warm start (as without the rows)
+    p = solve(g, c, method="pesto_ilp", engine="milp", memory_balance=0.0, time_limit=20,
+              gap=1e-9)
+    assert p.stats["chosen"] == "warm_start" and p.status == "feasible"
+
+
+def test_memory_balance_with_a_huge_tolerance_adds_no_rows():
+    from workbench.solvers.pesto import build_pesto_ilp
+
+    g, c = samples.pesto_fig2(), SLOW2
+    loose = build_pesto_ilp(g, c, horizon=50.0)
+    m = type(loose)(g, c, congestion=True, horizon=50.0, memory_balance=100.0)
+    assert m.balance_rows == 0 and loose.balance_caps is None
+    tight = type(loose)(g, c, congestion=True, horizon=50.0, memory_balance=0.0)
+    assert tight.balance_rows == 2
+
+
+def test_memory_balance_dropped_when_affinity_makes_it_infeasible():
+    """A CPU-only chain c0 -> c1 -> c2 (10 MB tensors) feeding a GPU op: the CPU must hold
+    10 + 20 + 11 = 41 MB of the 42 MB footprint, over its cap (a third plus the largest op,
+    34 MB); the rows are dropped and a plan still comes back."""
+    from workbench.graph import OpGraph
+    from workbench.solvers.pesto import balance_caps, tensor_footprint
+
+    ops = [(f"c{i}", {"compute": {"cpu": 1.0}, "memory": 0.0}) for i in range(3)]
+    ops += [("g", {"compute": {"cpu": 5.0, "gpu": 1.0}, "memory": 0.0})]
+    edges = [("c0", "c1", {"bytes": 1e7}), ("c1", "c2", {"bytes": 1e7}),
+             ("c2", "g", {"bytes": 1e6})]
+    g = OpGraph.from_ops(ops, edges, name="cpu_heavy")
+    c = Cluster([Device("cpu0", kind="cpu"), Device("gpu0"), Device("gpu1")],
+                intra_host=Link(0.01, 1e7))
+    fp = tensor_footprint(g)
+    assert fp[:3].sum() == pytest.approx(41e6)
+    assert fp[:3].sum() > balance_caps(fp, c, 0.25)[0] == pytest.approx(34e6)
+    p = solve(g, c, method="pesto_ilp", engine="milp", memory_balance=0.25, time_limit=10)
+    assert p.stats["memory_balance_dropped"] and p.stats["memory_balance"] == "off"
+    assert {p.placement[f"c{i}"] for i in range(3)} == {"cpu0"}
+
+
+def test_balance_caps_bad_tolerance():
+    from workbench.solvers.pesto import balance_caps
+
+    with pytest.raises(SolverError, match="memory_balance"):
+        balance_caps([1.0, 2.0], Cluster.preset("2xV100-pcie"), -0.1)
+    with pytest.raises(SolverError, match="memory_balance"):
+        solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="pesto_ilp",
+              memory_balance=0.25, time_limit=5)

@@ -19,7 +19,8 @@ import tensorflow as tf
 tf.constant(1.0) + 1
 import workbench as wb
 g = wb.samples.diamond()
-plan = wb.solve(g, wb.Cluster.preset("2xV100-pcie"), method="pesto", time_limit=5, seed=0)
+plan = wb.solve(g, wb.Cluster.preset("2xV100-pcie"), method="pesto", time_limit=5, seed=0,
+              engine="cpsat")
 print("ok", plan.status)
 """
 

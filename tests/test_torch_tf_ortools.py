@@ -22,7 +22,7 @@ TORCH = ("import torch\nx = torch.ones(4, 4, requires_grad=True)\n(x @ x).sum().
 CPSAT = """
 import workbench as wb
 plan = wb.solve(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"), method="pesto",
-                time_limit=5, seed=0)
+                time_limit=5, seed=0, engine="cpsat")
 print("ok", plan.status)
 """
 

@@ -53,7 +53,15 @@ from . import register
 from ._params import Param
 from .common import SLOW_FACTOR, MemoryBook
 
-__all__ = ["celeritas", "default_M", "default_R", "order_place"]
+__all__ = ["HEAVY_SHARE", "RELIEF", "celeritas", "default_M", "default_R", "heavy_colocation",
+           "order_place"]
+
+RELIEF = 1.5
+"""``celeritas``'s link-relief trigger: congested makespan over congestion-free makespan."""
+
+HEAVY_SHARE = 0.25
+"""A tensor is heavy (:func:`heavy_colocation`) when its transfer takes this share of the
+compute per device."""
 
 
 def default_R(graph, cluster) -> int:
@@ -462,7 +470,8 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
                       "queues, back cost)")
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
               anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
-              congestion: bool = True, order: str = "best", boundaries: str = "edges") -> Plan:
+              congestion: bool = True, order: str = "best", boundaries: str = "edges",
+              relief: float | None = RELIEF, keep_start: bool = True) -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
 
     Parameters
@@ -515,6 +524,16 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         paper leaves the order to TensorFlow's executor; choosing between two orders of the
         same placement with the simulator is this workbench's extension (docs/decisions.md,
         entry 40).
+    relief : float or None
+        Link relief (an extension, docs/decisions.md): when the plan's makespan with congestion
+        exceeds ``relief`` times its congestion-free makespan (a link saturates), Adjusting
+        Placement is run again with the two ends of every *heavy* tensor colocated
+        (:func:`heavy_colocation`) and the faster plan is kept. Default 1.5; ``None``: off.
+    keep_start : bool
+        The paper's Section 5.2 proves Adjusting Placement never worse than Order-Place, its
+        starting point, in its contention-free model. With ``True`` (default, an extension) that
+        guarantee is enforced under the judge: the Order-Place placement of the same fusion is
+        simulated too and kept when faster. ``False``: Adjusting Placement alone.
 
     Returns
     -------
@@ -522,8 +541,10 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         With a per-device order, ``predicted["makespan_ms"]`` (``order="est"``: the EST
         schedule's length; otherwise the simulated makespan of the order kept, with the EST
         length in ``predicted["est_makespan_ms"]``), ``info["fusion"]`` (nodes and CCR
-        before/after), ``info["order"]`` (the order kept) and status ``infeasible`` when best
-        effort had to overfill a device.
+        before/after), ``info["order"]`` (the order kept), ``info["placement_from"]``
+        (``"adjusting"``, ``"relief"`` or ``"order_place"``; simulated makespans of the
+        candidates in ``stats["candidates_ms"]``) and status ``infeasible`` when best effort
+        had to overfill a device.
 
     Examples
     --------
@@ -539,6 +560,120 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         raise SolverError(f"order must be 'best', 'rank' or 'est', got {order!r}")
     if boundaries not in ("edges", "tensors"):
         raise SolverError(f"boundaries must be 'edges' or 'tensors', got {boundaries!r}")
+    if relief is not None and not (isinstance(relief, (int, float)) and relief >= 1):
+        raise SolverError(f"relief must be a number >= 1 or None, got {relief!r}")
+    kw = {"R": R, "M": M, "anchor": anchor, "slow_factor": slow_factor,
+          "congestion": congestion, "boundaries": boundaries}
+    plan = _adjusting(graph, cluster, **kw)
+    if order != "est":
+        plan = _choose_order(plan, cluster, congestion, order)
+    if relief is None and not keep_start:
+        return plan
+    return _guarded(plan, graph, cluster, kw, order, relief, keep_start)
+
+
+def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_start) -> Plan:
+    """The fastest (simulated, congestion as ``kw``; a plan within memory first) of Adjusting
+    Placement's ``plan``, its link-relief rerun and the Order-Place start (see
+    :func:`celeritas`)."""
+    from ..simulate import simulate
+
+    cong = kw["congestion"]
+    cands = [("adjusting", plan, float(simulate(plan, cluster, congestion=cong).makespan))]
+    if relief is not None and cong and cands[0][2] > relief * float(
+            simulate(plan, cluster, congestion=False).makespan):
+        heavy = heavy_colocation(graph, cluster)
+        if heavy is not None:
+            p = _adjusting(heavy, cluster, **kw)
+            p = Plan(graph, dict(p.placement), method="celeritas", order=p.order,
+                     status=p.status, predicted=dict(p.predicted), stats=dict(p.stats),
+                     info=dict(p.info))
+            if order != "est":
+                p = _choose_order(p, cluster, cong, order)
+            cands.append(("relief", p, float(simulate(p, cluster, congestion=cong).makespan)))
+    if keep_start:
+        p = order_place(graph, cluster, R=kw["R"], M=kw["M"])
+        p = p.with_placement(p.placement, order=p.order, method="celeritas",
+                             predicted=dict(p.predicted))
+        cands.append(("order_place", p, float(simulate(p, cluster, congestion=cong).makespan)))
+    name, best, ms = min(cands, key=lambda t: (t[1].status == "infeasible", t[2]))
+    stats = {**best.stats, "candidates_ms": {n: m for n, _, m in cands}}
+    predicted = dict(best.predicted)
+    if name != "adjusting" and order != "est":
+        predicted["makespan_ms"] = ms
+    return best.with_placement(best.placement, order=best.order, predicted=predicted,
+                               stats=stats, info={**best.info, "placement_from": name})
+
+
+def heavy_colocation(graph, cluster, share: float = HEAVY_SHARE):
+    """``graph`` with the two ends of every heavy tensor in one colocation group (link relief,
+    an extension of Celeritas; docs/decisions.md), or None when no tensor is heavy.
+
+    A tensor is heavy when its transfer over the cluster's mean link takes at least ``share``
+    of the compute per device (total fastest compute / devices). Heaviest first, the groups
+    of its two ends are united unless the union would need more than 90 % of the smallest
+    device's memory (existing colocation groups are kept and may grow). On rnnlm the heavy
+    tensors are the 134 MB LSTM weights each time step reads (and its gradient): united, a
+    layer's time steps follow their weight, where Celeritas split them from it and sent every
+    read over one PCIe link.
+
+    >>> from workbench import samples, Cluster
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")  # 10 MB tensors, 1-3 ms ops
+    >>> heavy_colocation(g, c, share=5.0) is None      # no transfer takes 5x the compute
+    True
+    >>> h = heavy_colocation(g, c, share=0.1)
+    >>> len(set(h.op(v)["colocate"] for v in h.ops))   # every tensor heavy: one group
+    1
+    """
+    gc = graph.c
+    n = gc.n
+    if n == 0 or len(cluster) < 2:
+        return None
+    lat, bw = cluster.mean_link()
+    t = lat + gc.bytes * (0.0 if math.isinf(bw) else 1.0 / bw)
+    t = np.where(np.isnan(gc.comm), t, np.nan_to_num(gc.comm))
+    cut = share * float(gc.min_compute().sum()) / len(cluster)
+    heavy = [int(e) for e in np.argsort(-t, kind="stable") if t[e] >= cut and t[e] > 0]
+    if not heavy:
+        return None
+    caps = [d.memory for d in cluster.devices if math.isfinite(d.memory)]
+    cap = 0.9 * min(caps) if caps else math.inf
+    parent = list(range(n))
+    mem = gc.memory.astype(float).tolist()
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    first: dict = {}
+    for i, g_ in enumerate(gc.coloc.tolist()):      # existing groups start united
+        if g_ >= 0:
+            r = first.setdefault(g_, i)
+            if r != i:
+                parent[i] = r
+                mem[r] += mem[i]
+    united = 0
+    for e in heavy:
+        a, b = find(int(gc.src[e])), find(int(gc.dst[e]))
+        if a != b and mem[a] + mem[b] <= cap:
+            parent[b] = a
+            mem[a] += mem[b]
+            united += 1
+    if not united:
+        return None
+    roots = [find(i) for i in range(n)]
+    size: dict = {}
+    for r in roots:
+        size[r] = size.get(r, 0) + 1
+    idx = graph.index
+    return graph.map_ops(lambda op, a: {**a, "colocate": (
+        f"heavy{roots[idx[op]]}" if size[roots[idx[op]]] > 1 else None)})
+
+
+def _adjusting(graph, cluster, *, R, M, anchor, slow_factor, congestion, boundaries) -> Plan:
+    """Optimal Operation Fusion and Adjusting Placement (Algorithm 2) with the EST order."""
     pb = _Problem(graph, cluster, R, M, congestion=congestion)
     nd = pb.nd
     prev = -1
@@ -586,8 +721,5 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         else:
             pb.place(k, choice, est[choice])
         prev = choice
-    plan = pb.plan("celeritas")
-    if order != "est":
-        plan = _choose_order(plan, cluster, congestion, order)
-    return plan
+    return pb.plan("celeritas")
 
