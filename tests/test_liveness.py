@@ -50,8 +50,8 @@ def test_tensor_lives_on_both_ends_of_a_transfer():
 
 def test_host_mode_cpu_reads_host_dram_from_the_upload_end():
     """Host mode: a on gpu0 uploads its 100 B output (fixed 0.5 ms) to host DRAM; c on the CPU
-    (not staged) reads it there; no transfer to cpu0 is simulated, so the tensor counts on
-    cpu0 from a's end (1) to c's end (5.5)."""
+    (not staged) reads it there: the tensor counts on cpu0 from the upload's end (1.5) to c's
+    end (5.5)."""
     g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0, "cpu": 5.0}}),
                           ("c", {"compute": {"gpu": 1.0, "cpu": 4.0}})],
                          [("a", "c", {"bytes": 100.0, "comm": 0.5})])
@@ -59,7 +59,7 @@ def test_host_mode_cpu_reads_host_dram_from_the_upload_end():
     # upload 1-1.5 on gpu0's channel; c runs 1.5-5.5 on the CPU
     assert s.start[g.index["c"]] == pytest.approx(1.5)
     t, b = memory_timeline(s)["cpu0"]
-    assert t.tolist() == [0.0, 1.0, 5.5] and b.tolist() == [0.0, 100.0, 0.0]
+    assert t.tolist() == [0.0, 1.5, 5.5] and b.tolist() == [0.0, 100.0, 0.0]
     assert s.peak_live_memory == {"gpu0": 100.0, "cpu0": 100.0}
 
 

@@ -11,9 +11,9 @@ Model (per device, over the simulated step ``[0, makespan]``)
 * **Activations**: an op's output tensor (the largest of its out-edges' ``bytes``) is live on
   the op's device from the op's start to the last of: the ends of its consumers there and the
   ends of the transfers that send it off; on every other device holding consumers of it, from
-  the start of the first transfer that brings it there (or the op's end when none is simulated,
-  a CPU reading host DRAM) to the end of its last consumer there (the tensor bytes there: the
-  largest edge to those consumers). A stashing op's output and its stash are one buffer on its
+  the start of the first transfer that brings it there (when none is simulated, a CPU reading
+  host DRAM: from the end of the op's upload, else from the op's end) to the end of its last
+  consumer there (the tensor bytes there: the largest edge to those consumers). A stashing op's output and its stash are one buffer on its
   device: the larger of the two, for the longer of the two lifetimes.
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
@@ -91,7 +91,11 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
             k_bytes = np.zeros(len(keys))
             np.maximum.at(k_bytes, inv, gc.bytes[cross])
             k_start = end[keys // nd].astype(float)
-            if len(t_op):
+            if len(t_op):  # no transfer to the device (a CPU reading host DRAM): the upload's end
+                up_end = np.full(n, np.inf)
+                up = t_dst < 0
+                np.minimum.at(up_end, t_op[up], t_end[up])
+                k_start = np.where(np.isfinite(up_end[keys // nd]), up_end[keys // nd], k_start)
                 arrive = (t_dst >= 0)
                 tkey = t_op[arrive] * nd + t_dst[arrive]
                 pos = np.searchsorted(keys, tkey)
