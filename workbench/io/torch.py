@@ -51,6 +51,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import statistics
@@ -443,20 +444,29 @@ def _profile(gm, inputs, repeats, warmup, device, torch) -> dict:
         def run_node(self, n):
             if n.op != "call_function":
                 return super().run_node(n)
-            sync()
+            args, kwargs = self.fetch_args_kwargs_from_env(n)   # not timed: the
+            sync()                                               # interpreter's own work
             t = time.perf_counter()
-            out = super().run_node(n)
+            out = n.target(*args, **kwargs)                      # the ATen call, as eager
             sync()
             times.setdefault(n, []).append((time.perf_counter() - t) * 1e3)
             return out
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)      # one core, as the workbench's CPU device kind is profiled
-    try:
+    with _one_thread(torch):
         _run_timed(Timer, gm, inputs, warmup, repeats, times, torch)
+    return {n: statistics.median(ts) for n, ts in times.items()}
+
+
+@contextlib.contextmanager
+def _one_thread(torch):
+    """One intra-op thread, as the workbench's CPU device kind is profiled (several threads
+    on a loaded machine also time their spin-waits)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
     finally:
         torch.set_num_threads(threads)
-    return {n: statistics.median(ts) for n, ts in times.items()}
 
 
 def _run_timed(timer, gm, inputs, warmup, repeats, times, torch):
@@ -570,7 +580,8 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
         by_node = _profile(gm, inputs, repeats, warmup, profile, torch)
         measured = {nm: by_node.get(a["_node"], 0.0) for nm, a in ops.items() if "_node" in a}
         vals = {n: n.meta.get("val") for n in gm.graph.nodes}
-        measured.update(_profile_updates(ops, vals.get, optimizer, repeats, profile, torch))
+        with _one_thread(torch):
+            measured.update(_profile_updates(ops, vals.get, optimizer, repeats, profile, torch))
     first = next((x for x in torch.utils._pytree.tree_leaves(tuple(example_inputs))
                   if isinstance(x, torch.Tensor)), None)
     out_ops = []
