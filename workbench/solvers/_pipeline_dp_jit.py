@@ -119,22 +119,20 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                 continue
             stamp[j] = I
             v = dv[p]
+            pairs += 1
+            # a dead stage is decided on compute, memory and support alone: the cut is
+            # updated only for the stages that go on (the running sums are the frame's)
+            acc_alive = (K > 0 and ua + uacc[v] < 0.5 and mm + mem[v] <= cap
+                         and comp + acc[v] <= tolB * reps_max)
+            cpu_alive = L > 0 and uc + ucpu[v] < 0.5 and cp + cpu[v] <= tolB
+            if not acc_alive and not cpu_alive:
+                continue
             _apply(v, 1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
             comp += acc[v]
             cp += cpu[v]
             mm += mem[v]
             ua += uacc[v]
             uc += ucpu[v]
-            pairs += 1
-            acc_alive = K > 0 and ua < 0.5 and mm <= cap and comp <= tolB * reps_max
-            cpu_alive = L > 0 and uc < 0.5 and cp <= tolB
-            if not acc_alive and not cpu_alive:
-                _apply(v, -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
-                comp, cp, mm, ua, uc = (st_val[depth, 0], st_val[depth, 1], st_val[depth, 2],
-                                        st_val[depth, 3], st_val[depth, 4])
-                cio[0] = st_val[depth, 5]
-                cio[1] = st_val[depth, 6]
-                continue
             if dmin[j] > tolB:
                 acc_alive = cpu_alive = False
             if W > 0 and not _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
@@ -244,21 +242,17 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
             continue
         stamp[j] = 1
         v = dv[p]
+        acc_alive = (K > 0 and ua + uacc[v] < 0.5 and mm + mem[v] <= cap
+                     and comp + acc[v] <= tolB * reps_max)
+        cpu_alive = L > 0 and uc + ucpu[v] < 0.5 and cp + cpu[v] <= tolB
+        if not acc_alive and not cpu_alive:
+            continue
         _apply(v, 1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
         comp += acc[v]
         cp += cpu[v]
         mm += mem[v]
         ua += uacc[v]
         uc += ucpu[v]
-        acc_alive = K > 0 and ua < 0.5 and mm <= cap and comp <= tolB * reps_max
-        cpu_alive = L > 0 and uc < 0.5 and cp <= tolB
-        if not acc_alive and not cpu_alive:
-            _apply(v, -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
-            comp, cp, mm, ua, uc = (st_val[depth, 0], st_val[depth, 1], st_val[depth, 2],
-                                    st_val[depth, 3], st_val[depth, 4])
-            cio[0] = st_val[depth, 5]
-            cio[1] = st_val[depth, 6]
-            continue
         if W > 0 and not _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
             acc_alive = cpu_alive = False
         if acc_alive:

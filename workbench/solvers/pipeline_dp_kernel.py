@@ -14,8 +14,11 @@ float64 operations in the same order):
   loading the cached kernels about 0.17 s more in every process (the first call in a fresh
   environment compiles them, seconds to a minute);
 * **pure Python** (:mod:`workbench.solvers.pipeline_dp_pykernel`), for lattices of at most
-  :data:`PY_MAX_IDEALS` ideals (``kernel="auto"``), where it finishes before numba would have
-  loaded: 1-3 us per (ideal, sub-ideal) pair against the load's fixed cost.
+  :data:`PY_MAX_IDEALS` ideals (``kernel="auto"``) while numba is not loaded in the process,
+  where it finishes before numba would have loaded: 1.6-2 us per (ideal, sub-ideal) pair
+  against the load's fixed cost.
+
+Both share:
 
 * **Sub-ideal descent.** The sub-ideals of ``I`` are visited by a depth-first walk down the
   lattice's covering edges (remove one maximal element), each once (a stamp per ideal). Along the
@@ -25,6 +28,11 @@ float64 operations in the same order):
 * **Stopping the descent.** Compute and memory only grow down the walk, so once neither an
   accelerator stage (compute / ``r_max`` above the bound, memory above the cap, or an op that
   cannot run there) nor a CPU stage can stay within the bound, nothing below can either.
+  Without a bound from the caller (e.g. the DPL value), a greedy packing of a topological
+  order into at most ``k`` accelerator stages gives one
+  (:func:`~workbench.solvers.pipeline_dp_pykernel.greedy_bound`, about 17 linear passes): a
+  split the DP also considers, so the pruning stays exact (an extension of ours, not the
+  paper's; decision 43).
 * **Fused min-max passes.** The cost of a pair is computed once and relaxes every ``(a, b)`` in
   one pass; the ``dp[a-1, b, I]``/``dp[a, b-1, I]`` terms are a prefix minimum afterwards.
 * **Exactness.** Everything is float64; the cut is an exact sum of float64 edge costs along one

@@ -107,6 +107,13 @@ class PyKernel:
         self.srcin = [0] * H
         self.cio = [0.0, 0.0]
         self._none = [INF] * ((self.K + 1) * self.L1)
+        # per supernode its hyperedges as (id, size, cost, produced here): the cut update of
+        # _apply without the index lookups
+        self.rows = [tuple((h, self.hsize[h], self.hcost[h], self.hsrc[h] == v)
+                           for h in self.nh[self.nptr[v]:self.nptr[v + 1]])
+                     for v in range(len(self.nptr) - 1)]
+        self.stamp = [-1] * N
+        self.walks = 0
 
     def value(self, I: int, a: int, b: int) -> float:
         """``dp[I, a, b]`` (``inf`` for states not filled)."""
@@ -133,9 +140,34 @@ class PyKernel:
         acc, cpu, mem, uacc, ucpu = self.acc, self.cpu, self.mem, self.uacc, self.ucpu
         K, L, cap, tolB, rmax = self.K, self.L, self.cap, self.tolB, self.reps_max
         bdesc, banc = self.bdesc, self.banc
-        nptr, nh, hsize, hcost, hsrc = self.nptr, self.nh, self.hsize, self.hcost, self.hsrc
-        cnt, srcin, cio = self.cnt, self.srcin, self.cio
-        seen = set()
+        rows, cnt, srcin, cio, stamp = self.rows, self.cnt, self.srcin, self.cio, self.stamp
+        self.walks += 1
+        walk = self.walks
+
+        def add(v):  # _apply(v, 1, ...): the same float operations
+            for h, size, cost, own in rows[v]:
+                c = cnt[h]
+                if 0 < c < size:
+                    cio[srcin[h]] -= cost
+                c += 1
+                cnt[h] = c
+                if own:
+                    srcin[h] = 1
+                if c < size:
+                    cio[srcin[h]] += cost
+
+        def remove(v):  # _apply(v, -1, ...)
+            for h, size, cost, own in rows[v]:
+                c = cnt[h]
+                if c < size:
+                    cio[srcin[h]] -= cost
+                c -= 1
+                cnt[h] = c
+                if own:
+                    srcin[h] = 0
+                if c > 0:
+                    cio[srcin[h]] += cost
+
         pairs = 0
         # frame: node, next edge, v added, saved (comp, cp, mm, ua, uc, cin, cout), D, A, S
         stack = [[I, dptr[I], -1, (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), 0, 0, 0]]
@@ -147,28 +179,27 @@ class PyKernel:
             if p == dptr[fr[0] + 1]:
                 stack.pop()
                 if stack:
-                    _apply(fr[2], -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+                    remove(fr[2])
                     comp, cp, mm, ua, uc, cio[0], cio[1] = stack[-1][3]
                 continue
             fr[1] = p + 1
             j = dj[p]
-            if j in seen:
+            if stamp[j] == walk:
                 continue
-            seen.add(j)
+            stamp[j] = walk
             v = dv[p]
-            _apply(v, 1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
+            pairs += 1
+            acc_alive = (K > 0 and ua + uacc[v] < 0.5 and mm + mem[v] <= cap
+                         and comp + acc[v] <= tolB * rmax)
+            cpu_alive = L > 0 and uc + ucpu[v] < 0.5 and cp + cpu[v] <= tolB
+            if not acc_alive and not cpu_alive:  # (decided before the cut is updated)
+                continue
+            add(v)
             comp += acc[v]
             cp += cpu[v]
             mm += mem[v]
             ua += uacc[v]
             uc += ucpu[v]
-            pairs += 1
-            acc_alive = K > 0 and ua < 0.5 and mm <= cap and comp <= tolB * rmax
-            cpu_alive = L > 0 and uc < 0.5 and cp <= tolB
-            if not acc_alive and not cpu_alive:
-                _apply(v, -1, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio)
-                comp, cp, mm, ua, uc, cio[0], cio[1] = fr[3]
-                continue
             D = A = S = 0
             if bdesc is not None:
                 D, A, S = fr[4] | bdesc[v], fr[5] | banc[v], fr[6] | (1 << v)
