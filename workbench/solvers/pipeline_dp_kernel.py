@@ -32,7 +32,7 @@ Both share:
   order into at most ``k`` accelerator stages gives one
   (:func:`~workbench.solvers.pipeline_dp_pykernel.greedy_bound`, about 17 linear passes): a
   split the DP also considers, so the pruning stays exact (an extension of ours, not the
-  paper's; decision 43).
+  paper's; docs/decisions.md, 52).
 * **Fused min-max passes.** The cost of a pair is computed once and relaxes every ``(a, b)`` in
   one pass; the ``dp[a-1, b, I]``/``dp[a, b-1, I]`` terms are a prefix minimum afterwards.
 * **Exactness.** Everything is float64; the cut is an exact sum of float64 edge costs along one
