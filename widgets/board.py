@@ -343,15 +343,21 @@ class CompareBoard(W.VBox):
             title=f"{self.graph.name} on {self.cluster.name}", robust=self.robust),
             "wb-compare")
         self._bars_box.children = [self.bars]
+        if any(p.stats.get("progress") for p in self.plans.values()):
+            from .figures.progress import progress_figure
+
+            self._robust_box.children = [_figure_widget(progress_figure(self.comparison),
+                                                        "wb-progress")]
+        else:
+            self._robust_box.children = []
         if self.robust is not None:
             self.robust_view.value = robust_html(self.robust)
-            self._robust_box.children = [_figure_widget(robust_figure(self.robust),
-                                                        "wb-robust")]
+            self._robust_box.children = (_figure_widget(robust_figure(self.robust), "wb-robust"),
+                                         *self._robust_box.children)
         else:
             self.robust_view.value = (f"<span style='color:#d62728'>"
                                       f"{_html.escape(self._robust_error)}</span>"
                                       if self._robust_error else "")
-            self._robust_box.children = []
         ok = df[df["method"].isin(list(self.schedules))]
         ranked = ok.sort_values("makespan_ms", kind="stable")["method"].tolist()
         ga = ranked[0] if ranked else None

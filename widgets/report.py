@@ -119,6 +119,14 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                                           sortable=True))
         parts.append(_fig_div(compare_figure(table, plans=plans, graph=graph,
                                              cluster=cluster, robust=robust), "compare"))
+    if table is not None and any(p.stats.get("progress") for p in plans.values()):
+        from types import SimpleNamespace
+
+        from .figures.progress import progress_figure
+
+        parts.append("<h2>Quality against solver time</h2>")
+        parts.append(_fig_div(progress_figure(SimpleNamespace(table=table, plans=plans)),
+                              "progress"))
     if robust is not None:
         parts.append("<h2>Can I trust the winner?</h2>")
         parts.append(robust_html(robust))

@@ -144,9 +144,14 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = No
     for k, v in (("time_limit", time_limit), ("seed", seed), ("progress", progress)):
         if k in valid or accepts_kw:
             kw[k] = v
+    from .progress import recording
+
     t0 = time.perf_counter()
-    plan = info.func(graph, cluster, **kw)
+    with recording() as trace:  # incumbents and bounds of CP-SAT/HiGHS runs, if any
+        plan = info.func(graph, cluster, **kw)
     plan.stats.setdefault("solve_s", time.perf_counter() - t0)
+    if trace.events:
+        plan.stats.setdefault("progress", trace.events)
     plan.method = method
     return plan
 

@@ -72,6 +72,33 @@ class BuildTimeout(TimeLimitError):
     """The model could not be built before the deadline (nothing was solved)."""
 
 
+def _progress_callback(solver, scale: float):
+    """A solution callback (and a bound callback on ``solver``) that hands each incumbent and
+    bound, in ms, to the progress recording of the method being solved
+    (:mod:`workbench.solvers.progress`); None outside one."""
+    from .progress import new_call
+
+    rec = new_call("cpsat")
+    if rec is None:
+        return None
+    from ortools.sat.python import cp_model
+
+    last = {"obj": math.nan}
+
+    class _Progress(cp_model.CpSolverSolutionCallback):
+        def on_solution_callback(self):
+            last["obj"] = self.objective_value / scale
+            rec(last["obj"], self.best_objective_bound / scale)
+
+        def finish(self, s, code):
+            found = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+            rec(s.objective_value / scale if found else math.nan,
+                s.best_objective_bound / scale)
+
+    solver.best_bound_callback = lambda b: rec(last["obj"], b / scale)
+    return _Progress()
+
+
 def time_scale(horizon_ms: float) -> int:
     """Ticks per millisecond: a power of ten putting ``horizon_ms`` near 10^7 ticks.
 
@@ -660,7 +687,10 @@ def solve_cpsat(graph, cluster, *, congestion: bool = True, time_limit: float | 
     if deadline is not None:
         left = deadline - time.perf_counter()
         prm.max_time_in_seconds = max(0.05, left)
-    code = solver.solve(m)
+    progress = _progress_callback(solver, scale)
+    code = solver.solve(m, progress)
+    if progress is not None:  # the final incumbent and bound
+        progress.finish(solver, code)
     if code == cp_model.MODEL_INVALID:  # a bug of this module, never a property of the input
         raise SolverError(f"the CP-SAT model of graph {graph.name!r} on cluster "
                           f"{cluster.name!r} is invalid: {m.validate()}")

@@ -135,7 +135,33 @@ class _WarmHiGHS(pulp.HiGHS):
             sol.col_value = vals
             sol.value_valid = True
             lp.solverModel.setSolution(sol)
+        sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+        rec = _trace_progress(lp.solverModel, sense)
         self.interrupted, self.watchdog = _run_interruptible(lp.solverModel, self.timeLimit)
+        if rec is not None:  # the final incumbent and bound
+            info = lp.solverModel.getInfo()
+            has = int(getattr(info, "primal_solution_status", 0)) == 2
+            rec(sense * float(info.objective_function_value) if has else math.nan,
+                sense * float(getattr(info, "mip_dual_bound", math.nan)))
+
+
+def _trace_progress(h, sense: float):
+    """Incumbent and dual bound as HiGHS improves them, to the progress recording of the method
+    being solved (:mod:`workbench.solvers.progress`; nothing outside one). Returns the
+    recorder (None outside a recording)."""
+    from .progress import new_call
+
+    rec = new_call("highs")
+    if rec is None:
+        return None
+
+    def on(e):
+        d = e.data_out
+        rec(sense * float(d.mip_primal_bound), sense * float(d.mip_dual_bound))
+
+    h.cbMipImprovingSolution.subscribe(on)
+    h.cbMipInterrupt.subscribe(on)
+    return rec
 
 
 def _run_interruptible(h, time_limit: float | None = None) -> tuple[bool, bool]:
