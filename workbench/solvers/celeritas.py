@@ -499,7 +499,7 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         How ``anchor="segments"`` counts the bytes crossing a cut: ``"edges"`` (default) sums
         the fused graph's edges, ``"tensors"`` counts each tensor once per destination device
         (what the simulator sends). On the hard suite the two give the same makespans on 10
-        of 12 pairs; ``"edges"`` is better on gnmt, ``"tensors"`` on rnnlm
+        of 12 pairs; ``"edges"`` is better on gnmt and (with link relief) on rnnlm
         (docs/results-celeritas.md).
     slow_factor : float or None
         A node only goes to a device where it takes at most this many times its fastest time,
