@@ -49,6 +49,13 @@ EFFECTS = {
     # the sweep ran every cell once, and the rerun found them all done
     "09": ("{'n': len(df), 'again': len(again), 'keys': int(df.key.nunique())}",
            lambda v: v["n"] == v["again"] == v["keys"] == 60),
+    # the nominal winner is not robust on one hard pair and robust on the other; the
+    # probabilities add up; the front runners' plans differ; the exact engine traced progress
+    "11": ("{'fragile': fragile.p_winner, 'solid': solid.p_winner, 'moved': len(d.moved), "
+           "'sum': float(fragile.table.p_best.sum()), "
+           "'traced': progress_figure(cmp3).layout.meta['traced']}",
+           lambda v: (v["fragile"] < 0.8 <= v["solid"] and abs(v["sum"] - 1) < 1e-9
+                      and v["moved"] > 0 and v["traced"] == ["pesto_ilp"])),
 }
 NOTICE = {f"0{i}" for i in range(1, 9)}  # notebooks that open with one sentence to notice
 TF_NOISE = ("cuda", "cudnn", "cufft", "cublas", "tensorrt", "oneDNN", "cpu_feature_guard",
