@@ -49,6 +49,10 @@ EFFECTS = {
     # the sweep ran every cell once, and the rerun found them all done
     "09": ("{'n': len(df), 'again': len(again), 'keys': int(df.key.nunique())}",
            lambda v: v["n"] == v["again"] == v["keys"] == 60),
+    # backward ops named by their module, and PyTorch builds as many stages as the split has
+    "10": ("{'stages': pipe.num_stages, 'ours': len(exported['stages']), "
+           "'bwd': any(v.startswith('layer1.0.conv1/convolution_backward') for v in g.ops)}",
+           lambda v: v["stages"] == v["ours"] >= 2 and v["bwd"]),
     # the nominal winner is not robust on one hard pair and robust on the other; the
     # probabilities add up; the front runners' plans differ; the exact engine traced progress
     "11": ("{'fragile': fragile.p_winner, 'solid': solid.p_winner, 'moved': len(d.moved), "
