@@ -211,7 +211,8 @@ def test_celeritas_keeps_work_off_a_slow_cpu():
     cel, op = wb.solve(g, c, method="celeritas"), wb.solve(g, c, method="order_place")
     assert "cpu0" not in cel.devices_used()
     assert simulate(cel, c).makespan <= simulate(op, c).makespan * (1 + 1e-9)
-    raw = wb.solve(g, c, method="celeritas", slow_factor=None)  # the rule as written
+    raw = wb.solve(g, c, method="celeritas", slow_factor=None, keep_start=False,
+                   relief=None)  # the rule as written
     assert simulate(raw, c).makespan > 3 * simulate(cel, c).makespan
 
 
