@@ -18,7 +18,8 @@ stopped after ``--cpp-limit`` seconds) and then by ``dp`` in a fresh Python proc
 ``solve`` there, as ``workbench solve`` reports ``solve_time_s``: it pays any kernel loading;
 then the best of two more), and prints the ratio table (ours / C++, below 1 = faster):
 
-``.venv/bin/python bench/bench_pipeline_dp.py --cpp /path/to/dnn-partitioning [--cpp-limit 60]``
+``.venv/bin/python bench/bench_pipeline_dp.py --cpp /path/to/dnn-partitioning [--cpp-limit 90]
+[--repeat 5]`` (the least of ``--repeat`` runs of each where the C++ takes under 2 s)
 """
 
 from __future__ import annotations
@@ -118,13 +119,15 @@ def large(modules: int) -> None:
 
 
 def first_call(cache_dir: str) -> str:
+    # a lattice above PY_MAX_IDEALS, so the compiled kernels run (smaller ones never load them)
     code = ("import time; t = time.perf_counter(); from workbench import solve, samples; "
             "from workbench.cluster import Cluster, Device, Link; "
-            "g = samples.transformer(30); c = Cluster([Device('gpu0'), Device('gpu1'), "
-            "Device('cpu0', 'cpu')], mode='host', host_link=Link(0.0, 1e7)); "
-            "t = time.perf_counter(); solve(g, c, method='dp'); a = time.perf_counter() - t; "
+            "g = samples.inception(200, seed=0); c = Cluster([Device(f'gpu{i}') for i in "
+            "range(4)] + [Device('cpu0', 'cpu')], mode='host', host_link=Link(0.0, 1e7)); "
+            "t = time.perf_counter(); p = solve(g, c, method='dp'); a = time.perf_counter() - t; "
             "t = time.perf_counter(); solve(g, c, method='dp'); "
-            "print(f'{a:.2f} s, then {time.perf_counter() - t:.4f} s')")
+            "print(f'{a:.2f} s, then {time.perf_counter() - t:.4f} s ({p.stats[\"kernel\"]}, '"
+            "f'{p.stats[\"ideals\"]} ideals)')")
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir)
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, check=True).stdout.strip()
@@ -192,33 +195,47 @@ def ours_once(workload: str) -> None:
                       "kernel": p.stats.get("kernel", "-"), "ops": g.n_ops}))
 
 
-def cpp_table(src: Path, limit: float) -> None:
-    """The ratio table: ours (first solve in a fresh process) against the C++ process."""
+def _best_of(runs: list, key: str) -> float:
+    return min(r[key] for r in runs)
+
+
+def cpp_table(src: Path, limit: float, repeat: int) -> None:
+    """The ratio table: ours (first solve in a fresh process) against the C++ process, each
+    the least of ``repeat`` runs where the C++ takes under 2 s (the machine is shared: wall
+    times of milliseconds are mostly scheduling noise), one run otherwise."""
     with tempfile.TemporaryDirectory() as d:
         exe = build_cpp(src, Path(d))
         print(f"## DP against the authors' C++ (g++ -O3), Table 1 workloads\n\n"
-              f"C++ stopped after {limit:g} s. ratio = our first solve / C++ process (wall);"
-              f" below 1: ours faster.\n")
-        print("| workload | nodes | ideals | kernel | C++ s (paper) | C++ CPU s | ours first s "
-              "| ours CPU s | ratio | ours warm s | TPS C++ / ours |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              f"C++ stopped after {limit:g} s. Least of {repeat} runs each where the C++ takes "
+              f"under 2 s. ratio = our first solve / C++ process (wall); below 1: ours "
+              f"faster.\n")
+        print("| workload | nodes | ideals | kernel | runs | C++ s (paper) | C++ CPU s "
+              "| ours first s | ours CPU s | ratio | ours warm s | TPS C++ / ours |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         worst = 0.0
         for label, rel, paper in TABLE1:
             wl = src / "throughput-inputs" / rel
-            cp = run_cpp(exe, wl, limit)
-            out = subprocess.run([sys.executable, __file__, "--ours", str(wl)],
-                                 capture_output=True, text=True, check=True)
-            us = json.loads(out.stdout.strip().splitlines()[-1])
-            ratio = us["first"] / cp["wall"]
-            worst = max(worst, ratio) if cp["value"] is not None else worst
-            same = cp["value"] is not None and abs(cp["value"] - us["value"]) <= 1e-9 * us["value"]
-            cpp_s = f"{cp['wall']:.3f}" if cp["value"] is not None else f"> {limit:g}"
-            cpp_cpu = "-" if cp["cpu"] is None else f"{cp['cpu']:.3f}"
-            cpp_v = "-" if cp["value"] is None else f"{cp['value']:.2f}"
-            print(f"| {label} | {us['ops']} | {us['ideals']} | {us['kernel']} | {cpp_s} ({paper}) "
-                  f"| {cpp_cpu} | {us['first']:.3f} | {us['first_cpu']:.3f} "
-                  f"| {'< ' if cp['value'] is None else ''}{ratio:.3f} | {us['warm']:.3f} "
-                  f"| {cpp_v} / {us['value']:.2f}{'' if same or cp['value'] is None else ' (!)'} |",
+            cps, ours = [], []
+            while True:
+                cps.append(run_cpp(exe, wl, limit))
+                out = subprocess.run([sys.executable, __file__, "--ours", str(wl)],
+                                     capture_output=True, text=True, check=True)
+                ours.append(json.loads(out.stdout.strip().splitlines()[-1]))
+                if len(cps) >= repeat or cps[0]["value"] is None or cps[0]["wall"] >= 2.0:
+                    break
+            cp, us = cps[0], ours[0]
+            done = cp["value"] is not None
+            cw, ow = _best_of(cps, "wall"), _best_of(ours, "first")
+            ratio = ow / cw
+            worst = max(worst, ratio) if done else worst
+            same = done and abs(cp["value"] - us["value"]) <= 1e-9 * us["value"]
+            cpp_s = f"{cw:.4f}" if done else f"> {limit:g}"
+            cpp_cpu = f"{_best_of(cps, 'cpu'):.4f}" if done else "-"
+            cpp_v = f"{cp['value']:.2f}" if done else "-"
+            print(f"| {label} | {us['ops']} | {us['ideals']} | {us['kernel']} | {len(cps)} "
+                  f"| {cpp_s} ({paper}) | {cpp_cpu} | {ow:.4f} | {_best_of(ours, 'first_cpu'):.4f} "
+                  f"| {'' if done else '< '}{ratio:.3f} | {_best_of(ours, 'warm'):.4f} "
+                  f"| {cpp_v} / {us['value']:.2f}{'' if same or not done else ' (!)'} |",
                   flush=True)
         print(f"\nworst ratio where the C++ finished: {worst:.3f}")
 
@@ -230,13 +247,14 @@ def main() -> None:
     ap.add_argument("--large", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--cpp", type=Path, help="checkout of msr-fiddle/dnn-partitioning: only "
                     "the ratio table against its C++ DP on the 16 Table 1 workloads")
-    ap.add_argument("--cpp-limit", type=float, default=60.0, help="seconds per C++ run")
+    ap.add_argument("--cpp-limit", type=float, default=90.0, help="seconds per C++ run")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per workload (C++ under 2 s)")
     ap.add_argument("--ours", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.ours:
         return ours_once(args.ours)
     if args.cpp:
-        return cpp_table(args.cpp, args.cpp_limit)
+        return cpp_table(args.cpp, args.cpp_limit, args.repeat)
     if args.large:
         large(args.large)
         return

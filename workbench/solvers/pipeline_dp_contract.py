@@ -181,7 +181,10 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
             ra, rb = roots[a], roots[b]
             if ra != rb:
                 adj.setdefault(ra, set()).add(rb)
-        comps = _scc(sorted(set(roots)), adj)
+        nodes = sorted(set(roots))
+        if _acyclic(nodes, adj):  # the usual case: nothing to fuse (cheaper than Tarjan)
+            break
+        comps = _scc(nodes, adj)
         merged = False
         for comp in comps:
             if len(comp) > 1:
@@ -337,6 +340,28 @@ def _merge_trivial(graph, cluster, cls, roots, cls_edges, is_bwd, uf: _UF, cap: 
         if deg[new] == 1:
             work.append(new)
     return merged
+
+
+def _acyclic(nodes: list, adj: dict) -> bool:
+    """Whether the graph ``adj`` on ``nodes`` has no cycle (Kahn's count).
+
+    >>> _acyclic([0, 1, 2], {0: {1}, 1: {2}}), _acyclic([0, 1], {0: {1}, 1: {0}})
+    (True, False)
+    """
+    indeg = dict.fromkeys(nodes, 0)
+    for ws in adj.values():
+        for w in ws:
+            indeg[w] += 1
+    ready = [v for v in nodes if indeg[v] == 0]
+    seen = 0
+    while ready:
+        v = ready.pop()
+        seen += 1
+        for w in adj.get(v, ()):
+            indeg[w] -= 1
+            if indeg[w] == 0:
+                ready.append(w)
+    return seen == len(nodes)
 
 
 def _scc(nodes: list, adj: dict) -> list:

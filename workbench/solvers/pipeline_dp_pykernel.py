@@ -362,9 +362,10 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
         return INF
     lo, hi = sum(acc) / K, best
     for _ in range(steps):
-        if hi - lo <= 1e-3 * hi:  # tight enough to prune
+        if hi - lo <= 1e-2 * hi:  # tight enough to prune
             break
-        mid = 0.5 * (lo + hi)
+        # balanced splits lie near lo: probe there first, then bisect
+        mid = min(0.5 * (lo + hi), 1.125 * lo) if hi > 1.25 * lo else 0.5 * (lo + hi)
         got = pack(mid)
         if math.isfinite(got):
             best = min(best, got)
