@@ -44,6 +44,7 @@ CONTROLS = {
     "07": ("select", ".wb-gantt-b-picker select", ".wb-gantt-b", 6),
     "08": ("checkbox", ".wb-idle input", ".wb-gantt", 2),
     "09": (None, None, None, 4),  # sweeps: profile, win/tie/loss and two parameter curves
+    "11": (None, None, None, 5),  # bars with error bars, two robustness views, diff, progress
 }
 NO_CONTROL = (None, None, None, 0)
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
