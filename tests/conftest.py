@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 
+from workbench._native import block_triton
+
+# TensorFlow then Triton in one process is a segmentation fault (see block_triton); test modules
+# import both at collection time in any order, so Triton is blocked for the whole session.
+block_triton()
+
 from workbench import Cluster, Device, Link, samples
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"

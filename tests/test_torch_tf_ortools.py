@@ -31,7 +31,35 @@ print("ok", plan.status)
 def test_tensorflow_torch_and_cpsat_in_one_process(order):
     parts = {"tf": TF, "torch": TORCH, "cpsat": CPSAT}
     code = "\n".join(parts[p] for p in order.split("-"))
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                       timeout=300)
     assert r.returncode == 0, (f"{order}: exit {r.returncode} (-11 = segfault: check the torch "
                                f"and ortools pins in pyproject.toml)\n{r.stderr[-2000:]}")
+    assert "ok" in r.stdout.split()
+
+
+FLOPS = """
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+with FlopCounterMode(display=False) as m:
+    torch.ones(8, 16) @ torch.ones(16, 4)
+assert m.get_total_flops() == 2 * 8 * 16 * 4, m.get_total_flops()
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("tf_import", ["workbench", "direct-then-block"])
+def test_torch_flop_counter_after_tensorflow(tf_import):
+    """Triton after TensorFlow is a segfault (workbench._native.block_triton): the
+    workbench's TF import blocks Triton first, so torch's flop counter (which imports Triton)
+    still works after it."""
+    if tf_import == "workbench":
+        head = "from workbench.runtime._tf import tf\ntf()\n"
+    else:  # a user who imported TF themselves: the block before torch's first Triton import
+        head = ("import tensorflow\nfrom workbench._native import block_triton\n"
+                "assert block_triton()\n")
+    r = subprocess.run([sys.executable, "-c", head + FLOPS], check=False, capture_output=True,
+                       text=True,
+                       timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode} (-11 = segfault)\n{r.stderr[-2000:]}"
     assert "ok" in r.stdout.split()

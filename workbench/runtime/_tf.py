@@ -31,6 +31,7 @@ import re
 from contextlib import contextmanager
 from typing import Any
 
+from .._native import block_triton
 from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 
 __all__ = ["closing_reported", "new_session", "op_error_message", "session_config", "tf", "tf_device", "timed_runs"]
@@ -43,8 +44,12 @@ _WORKER = re.compile(r"^w(\d+)/(cpu|gpu)(\d+)$")
 
 
 def tf() -> Any:
-    """Import and return TensorFlow (quiet logs), or raise RuntimeBridgeError if missing."""
+    """Import and return TensorFlow (quiet logs), or raise RuntimeBridgeError if missing.
+
+    Triton is blocked first (see :func:`block_triton`): with TensorFlow loaded it would crash.
+    """
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    block_triton()
     try:
         import tensorflow as _tf
     except ImportError as e:  # pragma: no cover - TF is installed in the project's venv
