@@ -32,6 +32,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import time
@@ -64,7 +65,11 @@ def _gpu_setup(args, rt):
 
 def main(argv: list[str] | None = None) -> int:
     import workbench as wb
+    from workbench import Plan
     from workbench import runtime as rt
+    from workbench.roofline import with_device_costs
+    from workbench.runtime.calibrate import MODEL_CHANGES
+    from workbench.runtime.judging import step_spread, residuals, traced_measurement
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, default=2,
@@ -82,7 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"also the Keras models ({', '.join(KERAS_MODELS)})")
     ap.add_argument("--methods", nargs="*", default=None)
     ap.add_argument("--no-fit", action="store_true",
-                    help="keep the micro-benchmarked receive overhead (no probe run per model)")
+                    help="no calibrated model (no probe runs): the profiled rung is judged")
+    ap.add_argument("--changes", nargs="*", default=list(MODEL_CHANGES),
+                    help=f"model changes of the calibrated rung (of {', '.join(MODEL_CHANGES)})")
+    ap.add_argument("--residuals", action="store_true",
+                    help="trace the worst plan of each model and print its residual groups")
     ap.add_argument("--no-reprofile", action="store_true",
                     help="use the checked-in costs instead of profiling on this machine")
     args = ap.parse_args(argv)
@@ -110,9 +119,9 @@ def main(argv: list[str] | None = None) -> int:
     skipped = [m for m in args.methods if m not in wb.SOLVERS]
     if skipped:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
-    errors = []
-    print(f"{'model':18s} {'method':12s} {'devs':>4s} {'simulated':>10s} {'measured':>10s} "
-          f"{'std':>7s} {'error':>7s}")
+    errors, rows = [], []
+    print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
+          f"{'calibrated':>10s} {'measured':>9s} {'spread':>7s} {'error':>7s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -124,13 +133,14 @@ def main(argv: list[str] | None = None) -> int:
             g = rt.profile(g, device="gpu0", steps=10, warmup=3)
         elif not args.no_reprofile or name.startswith("keras:"):
             g = rt.profile(g, steps=10, warmup=3)
-        gcl = cluster
+        gcl, model = cluster, None
         if not args.no_fit:
-            gcl, fit = rt.fit_recv_overhead(g, cluster, steps=args.steps, warmup=args.warmup,
-                                            return_details=True)
-            print(f"{name:18s} receive overhead fitted to a random-placement probe: "
-                  f"{fit['overhead_ms'] * 1e3:.1f} us ({fit['probe_transfers']} transfers, "
-                  f"probe {fit['probe_measured_ms']:.2f} ms)")
+            model = rt.calibrate_model(g, cluster, changes=args.changes, steps=args.steps,
+                                       warmup=args.warmup)
+            gcl = model.cluster
+            print(f"{name:18s} calibrated model ({', '.join(model.changes) or 'no change'}): "
+                  + ", ".join(f"{k} {v:.4g}" for k, v in model.details.items()))
+        roof = with_device_costs(g, "cpu-local", kind="cpu")
         plans = {}
         for m in methods:
             try:
@@ -139,16 +149,32 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
         res = rt.measure_plans(g, plans, steps=args.steps, warmup=args.warmup, cluster=gcl,
                                rounds=args.rounds)
+        model_rows = []
         for m, plan in plans.items():
             meas = res[m]
-            sim = wb.simulate(plan, gcl).makespan
             if not meas.ok:
                 print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
                 continue
+            row = {"model": name, "plan": m, "measured": meas.median_ms,
+                   "spread": step_spread(meas.samples),
+                   "roofline": wb.simulate(Plan(roof, plan.placement, order=plan.order),
+                                           cluster).makespan,
+                   "profiled": wb.simulate(plan, cluster).makespan,
+                   "calibrated": model.makespan(plan) if model else math.nan}
+            sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             errors.append((err, name, m))
-            print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {sim:10.2f} "
-                  f"{meas.median_ms:10.2f} {meas.std_ms:7.2f} {100 * err:6.1f}%")
+            model_rows.append((err, plan, meas))
+            rows.append(row)
+            print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
+                  f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {meas.median_ms:9.2f} "
+                  f"{row['spread']:7.2f} {100 * err:6.1f}%")
+        if args.residuals and model is not None and model_rows:
+            err, plan, _ = max(model_rows, key=lambda x: x[0])
+            tm = traced_measurement(plan, cluster=gcl, steps=args.steps, warmup=args.warmup)
+            print("  residuals of the worst plan (calibrated model):")
+            print("  " + residuals(plan, tm, schedule=model.simulate(plan)).table(6)
+                  .replace("\n", "\n  "))
     if not errors:
         print("no measurement succeeded")
         return 1
@@ -157,7 +183,24 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nplans measured: {len(errors)}  median relative error: {100 * med:.1f}%  "
           f"worst: {100 * worst[0]:.1f}% ({worst[1]}, {worst[2]})  "
           f"[{time.perf_counter() - t0:.0f} s]")
+    _print_ladder(rows)
     return 0
+
+
+def _print_ladder(rows) -> None:
+    """The fidelity ladder: per rung, median/worst error and ranking agreement."""
+    from workbench.runtime.judging import ladder_stats
+
+    rungs = ["roofline", "profiled", "calibrated"]
+    print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
+          f"{'beyond spread':>14s} {'best in spread':>15s}")
+    for rung, st in ladder_stats(rows, rungs).items():
+        if not math.isfinite(st["median"]):
+            continue
+        w, wm, wp = st["worst"]
+        print(f"{rung:11s} {100 * st['median']:6.1f}% {100 * w:6.1f}% {wm + ' ' + wp:28s} "
+              f"{st['agree']:5d}/{st['pairs']:<6d} {st['agree_beyond']:7d}/{st['pairs_beyond']:<6d}"
+              f" {st['best_ok']:8d}/{st['models']:<6d}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ names below load their module on first access.
 :func:`profile`             measured per-op times written into the graph's compute costs
 :func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
 :func:`fit_recv_overhead`   the devices' receive overhead fitted to a measured probe run
+:func:`calibrate_model`     a JudgeModel (shared-memory links, contention, receive overhead)
+:func:`residuals`           a traced run lined up with its simulation, error split by cause
 :func:`local_cluster`       Cluster of local devices named as the runner expects (``cpu0``..)
 :func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
 :func:`measure_plans`       several plans, failures reported per plan -> dict name -> Measurement
@@ -41,6 +43,10 @@ __all__ = [
     "apply_if_faster",
     "build_program",
     "calibrate_links",
+    "calibrate_model",
+    "JudgeModel",
+    "residuals",
+    "traced_measurement",
     "execution_chains",
     "extract",
     "fit_link",
@@ -59,6 +65,8 @@ _WHERE = {
     "profile": "profiling",
     "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
     "fit_recv_overhead": "calibrate", "probe_plan": "calibrate",
+    "calibrate_model": "calibrate", "JudgeModel": "calibrate",
+    "residuals": "judging", "traced_measurement": "judging",
     "run_plan": "runner", "measure_plans": "runner", "apply_if_faster": "runner",
     "Measurement": "runner", "Decision": "runner", "execution_chains": "runner",
     "LocalServers": "distributed",

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -35,7 +35,8 @@ from ..errors import ClusterError, RuntimeBridgeError
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
 
-__all__ = ["DEFAULT_SIZES", "calibrate_links", "fit_link", "fit_recv_overhead", "local_cluster",
+__all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
+           "fit_link", "fit_recv_overhead", "local_cluster",
            "probe_plan"]
 
 DEFAULT_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 21, 1 << 22)
@@ -331,21 +332,171 @@ def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, w
     def sim(o: float) -> float:
         return simulate(probe, with_overhead(o)).makespan
 
-    lo, hi = 0.0, 1e-3
-    if sim(lo) >= meas:
-        hi = 0.0
-    else:
-        while sim(hi) < meas and hi < max_ms:
-            lo, hi = hi, min(2 * hi, max_ms)
-        for _ in range(30):
-            mid = 0.5 * (lo + hi)
-            if sim(mid) < meas:
-                lo = mid
-            else:
-                hi = mid
+    hi = _fit_overhead(sim, meas, max_ms)
     out = with_overhead(hi)
     if not return_details:
         return out
     s = simulate(probe, out)
     return out, {"overhead_ms": hi, "probe_measured_ms": meas, "probe_simulated_ms": s.makespan,
                  "probe_transfers": s.n_transfers}
+
+
+# ---------------------------------------------------------------------- the calibrated model
+MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
+"""The model changes :func:`calibrate_model` can make, each switchable (see ``docs/runtime.md``):
+
+``shared_memory``
+    Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
+    its bytes and no FIFO link on which transfers queue. Their links become a per-tensor
+    latency (bandwidth infinite), fitted as the median measured delay of the probe's binding
+    cross-device tensors, and the simulation runs without link congestion.
+``contention``
+    Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
+    bandwidth and caches are shared, and other processes take cores). The slowdown is the ratio
+    of the probe's summed op times (median timeline, traced) to the same ops' times in a traced
+    single-device run; plans on two or more devices run at ``1 / factor`` speed.
+``recv_fit``
+    The devices' receive overhead fitted by bisection so that the model predicts the probe's
+    measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
+"""
+
+
+@dataclass
+class JudgeModel:
+    """A cluster plus the simulator settings that model a real machine.
+
+    ``congestion``: FIFO links (False under ``shared_memory``); ``contention``: devices used ->
+    compute slowdown factor (plans on that many devices run at ``1 / factor`` speed);
+    ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures.
+
+    >>> from workbench import samples, Plan
+    >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
+    >>> g = samples.diamond()
+    >>> one = Plan(g, {v: "cpu0" for v in g.ops}); two = Plan(g, {"a": "cpu0", "b": "cpu0",
+    ...     "c": "cpu1", "d": "cpu0"})
+    >>> m.makespan(one) == JudgeModel(local_cluster(2)).makespan(one)
+    True
+    >>> m.cluster_for(two).devices[0].speed
+    0.5
+    """
+
+    cluster: Cluster
+    congestion: bool = True
+    contention: dict = field(default_factory=dict)
+    changes: tuple = ()
+    details: dict = field(default_factory=dict)
+
+    def cluster_for(self, plan) -> Cluster:
+        """The cluster a plan is simulated on: devices slowed by the contention of its device
+        count (unchanged for a count without a factor)."""
+        f = self.contention.get(len(plan.devices_used()), 1.0)
+        if f == 1.0:
+            return self.cluster
+        return self.cluster.with_devices([replace(d, speed=d.speed / f)
+                                          for d in self.cluster.devices])
+
+    def simulate(self, plan, **kw):
+        """:func:`workbench.simulate` of ``plan`` under this model."""
+        from ..simulate import simulate
+
+        return simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
+
+    def makespan(self, plan) -> float:
+        return self.simulate(plan).makespan
+
+
+def _same_process(cluster: Cluster) -> bool:
+    """True when every device is a local logical CPU device of this process (``cpuN``)."""
+    return all(d.kind == "cpu" and "/" not in d.name for d in cluster.devices)
+
+
+def _fit_overhead(predict, measured_ms: float, max_ms: float) -> float:
+    """The smallest receive overhead ``o`` (bisection) with ``predict(o) >= measured_ms``."""
+    lo, hi = 0.0, 1e-3
+    if predict(lo) >= measured_ms:
+        return 0.0
+    while predict(hi) < measured_ms and hi < max_ms:
+        lo, hi = hi, min(2 * hi, max_ms)
+    for _ in range(30):
+        mid = 0.5 * (lo + hi)
+        if predict(mid) < measured_ms:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_CHANGES,
+                    probe=None, seed: int = 0, steps: int = 10, warmup: int = 3,
+                    traces: int = 5, program=None, max_ms: float = 1.0) -> JudgeModel:
+    """Fit a :class:`JudgeModel` to traced probe runs of the real program.
+
+    The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
+    it out of the plans you evaluate) and a single-device run are measured with
+    :func:`workbench.runtime.judging.traced_measurement`; each change of ``changes`` (a subset
+    of :data:`MODEL_CHANGES`, applied in that order) is fitted from them.
+
+    Raises
+    ------
+    RuntimeBridgeError
+        An unknown change name, a probe that moves no tensor, or a failed run.
+
+    Examples
+    --------
+    >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
+    Traceback (most recent call last):
+    ...
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit)
+    """
+    from ..plan import Plan
+    from .judging import residuals, traced_measurement
+
+    changes = tuple(changes)
+    bad = [c for c in changes if c not in MODEL_CHANGES]
+    if bad:
+        raise RuntimeBridgeError(f"calibrate_model: unknown model change {bad[0]!r} (known: "
+                                 f"{', '.join(MODEL_CHANGES)})")
+    probe = probe or probe_plan(graph, cluster, seed=seed)
+    run = dict(steps=steps, warmup=warmup, traces=traces, program=program, cluster=cluster)
+    meas = traced_measurement(probe, **run)
+    details: dict = {"probe_measured_ms": meas.median_ms}
+    model = JudgeModel(cluster, changes=())
+    res = residuals(probe, meas, schedule=model.simulate(probe))
+    if not len(res.transfers):
+        raise RuntimeBridgeError(f"the probe plan {probe.method!r} moves no tensor between "
+                                 f"devices; use a cluster of two or more devices")
+    if "shared_memory" in changes and _same_process(cluster):
+        bind = res.transfers[res.transfers["binding"]]["meas_ms"]
+        lat = float(max(0.0, bind.median())) if len(bind) else 0.0
+        links = {(a.name, b.name): Link(lat, math.inf) for a in cluster.devices
+                 for b in cluster.devices if a.name != b.name}
+        cl = Cluster(cluster.devices, intra_host=Link(lat, math.inf), links=links,
+                     name=cluster.name)
+        model = replace(model, cluster=cl, congestion=False,
+                        changes=model.changes + ("shared_memory",))
+        details["tensor_latency_ms"] = lat
+    if "contention" in changes:
+        first = cluster.names[0]
+        single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
+        ref = traced_measurement(single, **run)
+        both = [v for v in meas.trace if v in ref.trace]
+        probe_sum = sum(meas.trace[v][2] - meas.trace[v][1] for v in both)
+        ref_sum = sum(ref.trace[v][2] - ref.trace[v][1] for v in both)
+        k = len(probe.devices_used())
+        factor = max(1.0, probe_sum / ref_sum) if ref_sum > 0 else 1.0
+        model = replace(model, contention={k: factor},
+                        changes=model.changes + ("contention",))
+        details.update(contention_factor=factor, single_measured_ms=ref.median_ms)
+    if "recv_fit" in changes:
+        def predict(o: float) -> float:
+            cl = model.cluster.with_devices([replace(d, recv_overhead=o)
+                                             for d in model.cluster.devices])
+            return replace(model, cluster=cl).makespan(probe)
+
+        o = _fit_overhead(predict, meas.median_ms, max_ms)
+        model = replace(model, cluster=model.cluster.with_devices(
+            [replace(d, recv_overhead=o) for d in model.cluster.devices]),
+            changes=model.changes + ("recv_fit",))
+        details["recv_overhead_ms"] = o
+    details["probe_predicted_ms"] = model.makespan(probe)
+    return replace(model, details=details)

@@ -1,0 +1,160 @@
+"""The judge against reality: residuals of traced runs, the calibrated model, the ladder."""
+
+import math
+
+import pytest
+
+from workbench import Cluster, Plan, samples, simulate
+from workbench.errors import RuntimeBridgeError
+from workbench.runtime.judging import (Residuals, ladder_stats, median_timeline, residuals,
+                                       step_spread)
+from workbench.runtime.runner import Measurement
+
+
+def _diamond():
+    g = samples.diamond()
+    c = Cluster.preset("2xV100-pcie")
+    p = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}, method="split")
+    return g, c, p, simulate(p, c)
+
+
+def _as_trace(p, s, g, shift=None):
+    shift = shift or {}
+    out = {}
+    for i, v in enumerate(g.ops):
+        ds, de = shift.get(v, (0.0, 0.0))
+        out[v] = (p.placement[v], float(s.start[i]) + ds, float(s.end[i]) + de)
+    return out
+
+
+def test_late_tensor_is_blamed_on_its_link():
+    g, c, p, s = _diamond()
+    # c's output reaches d 2 ms late: d (and nothing else) starts and ends 2 ms later
+    tr = _as_trace(p, s, g, {"d": (2.0, 2.0)})
+    m = Measurement("split", samples=[s.makespan + 2.0], trace=tr)
+    r = residuals(p, m, schedule=s)
+    assert r.error_ms == pytest.approx(2.0)
+    top = r.groups.iloc[0]
+    assert top["group"] == "transfer: gpu1->gpu0"
+    assert top["residual_ms"] == pytest.approx(2.0)
+    assert top["share"] == pytest.approx(1.0)
+    # the parts add up to the error exactly
+    assert r.groups["residual_ms"].sum() == pytest.approx(r.error_ms)
+    late = r.transfers.set_index("producer").loc["c"]
+    assert late["binding"] and late["meas_ms"] == pytest.approx(late["pred_ms"] + 2.0)
+
+
+def test_slow_op_and_session_overhead_are_separated():
+    g, c, p, s = _diamond()
+    tr = _as_trace(p, s, g, {"d": (0.0, 0.5)})
+    m = Measurement("split", samples=[s.makespan + 1.5], trace=tr)
+    r = residuals(p, m, schedule=s)
+    parts = dict(zip(r.groups["group"], r.groups["residual_ms"]))
+    assert parts["session"] == pytest.approx(1.0)
+    assert parts["compute: d"] == pytest.approx(0.5)
+    assert r.traced_ms == pytest.approx(s.makespan + 0.5)
+    assert "session" in r.table()
+    assert list(r.ops.loc[r.ops["critical"], "op"]) != []
+
+
+def test_residuals_refuses_bad_input():
+    g, c, p, s = _diamond()
+    with pytest.raises(RuntimeBridgeError, match="no trace"):
+        residuals(p, Measurement("split", samples=[1.0]), c)
+    with pytest.raises(RuntimeBridgeError, match="no successful measurement"):
+        residuals(p, Measurement("split", error="boom"), c)
+    with pytest.raises(RuntimeBridgeError, match="none of its ops"):
+        residuals(p, Measurement("split", samples=[1.0], trace={"zz": ("gpu0", 0, 1)}), c)
+    with pytest.raises(RuntimeBridgeError, match="cluster"):
+        residuals(p, Measurement("split", samples=[1.0], trace=_as_trace(p, s, g)))
+
+
+def test_median_timeline_ignores_one_preempted_step():
+    runs = [{"a": ("d", 0.0, 1.0), "b": ("d", 1.0, 2.0)},
+            {"a": ("d", 0.0, 40.0), "b": ("d", 40.0, 41.0)},   # a preempted
+            {"a": ("d", 0.0, 1.2), "b": ("d", 1.2, 2.1)}]
+    med = median_timeline(runs)
+    assert med["a"][2] == pytest.approx(1.2) and med["b"][2] == pytest.approx(2.1)
+
+
+def test_ladder_counts_disagreements_beyond_spread():
+    rows = [{"model": "m", "plan": "a", "measured": 10.0, "spread": 0.1, "good": 10.0,
+             "bad": 30.0},
+            {"model": "m", "plan": "b", "measured": 20.0, "spread": 0.1, "good": 21.0,
+             "bad": 20.0}]
+    st = ladder_stats(rows, ["good", "bad"])
+    assert st["good"]["agree_beyond"] == 1 and st["good"]["best_ok"] == 1
+    assert st["bad"]["agree_beyond"] == 0 and st["bad"]["best_ok"] == 0
+    assert st["bad"]["worst"][0] == pytest.approx(2.0) and st["bad"]["worst"][2] == "a"
+    assert step_spread([1.0, 2.0, 3.0, 100.0]) == pytest.approx(0.5 * (27.25 - 1.75))
+
+
+def test_residual_figure_lanes_and_bars():
+    from widgets.figures.residuals import residual_figure
+
+    g, c, p, s = _diamond()
+    r = residuals(p, Measurement("split", samples=[s.makespan + 2.0],
+                                 trace=_as_trace(p, s, g, {"d": (2.0, 2.0)})), schedule=s)
+    fig = residual_figure(r)
+    pred, meas = fig.data[0], fig.data[1]
+    assert len(pred.x) == len(meas.x) == g.n_ops
+    assert set(meas.y) == {"gpu0 measured", "gpu1 measured"}
+    assert fig.layout.meta["largest"] == "transfer: gpu1->gpu0"
+    with pytest.raises(ValueError, match="Residuals"):
+        residual_figure(object())
+
+
+# ------------------------------------------------------------------ real TensorFlow runs
+tf_only = pytest.mark.tf
+
+
+@pytest.fixture(scope="module")
+def rt():
+    pytest.importorskip("tensorflow")
+    import workbench.runtime as rt
+
+    return rt
+
+
+@pytest.fixture(scope="module")
+def mlp(rt):
+    return rt.profile(rt.extract("mlp", 8, **rt.TINY["mlp"]), steps=2, warmup=1)
+
+
+@tf_only
+def test_traced_run_lines_up_with_simulation(rt, mlp):
+    from workbench.runtime.calibrate import local_cluster
+
+    cl = local_cluster(2)
+    plan = Plan(mlp, {v: ("cpu1" if mlp.op(v)["kind"] == "bwd" and mlp.op(v)["colocate"] is None
+                          else "cpu0") for v in mlp.ops}, method="fwd_bwd")
+    m = rt.traced_measurement(plan, cluster=cl, steps=3, warmup=1, traces=3)
+    r = rt.residuals(plan, m, cl)
+    assert isinstance(r, Residuals)
+    assert r.ops["meas_ms"].notna().all()            # every op of the step was traced
+    assert set(r.ops["device"]) == {"cpu0", "cpu1"}
+    assert len(r.transfers) > 0 and r.transfers["binding"].any()
+    assert (r.transfers["meas_ms"] > -1e-6).all()     # a consumer never starts before its input
+    assert r.path["measured_ms"].sum() == pytest.approx(r.traced_ms, rel=1e-6)
+    assert r.groups["residual_ms"].sum() == pytest.approx(r.error_ms, abs=1e-9)
+
+
+@tf_only
+def test_calibrated_model_changes_are_switchable(rt, mlp):
+    from workbench.runtime.calibrate import MODEL_CHANGES, calibrate_model, local_cluster
+
+    cl = local_cluster(2)
+    none = calibrate_model(mlp, cl, changes=(), steps=3, warmup=1, traces=3)
+    assert none.changes == () and none.congestion and none.cluster is cl
+    full = calibrate_model(mlp, cl, changes=MODEL_CHANGES, steps=3, warmup=1, traces=3)
+    assert full.changes == MODEL_CHANGES and not full.congestion
+    assert all(math.isinf(lk.bandwidth) for lk in full.cluster.links.values())
+    assert full.details["tensor_latency_ms"] >= 0
+    assert full.contention[2] >= 1.0
+    probe = rt.probe_plan(mlp, cl)
+    # the receive overhead is fitted so that the model predicts the probe's measured step
+    # (unless even no overhead predicts it too slow)
+    if full.details["recv_overhead_ms"] > 0:
+        assert full.makespan(probe) == pytest.approx(full.details["probe_measured_ms"], rel=1e-3)
+    with pytest.raises(RuntimeBridgeError, match="unknown model change 'fast'"):
+        calibrate_model(mlp, cl, changes=["fast"])
