@@ -289,3 +289,19 @@ def test_board_replays_its_plans_under_noise(tmp_path):
     board.run()
     assert board.robust is None and board._robust_box.children == ()
     assert board.bars.data[0].error_x.array is None
+
+
+def test_family_noise_scales_each_op_type_together():
+    g = layered(40, seed=2)
+    types = {v: g.nx.nodes[v].get("op_type") for v in g.ops}
+    assert len(set(types.values())) > 1
+    d = rb.draw_costs([g], 4, rb.resolve_noise({"family": 0.3}), 20, 0)
+    k = d.kinds["gpu"]
+    by_type: dict = {}
+    for v, t in types.items():
+        by_type.setdefault(t, []).append(d.names[v])
+    for cols in by_type.values():  # one factor per family, different across families
+        assert np.all(d.compute[:, cols, k] == d.compute[:, cols[:1], k])
+    firsts = [cols[0] for cols in by_type.values()]
+    assert np.ptp(d.compute[:, firsts, k], axis=1).max() > 0
+    assert np.all(rb.draw_costs([g], 4, rb.resolve_noise({"compute": 0.0}), 5, 0).compute == 1)

@@ -29,6 +29,9 @@ standard deviation multiplies or divides a cost by ``1 + r``. Keys of a noise di
     with ``correlated=True``, one per device kind (all ops of a kind scaled together);
 ``kind``
     an extra factor per device kind on top (a device kind's speed as a whole);
+``family``
+    an extra factor per op family (the ops' ``op_type``: every MatMul scaled together, every
+    Conv2D together; one per family and device kind), 0 in the presets;
 ``bandwidth``, ``latency``
     spread of each link's inverse bandwidth and latency, one factor per channel (a directed
     link, or a device's host channel in host mode), or one for all with ``correlated=True``;
@@ -88,7 +91,7 @@ __all__ = [
     "wilson_interval",
 ]
 
-NOISE_KEYS = ("compute", "kind", "bandwidth", "latency", "correlated")
+NOISE_KEYS = ("compute", "kind", "family", "bandwidth", "latency", "correlated")
 NOISE_PRESETS = {
     "profiled": {"compute": 0.10, "kind": 0.10, "bandwidth": 0.10, "latency": 0.10,
                  "correlated": False},
@@ -110,7 +113,7 @@ def resolve_noise(noise) -> dict:
     >>> resolve_noise({"cpu": 1})
     Traceback (most recent call last):
     ...
-    workbench.errors.SolverError: robustness: unknown noise key 'cpu'; keys are compute, kind, bandwidth, latency, correlated
+    workbench.errors.SolverError: robustness: unknown noise key 'cpu'; keys are compute, kind, family, bandwidth, latency, correlated
     """
     if isinstance(noise, str):
         if noise not in NOISE_PRESETS:
@@ -122,8 +125,8 @@ def resolve_noise(noise) -> dict:
     if not isinstance(noise, dict):
         raise SolverError(f"robustness: noise must be a preset name or a dict, got "
                           f"{type(noise).__name__}")
-    out = {"compute": 0.0, "kind": 0.0, "bandwidth": 0.0, "latency": 0.0, "correlated": False,
-           "preset": None}
+    out = {"compute": 0.0, "kind": 0.0, "family": 0.0, "bandwidth": 0.0, "latency": 0.0,
+           "correlated": False, "preset": None}
     for k, v in noise.items():
         if k not in NOISE_KEYS:
             raise SolverError(f"robustness: unknown noise key {k!r}; keys are "
@@ -531,6 +534,14 @@ def draw_costs(graphs: list, n_channels: int, noise: dict, samples: int, seed) -
                             "profiled")
         comp = np.exp(sig[None] * r.standard_normal((S, len(names), nk)))
     comp = comp * np.exp(math.log1p(noise["kind"]) * r.standard_normal((S, 1, nk)))
+    if noise.get("family"):
+        fam: dict = {}
+        of = np.zeros(len(names), dtype=np.int64)
+        for g in graphs:
+            for v in g.ops:
+                of[names[v]] = fam.setdefault(str(g.nx.nodes[v].get("op_type")), len(fam))
+        f = np.exp(math.log1p(noise["family"]) * r.standard_normal((S, len(fam), nk)))
+        comp = comp * f[:, of, :]
     width = 1 if noise["correlated"] else max(n_channels, 1)
     lat = np.exp(math.log1p(noise["latency"]) * r.standard_normal((S, width)))
     bw = np.exp(math.log1p(noise["bandwidth"]) * r.standard_normal((S, width)))
