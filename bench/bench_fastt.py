@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench import Cluster, Device, Link, samples, simulate, solve  # noqa: E402
-from workbench.errors import InfeasibleError, SolverError  # noqa: E402
-from workbench.transforms.split_dims import with_batch  # noqa: E402
+from workbench import Cluster, Device, Link, samples, simulate, solve
+from workbench.errors import InfeasibleError, SolverError
+from workbench.transforms.split_dims import with_batch
 
 GLOBAL_BATCH = {"resnet50": 32, "inception_v3": 64, "resnet_small": 16, "inception_small": 16,
                 "bert_base": 16}
@@ -157,8 +157,8 @@ def main(argv=None) -> int:
         t1.append(r1)
         t6 += r6
     h6 = ["model", "GPUs", "FastT no split (ms)", "FastT (ms)", "speed-up", "start",
-          "DPOS on DP graph: no split / split (splits)", "DPOS on model: no split / split "
-          "(splits)", "ops split", "os_dpos s", "status"]
+          "DPOS on DP graph: no split / split (splits)",
+          "DPOS on model: no split / split (splits)", "ops split", "os_dpos s", "status"]
     text = ("Table 1 (samples/s, strong scaling, simulated, congestion on)\n\n"
             + table(h1, t1) + "\n\nTable 6 (step ms with and without operation splitting)\n\n"
             + table(h6, t6) + "\n")

@@ -86,8 +86,8 @@ def test_split_dims_from_extraction():
 
 def test_split_dims_from_onnx_nchw():
     onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
     import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
 
     from workbench.io.onnx import onnx_to_opgraph
 

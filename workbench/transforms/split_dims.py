@@ -286,7 +286,7 @@ def with_batch(graph: OpGraph, batch: int) -> OpGraph:
                 a["out_bytes"] = float(a["out_bytes"]) * f
             shapes = [list(s) if s is not None else None for s in a.get("shapes") or []]
             if shapes and shapes[0]:
-                shapes[0][0] = int(round(shapes[0][0] * f))
+                shapes[0][0] = round(shapes[0][0] * f)
                 a["shapes"] = shapes
     for u, v, e in G.edges(data=True):
         if e.get("batch", False):
