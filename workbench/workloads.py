@@ -387,7 +387,6 @@ def check(spec: str) -> bool:
     import inspect
 
     from . import samples
-
     from .io.torch_models import is_model_spec
 
     if not isinstance(spec, str) or spec.startswith(("msr:", "suite:")) or \

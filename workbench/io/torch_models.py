@@ -40,7 +40,7 @@ from pathlib import Path
 
 from ..errors import FormatError
 
-__all__ = ["HF_MODELS", "LSTMLM", "build_model", "is_model_spec", "model_graph"]
+__all__ = ["HF_MODELS", "build_model", "is_model_spec", "model_graph"]
 
 HF_MODELS = ("gpt2", "bert-base", "vit", "llama")
 """The transformers architectures ``hf:<name>`` builds."""
