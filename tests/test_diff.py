@@ -125,4 +125,6 @@ def test_board_explains_gantt_a_against_gantt_b():
     assert (d.name_a, d.name_b) == (board.gantt_a_picker.value, board.gantt_b_picker.value)
     assert "ops moved" in board.diff_view.value
     assert board._diff_box.children[0].layout.meta["figure"] == "diff"
+    sel = next(t for t in board._diff_box.children[1].data if t.name == "selected")
+    assert len(sel.x) == len(d.moved)
     np.testing.assert_array_equal(d.schedule_a.end, board.schedules[d.name_a].end)

@@ -396,15 +396,20 @@ class CompareBoard(W.VBox):
     def show_diff(self, a: str | None = None, b: str | None = None):
         """Explain plan ``a`` against plan ``b`` (default: Gantt A's and B's methods) with
         :func:`workbench.diff`: moves, busy time, link bytes and critical paths in words, both
-        Gantt charts on one axis with the moved ops outlined. Returns the ``PlanDiff``."""
+        Gantt charts on one axis with the moved ops outlined, and B's DAG (up to 2,000 ops) with
+        them ringed. Returns the ``PlanDiff``."""
         import workbench as wb
 
-        from .figures.diff import diff_figure, diff_html
+        from .figures.diff import diff_dag_figure, diff_figure, diff_html
 
         a, b = self._method(a), self._method(b or self.gantt_b_picker.value)
         d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b))
         self.diff_view.value = diff_html(d)
-        self._diff_box.children = [_figure_widget(diff_figure(d), "wb-diff-gantt")]
+        figs = [_figure_widget(diff_figure(d), "wb-diff-gantt")]
+        if self.plans[b].graph.n_ops <= 2000:  # B's DAG, moved ops ringed (light enough)
+            figs.append(_figure_widget(diff_dag_figure(d, self.plans[b], self.cluster),
+                                       "wb-diff-dag"))
+        self._diff_box.children = figs
         return d
 
     # ------------------------------------------------------------ exports
