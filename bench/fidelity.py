@@ -147,8 +147,15 @@ def main(argv: list[str] | None = None) -> int:
                 plans[m] = wb.solve(g, gcl, method=m, seed=0)
             except Exception as e:  # noqa: BLE001 - a bench reports any solver failure
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
-        res = rt.measure_plans(g, plans, steps=args.steps, warmup=args.warmup, cluster=gcl,
-                               rounds=args.rounds)
+        probe = {} if model is None else {"(probe)": model.probe}
+        res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
+                               cluster=gcl, rounds=args.rounds)
+        if model is not None and "recv_fit" in model.changes and res["(probe)"].ok:
+            # refit to the probe timed in the same interleaved rounds as the plans
+            model = model.refit_recv(model.probe, res["(probe)"].median_ms)
+            print(f"{name:18s} receive overhead refitted to the interleaved probe "
+                  f"({res['(probe)'].median_ms:.3f} ms): "
+                  f"{model.details['recv_overhead_ms'] * 1e3:.1f} us")
         model_rows = []
         for m, plan in plans.items():
             meas = res[m]

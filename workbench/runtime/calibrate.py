@@ -36,6 +36,7 @@ from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
 
 __all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
+           "contention_factor",
            "fit_link", "fit_recv_overhead", "local_cluster",
            "probe_plan"]
 
@@ -353,8 +354,9 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
 ``contention``
     Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
     bandwidth and caches are shared, and other processes take cores). The slowdown is the ratio
-    of the probe's summed op times (median timeline, traced) to the same ops' times in a traced
-    single-device run; plans on two or more devices run at ``1 / factor`` speed.
+    of the probe's op times (median timeline, traced) to the same ops' times in a traced
+    single-device run (median over ops, :func:`contention_factor`); plans on as many devices
+    as the probe uses run at ``1 / factor`` speed.
 ``recv_fit``
     The devices' receive overhead fitted by bisection so that the model predicts the probe's
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
@@ -367,7 +369,8 @@ class JudgeModel:
 
     ``congestion``: FIFO links (False under ``shared_memory``); ``contention``: devices used ->
     compute slowdown factor (plans on that many devices run at ``1 / factor`` speed);
-    ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures.
+    ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures;
+    ``probe``: the probe plan it was fitted to.
 
     >>> from workbench import samples, Plan
     >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
@@ -385,6 +388,7 @@ class JudgeModel:
     contention: dict = field(default_factory=dict)
     changes: tuple = ()
     details: dict = field(default_factory=dict)
+    probe: object = None
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -403,6 +407,37 @@ class JudgeModel:
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
+
+    def refit_recv(self, probe, measured_ms: float, *, max_ms: float = 1.0) -> "JudgeModel":
+        """This model with the receive overhead refitted so that it predicts ``measured_ms``
+        for ``probe`` (``recv_fit``); e.g. the probe timed in the same interleaved rounds as
+        the evaluated plans, so that the machine's drift does not enter the fit."""
+        def with_o(o: float) -> "JudgeModel":
+            cl = self.cluster.with_devices([replace(d, recv_overhead=o)
+                                            for d in self.cluster.devices])
+            return replace(self, cluster=cl)
+
+        o = _fit_overhead(lambda x: with_o(x).makespan(probe), measured_ms, max_ms)
+        changes = self.changes + (() if "recv_fit" in self.changes else ("recv_fit",))
+        return replace(with_o(o), changes=changes,
+                       details={**self.details, "recv_overhead_ms": o,
+                                "probe_measured_ms": measured_ms,
+                                "probe_predicted_ms": with_o(o).makespan(probe)})
+
+
+def contention_factor(busy: dict, alone: dict, *, min_ms: float = 0.01) -> float:
+    """Median over ops of (time in ``busy``) / (time in ``alone``), at least 1: two traces (node
+    -> (device, start, end)) of the same ops, e.g. a multi-device probe and a single-device
+    run. Ops shorter than ``min_ms`` alone are left out (their times are mostly the tracer's);
+    a median of ratios, not a ratio of sums, so one preempted op does not set the factor.
+
+    >>> contention_factor({"a": ("d", 0, 1.5), "b": ("d", 2, 5.0), "c": ("d", 5, 95.0)},
+    ...                   {"a": ("d", 0, 1.0), "b": ("d", 1, 3.0), "c": ("d", 3, 4.0)})
+    1.5
+    """
+    ratios = [(busy[v][2] - busy[v][1]) / (alone[v][2] - alone[v][1]) for v in busy
+              if v in alone and alone[v][2] - alone[v][1] >= min_ms]
+    return max(1.0, float(statistics.median(ratios))) if ratios else 1.0
 
 
 def _same_process(cluster: Cluster) -> bool:
@@ -460,7 +495,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     run = dict(steps=steps, warmup=warmup, traces=traces, program=program, cluster=cluster)
     meas = traced_measurement(probe, **run)
     details: dict = {"probe_measured_ms": meas.median_ms}
-    model = JudgeModel(cluster, changes=())
+    model = JudgeModel(cluster, changes=(), probe=probe)
     res = residuals(probe, meas, schedule=model.simulate(probe))
     if not len(res.transfers):
         raise RuntimeBridgeError(f"the probe plan {probe.method!r} moves no tensor between "
@@ -479,24 +514,13 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         first = cluster.names[0]
         single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
         ref = traced_measurement(single, **run)
-        both = [v for v in meas.trace if v in ref.trace]
-        probe_sum = sum(meas.trace[v][2] - meas.trace[v][1] for v in both)
-        ref_sum = sum(ref.trace[v][2] - ref.trace[v][1] for v in both)
+        factor = contention_factor(meas.trace, ref.trace)
         k = len(probe.devices_used())
-        factor = max(1.0, probe_sum / ref_sum) if ref_sum > 0 else 1.0
         model = replace(model, contention={k: factor},
                         changes=model.changes + ("contention",))
         details.update(contention_factor=factor, single_measured_ms=ref.median_ms)
+    model = replace(model, details=details)
     if "recv_fit" in changes:
-        def predict(o: float) -> float:
-            cl = model.cluster.with_devices([replace(d, recv_overhead=o)
-                                             for d in model.cluster.devices])
-            return replace(model, cluster=cl).makespan(probe)
-
-        o = _fit_overhead(predict, meas.median_ms, max_ms)
-        model = replace(model, cluster=model.cluster.with_devices(
-            [replace(d, recv_overhead=o) for d in model.cluster.devices]),
-            changes=model.changes + ("recv_fit",))
-        details["recv_overhead_ms"] = o
+        return model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
     details["probe_predicted_ms"] = model.makespan(probe)
-    return replace(model, details=details)
+    return model
