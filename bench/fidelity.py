@@ -6,9 +6,16 @@ then applied to the real program and measured; the relative error |simulated - m
 measured is printed per plan, with the median and the worst over all plans.
 
 By default each graph is re-profiled first (costs must come from the machine that measures),
-and the devices' receive overhead is fitted to a measured random-placement probe run of the
-model (``--no-fit`` keeps the micro-benchmarked one); the probe is not among the evaluated
-plans. The plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine
+and a calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of
+shared_memory, contention, recv_fit) is fitted to a random-placement probe of the model and a
+single-device run (``--no-fit``: none); the probe is not among the evaluated plans, and is timed
+in the same interleaved rounds as the plans, its receive overhead refitted to that time.
+Printed per plan: the fidelity ladder -- step time predicted with roofline costs, with profiled
+costs, by the calibrated model, and measured (median, spread = half the interquartile range);
+at the end per rung the median and worst error, pairwise order agreement (all pairs and those
+beyond the measured spread) and the models whose predicted best is within the spread of the
+measured best. ``--residuals`` traces each model's worst plan and prints its error parts
+(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine
 slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
 devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 
@@ -25,6 +32,7 @@ are added: each is extracted from its ``tf.function`` training step on this mach
 Usage::
 
     .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
+    .venv/bin/python bench/fidelity.py --residuals --changes shared_memory recv_fit
     .venv/bin/python bench/fidelity.py --keras --models   # the Keras models only
     .venv/bin/python bench/fidelity.py --gpu [--partitions 2]
 """
