@@ -9,9 +9,10 @@ BERT 16; the small CNNs keep their 16) and placed on ``n`` V100s linked as in ``
 (45 GB/s, 10 us per transfer; FastT's testbed: 8 V100 with NVLink), strong scaling:
 
 * **Table 1**: samples/s = global batch / simulated step (congestion on) of ``data_parallel``
-  (DP), ``dpos`` on the model (DPOS) and ``os_dpos`` (FastT: the measured-fastest start of DP,
-  DPOS on the DP graph and DPOS on the model, then operation splitting), and the speed-up of
-  OS-DPOS over the better of DP and DPOS.
+  (DP), ``dpos`` on the model (DPOS) and ``os_dpos`` with ``search="all"`` (FastT: Algorithm 2
+  from DPOS on the DP graph and from DPOS on the model, then the rollback to the
+  measured-fastest of DP and each start with and without splits), and the speed-up of OS-DPOS
+  over the better of DP and DPOS.
 * **Table 6**: the step (ms) of FastT without splitting (``os_dpos`` with ``max_split_ops=0``)
   and with it, its start, the number of splits and the op types split.
 * ``--pressure bert_base:0.3`` (default) adds rows where each GPU holds 30 % of the model's
@@ -87,7 +88,7 @@ def row(name: str, devices: list, time_limit: float, fraction: float | None = No
             continue
         out = {}
         for m, kw in (("data_parallel", {}), ("dpos", {}),
-                      ("os_dpos", {"time_limit": time_limit}),
+                      ("os_dpos", {"time_limit": time_limit, "search": "all"}),
                       ("no_split", {"max_split_ops": 0})):
             p, dt, err = run(g, c, "os_dpos" if m == "no_split" else m, **kw)
             out[m] = (None if p is None else simulate(p, c).makespan, dt, p, err)

@@ -7,9 +7,10 @@ and a ring all-reduce of every variable's gradient
 with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
 (:func:`workbench.transforms.split_dims.with_split_dims`).
 
-Algorithm 2 then runs from DPOS's plan of that graph (``dpos_dp``) and -- an extension kept from
-earlier versions -- also from DPOS's plan of the model (``dpos_model``; not with
-``data_parallel=True``): the critical path of the plan (the realised chain of the simulator with
+Algorithm 2 then runs from DPOS's plan of that graph (``dpos_dp``, or ``dpos_model`` when the
+model is the input); DPOS's plan of the model is also kept as an unsplit candidate when the
+data-parallel graph is the input (an extension kept from earlier versions; not with
+``data_parallel=True``), and ``search="all"`` runs Algorithm 2 from it too: the critical path of the plan (the realised chain of the simulator with
 congestion off) sorted by decreasing compute time; for each of its ops that can be split, every
 splittable dimension and every ``n = 2..#devices`` (:func:`workbench.transforms.split.split_op`),
 the split graph placed by DPOS given the current strategy (line 8, :func:`dpos_given`); the best
@@ -135,7 +136,7 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
           orders=True, contract_params={"max_split_ops": 1},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
-            max_split_ops: int | None = None, resched: str = "given",
+            max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
             time_limit: float | None = None, progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
 
@@ -154,6 +155,10 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         ops of the current strategy ``S`` keep their devices and DPOS places the sub-ops,
         split and concatenate nodes (:func:`dpos_given`); ``fresh``: DPOS from scratch (what
         this method did before); ``both``: the faster of the two (an extension).
+    search : {"paper", "all"}
+        ``paper``: Algorithm 2 runs from its one input graph (the data-parallel graph when a
+        replica fits, else the model); DPOS on the model is then an unsplit candidate of the
+        rollback only. ``all`` (an extension, slower): Algorithm 2 from both starts.
     time_limit : float or None
         Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
 
@@ -162,6 +167,8 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     InfeasibleError
         When even the starting graph cannot be placed (see :func:`dpos`).
     """
+    if search not in ("paper", "all"):
+        raise SolverError(f"os_dpos: search must be 'paper' or 'all', got {search!r}")
     if resched not in ("given", "fresh", "both"):
         raise SolverError(f"os_dpos: resched must be 'given', 'fresh' or 'both', got "
                           f"{resched!r}")
@@ -195,6 +202,10 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         report["data_parallel"] = {"no_split_ms": ms}
     for k, (start, plan) in enumerate(starts, start=1):
         no_split = simulate(plan, cluster).makespan
+        if search == "paper" and k > 1:   # the model start: an unsplit candidate only
+            report[start] = {"no_split_ms": no_split}
+            found.append((no_split, k, start, plan, [], 0, "heuristic"))
+            continue
         plan2, splits, tried, status = _split_search(
             plan, cluster, max_split_ops=max_split_ops, resched=resched, t0=t0,
             time_limit=time_limit, progress=progress)
