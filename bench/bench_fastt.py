@@ -67,8 +67,8 @@ def run(g, c, method: str, **kw):
     return p, time.perf_counter() - t0, ""
 
 
-def row(name: str, devices: list, time_limit: float, fraction: float | None = None
-        ) -> tuple[list, list]:
+def row(name: str, devices: list, time_limit: float, fraction: float | None = None,
+        search: str = "all") -> tuple[list, list]:
     """Table 1 cells and Table 6 rows of one model; ``fraction``: each GPU holds only that
     share of the model's memory (no data parallelism: FastT starts from the model)."""
     g = model(name)
@@ -88,7 +88,7 @@ def row(name: str, devices: list, time_limit: float, fraction: float | None = No
             continue
         out = {}
         for m, kw in (("data_parallel", {}), ("dpos", {}),
-                      ("os_dpos", {"time_limit": time_limit, "search": "all"}),
+                      ("os_dpos", {"time_limit": time_limit, "search": search}),
                       ("no_split", {"max_split_ops": 0})):
             p, dt, err = run(g, c, "os_dpos" if m == "no_split" else m, **kw)
             out[m] = (None if p is None else simulate(p, c).makespan, dt, p, err)
@@ -137,6 +137,8 @@ def main(argv=None) -> int:
                                         "bert_base")
     ap.add_argument("--devices", default="1,2,4,8")
     ap.add_argument("--time-limit", type=float, default=60.0, help="os_dpos seconds per cell")
+    ap.add_argument("--search", choices=("all", "paper"), default="all",
+                    help="os_dpos search: Algorithm 2 from both starts, or the paper's one")
     ap.add_argument("--markdown", type=Path, help="also write the tables here")
     ap.add_argument("--pressure", default="bert_base:0.3",
                     help="MODEL:FRACTION rows where each GPU holds that share of the model "
@@ -149,12 +151,12 @@ def main(argv=None) -> int:
     h1.append(f"OS-DPOS vs best, {max(devices)} GPUs")
     t1, t6 = [], []
     for name in filter(None, a.models.split(",")):
-        r1, r6 = row(name, devices, a.time_limit)
+        r1, r6 = row(name, devices, a.time_limit, search=a.search)
         t1.append(r1)
         t6 += r6
     for spec in filter(None, a.pressure.split(",")):
         name, frac = spec.split(":")
-        r1, r6 = row(name, devices, a.time_limit, float(frac))
+        r1, r6 = row(name, devices, a.time_limit, float(frac), search=a.search)
         t1.append(r1)
         t6 += r6
     h6 = ["model", "GPUs", "FastT no split (ms)", "FastT (ms)", "speed-up", "start",
