@@ -107,8 +107,13 @@ def row(name: str, devices: list, time_limit: float, fraction: float | None = No
         cells = []
         for st in ("dpos_dp", "dpos_model"):
             r = p.info["starts"].get(st)
-            cells.append("--" if r is None else
-                         f"{r['no_split_ms']:.3f} / {r['split_ms']:.3f} ({len(r['splits'])})")
+            if r is None:
+                cells.append("--")
+            elif "split_ms" not in r:      # search="paper": an unsplit candidate only
+                cells.append(f"{r['no_split_ms']:.3f} / not searched")
+            else:
+                cells.append(f"{r['no_split_ms']:.3f} / {r['split_ms']:.3f} "
+                             f"({len(r['splits'])})")
         done = [op for r in p.info["starts"].values() for op, _, _ in r.get("splits", [])]
         kinds = ", ".join(f"{t} x{k}" for t, k in Counter(
             _op_type(g, op) for op in done).most_common()) or "none"
