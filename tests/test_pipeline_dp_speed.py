@@ -167,3 +167,19 @@ def test_kernel_choice_is_checked_and_time_limit_holds_in_python():
     seen = []
     solve_lattice(p, 3, 1, 1e12, lat, kernel="python", progress=seen.append)
     assert seen[-1] == {"ideals_done": len(lat), "ideals": len(lat)}
+
+
+def test_the_cyclic_gc_is_paused_only_while_the_dp_runs():
+    import gc
+
+    from workbench.errors import InfeasibleError
+
+    assert gc.isenabled()
+    seen = []
+    solve(samples.inception(40, seed=1), host(3, 1), method="dp",
+          progress=lambda d: seen.append(gc.isenabled()))
+    assert seen and not any(seen) and gc.isenabled()
+    g = samples.random_dag(6, edge_prob=0.3, seed=3, memory=1e6)
+    with pytest.raises(InfeasibleError):
+        solve(g, host(2, 0, mem=1e5), method="dp")
+    assert gc.isenabled()

@@ -84,7 +84,7 @@ from .pipeline_dp_contract import (  # noqa: F401 - re-exported (this module's f
     _device_kinds,
     contract_for_dp,
 )
-from .pipeline_dp_kernel import interleave_mode, solve_lattice
+from .pipeline_dp_kernel import _no_cyclic_gc, interleave_mode, solve_lattice
 from .pipeline_dp_lattice import (  # some re-exported (this module's former API)
     Lattice,
     _linear_order,
@@ -239,6 +239,7 @@ def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
     return [d for si in sorted(pick) for d in pick[si]] + [d for d in devs if d not in used]
 
 
+@_no_cyclic_gc()  # (contraction, lattice and kernels allocate; see _no_cyclic_gc)
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          skip_span: int | None = None,
          max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float | None,
