@@ -158,3 +158,42 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
         assert full.makespan(probe) == pytest.approx(full.details["probe_measured_ms"], rel=1e-3)
     with pytest.raises(RuntimeBridgeError, match="unknown model change 'fast'"):
         calibrate_model(mlp, cl, changes=["fast"])
+
+
+def test_refit_recv_matches_the_probe_and_keeps_other_changes():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster
+
+    g = samples.diamond()
+    probe = Plan(g, {"a": "cpu0", "b": "cpu1", "c": "cpu1", "d": "cpu0"}, method="probe")
+    m = JudgeModel(local_cluster(2), congestion=False, contention={2: 1.5},
+                   changes=("shared_memory", "contention"), probe=probe)
+    target = m.makespan(probe) + 0.3
+    fit = m.refit_recv(probe, target)
+    assert fit.changes == ("shared_memory", "contention", "recv_fit")
+    assert fit.makespan(probe) == pytest.approx(target, rel=1e-6)
+    assert fit.details["recv_overhead_ms"] > 0 and fit.contention == {2: 1.5}
+    # a probe already predicted slower than measured keeps no overhead
+    assert m.refit_recv(probe, 0.0).details["recv_overhead_ms"] == 0.0
+
+
+def test_contention_slows_only_plans_on_that_many_devices():
+    from workbench.runtime.calibrate import JudgeModel, contention_factor, local_cluster
+
+    g = samples.diamond()
+    one = Plan(g, {v: "cpu0" for v in g.ops})
+    two = Plan(g, {"a": "cpu0", "b": "cpu0", "c": "cpu1", "d": "cpu0"})
+    base, slow = JudgeModel(local_cluster(2)), JudgeModel(local_cluster(2), contention={2: 2.0})
+    assert slow.makespan(one) == base.makespan(one)
+    assert slow.makespan(two) > base.makespan(two)
+    busy = {"a": ("d", 0.0, 3.0), "b": ("d", 3.0, 5.0), "x": ("d", 0.0, 0.001)}
+    alone = {"a": ("d", 0.0, 1.0), "b": ("d", 1.0, 2.0), "x": ("d", 0.0, 0.0001)}
+    assert contention_factor(busy, alone) == pytest.approx(2.5)   # x too short to count
+    assert contention_factor(alone, busy) == 1.0                   # never below 1
+
+
+def test_traced_measurement_needs_a_trace():
+    from workbench.runtime.judging import traced_measurement
+
+    g, c, p, s = _diamond()
+    with pytest.raises(RuntimeBridgeError, match="traces must be >= 1"):
+        traced_measurement(p, traces=0)
