@@ -267,3 +267,14 @@ def test_relief_bad_input():
     g = samples.diamond()
     with pytest.raises(SolverError, match="relief"):
         wb.solve(g, TWO, method="celeritas", relief=0.5)
+
+
+def test_relief_plan_that_strands_an_op_is_no_candidate():
+    """Regression (contract seed 156, starved memory): best effort on the heavy-colocated graph
+    left a grown group's member on a device that cannot run it; that plan is dropped."""
+    from workbench.testing.contract import make_case
+
+    case = make_case(156, max_ops=300)
+    p = wb.solve(case.graph, case.cluster, method="celeritas")
+    p.validate(case.cluster)
+    assert "relief_dropped" in p.stats and p.info["placement_from"] != "relief"

@@ -277,3 +277,10 @@ def test_balance_caps_bad_tolerance():
     with pytest.raises(SolverError, match="memory_balance"):
         solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="pesto_ilp",
               memory_balance=0.25, time_limit=5)
+
+
+def test_pesto_on_one_device_has_no_balance_rows():
+    """Regression (contract seed 10845): one accelerator, no balance rows to build."""
+    c = Cluster([Device("gpu0")], name="one")
+    p = solve(samples.lstm_grid(40, layers=2), c, method="pesto", target=8, time_limit=5)
+    assert p.stats["memory_balance"] == "off" and p.devices_used() == ["gpu0"]

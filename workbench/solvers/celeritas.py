@@ -47,7 +47,7 @@ import math
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import PlanError, SolverError
 from ..plan import Plan
 from . import register
 from ._params import Param
@@ -588,9 +588,18 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
             p = Plan(graph, dict(p.placement), method="celeritas", order=p.order,
                      status=p.status, predicted=dict(p.predicted), stats=dict(p.stats),
                      info=dict(p.info))
-            if order != "est":
-                p = _choose_order(p, cluster, cong, order)
-            cands.append(("relief", p, float(simulate(p, cluster, congestion=cong).makespan)))
+            try:
+                # best effort on a starved cluster can strand a grown group's member on a
+                # device that cannot run it: such a plan is no candidate
+                p.validate(cluster)
+            except PlanError as exc:
+                plan.stats["relief_dropped"] = str(exc)
+                p = None
+            if p is not None:
+                if order != "est":
+                    p = _choose_order(p, cluster, cong, order)
+                cands.append(("relief", p,
+                              float(simulate(p, cluster, congestion=cong).makespan)))
     if keep_start:
         p = order_place(graph, cluster, R=kw["R"], M=kw["M"])
         p = p.with_placement(p.placement, order=p.order, method="celeritas",
@@ -612,7 +621,8 @@ def heavy_colocation(graph, cluster, share: float = HEAVY_SHARE):
     A tensor is heavy when its transfer over the cluster's mean link takes at least ``share``
     of the compute per device (total fastest compute / devices). Heaviest first, the groups
     of its two ends are united unless the union would need more than 90 % of the smallest
-    device's memory (existing colocation groups are kept and may grow). On rnnlm the heavy
+    device's memory or no device kind of the cluster runs all its ops (existing colocation
+    groups are kept and may grow). On rnnlm the heavy
     tensors are the 134 MB LSTM weights each time step reads (and its gradient): united, a
     layer's time steps follow their weight, where Celeritas split them from it and sent every
     read over one PCIe link.
@@ -640,6 +650,8 @@ def heavy_colocation(graph, cluster, share: float = HEAVY_SHARE):
     cap = 0.9 * min(caps) if caps else math.inf
     parent = list(range(n))
     mem = gc.memory.astype(float).tolist()
+    have = set(cluster.kinds)
+    kinds = [frozenset(graph.nx.nodes[v]["compute"]) & have for v in gc.names]
 
     def find(a):
         while parent[a] != a:
@@ -654,12 +666,15 @@ def heavy_colocation(graph, cluster, share: float = HEAVY_SHARE):
             if r != i:
                 parent[i] = r
                 mem[r] += mem[i]
+                kinds[r] &= kinds[i]
     united = 0
     for e in heavy:
         a, b = find(int(gc.src[e])), find(int(gc.dst[e]))
-        if a != b and mem[a] + mem[b] <= cap:
+        # a united group must fit a device and have a device kind that runs all its ops
+        if a != b and mem[a] + mem[b] <= cap and kinds[a] & kinds[b]:
             parent[b] = a
             mem[a] += mem[b]
+            kinds[a] &= kinds[b]
             united += 1
     if not united:
         return None

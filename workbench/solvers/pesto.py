@@ -682,7 +682,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
             "n_vars": model.prob.numVariables(), "n_constraints": model.prob.numConstraints(),
             "n_binaries": model.n_binaries, "congestion_modelled": model.congestion_modelled,
             "symmetry_breaking": model.symmetric, "time_unit_ms": model.unit,
-            "memory_balance": "off" if bal is None else
+            "memory_balance": "off" if model.balance_caps is None else
             f"footprint per device <= {[round(c_ / 1e6, 1) for c_ in model.balance_caps]} MB"})
         warm_vals = None
         if warm_s is not None and warm_ok:
