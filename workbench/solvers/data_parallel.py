@@ -33,7 +33,7 @@ from ..plan import Plan
 from ..simulate import simulate
 from ..transforms.data_parallel import data_parallel_graph
 from ..transforms.split_dims import has_split_dims, with_split_dims
-from . import register
+from . import Param, register
 from .common import order_by_start
 
 __all__ = ["batch_of", "data_parallel", "ensure_split_dims"]
@@ -126,6 +126,8 @@ def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "stro
 @register("data_parallel", family="list",
           paper="FastT (Middleware'20): the data-parallel baseline of Tables 1 and 2",
           memory=True, orders=True,
+          params={"replicas": Param(("int", "none"), min=1),
+                  "scaling": Param(("str",), choices=("strong", "weak"))},
           description="Pure data parallelism: R replicas on R devices, ring all-reduce of "
                       "every variable's gradient (strong or weak scaling)")
 def data_parallel(graph, cluster, *, replicas: int | None = None, scaling: str = "strong",

@@ -44,7 +44,7 @@ from ..errors import InfeasibleError, SolverError
 from ..plan import Plan
 from ..simulate import simulate
 from ..transforms.split import split_op
-from . import register
+from . import Param, register
 from .data_parallel import batch_of, dp_plan, ensure_split_dims
 from .list_scheduling import ListCore, dpos, static_list_schedule
 
@@ -134,6 +134,8 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
 
 @register("os_dpos", family="list", paper="FastT (Middleware'20), Algorithm 2", memory=True,
           orders=True, contract_params={"max_split_ops": 1},
+          params={"resched": Param(("str",), choices=("given", "fresh", "both")),
+                  "search": Param(("str",), choices=("paper", "all"))},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
