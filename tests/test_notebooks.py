@@ -12,6 +12,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from workbench.testing.process import signal_handlers_kept
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 BUDGET_S = 60.0          # each notebook is written to run in under a minute
@@ -98,7 +100,8 @@ def test_notebook_runs(path):
     client = NotebookClient(nb, timeout=int(BUDGET_S * SLACK * 1.5), kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     t0 = time.perf_counter()
-    client.execute()
+    with signal_handlers_kept():  # the kernel start leaves SIGINT changed in a setsid job
+        client.execute()
     elapsed = time.perf_counter() - t0
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]

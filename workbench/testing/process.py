@@ -25,11 +25,12 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
 
-__all__ = ["DEFAULT_SIGNALS", "default_signals"]
+__all__ = ["DEFAULT_SIGNALS", "default_signals", "signal_handlers_kept"]
 
 DEFAULT_SIGNALS = ("SIGINT", "SIGTERM", "SIGQUIT", "SIGHUP")
 """Signals whose disposition :func:`default_signals` resets in the child."""
@@ -66,3 +67,32 @@ def default_signals(argv: list, signals=DEFAULT_SIGNALS) -> list[str]:
         if not isinstance(getattr(signal, s, None), signal.Signals):
             raise ValueError(f"default_signals: unknown signal {s!r}")  # noqa: TRY004
     return [sys.executable, "-c", _WRAPPER, ",".join(names), *argv]
+
+
+@contextlib.contextmanager
+def signal_handlers_kept(signals=DEFAULT_SIGNALS):
+    """Run a block and put the handlers of ``signals`` back as they were before it.
+
+    For library calls that install a handler of their own and leave it behind (nbclient's
+    kernel start leaves SIGINT changed when the process began with SIGINT ignored), so that a
+    later test, or a child it starts, does not inherit it. Only in the main thread, where
+    handlers can be set.
+
+    >>> before = signal.getsignal(signal.SIGTERM)
+    >>> with signal_handlers_kept():
+    ...     _ = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    >>> signal.getsignal(signal.SIGTERM) == before
+    True
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {getattr(signal, s): signal.getsignal(getattr(signal, s)) for s in signals}
+    try:
+        yield
+    finally:
+        for s, h in saved.items():
+            if h is not None:
+                signal.signal(s, h)
