@@ -63,3 +63,16 @@ def test_torch_flop_counter_after_tensorflow(tf_import):
                        timeout=300)
     assert r.returncode == 0, f"exit {r.returncode} (-11 = segfault)\n{r.stderr[-2000:]}"
     assert "ok" in r.stdout.split()
+
+
+def test_from_torch_after_a_users_tensorflow_import():
+    """A user who imported TensorFlow first, then captures a PyTorch model: the capture's
+    torch import blocks Triton (workbench._native.import_torch) instead of crashing."""
+    code = ("import tensorflow\nimport torch\nfrom workbench.io.torch import from_torch\n"
+            "g = from_torch(torch.nn.Linear(8, 4), (torch.ones(2, 8),), training=True, "
+            "profile=None)\n"
+            "assert g.n_ops > 0\nprint('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"exit {r.returncode} (-11 = segfault)\n{r.stderr[-2000:]}"
+    assert "ok" in r.stdout.split()

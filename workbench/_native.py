@@ -30,3 +30,19 @@ def block_triton() -> bool:
         return sys.modules["triton"] is None
     sys.modules["triton"] = None  # type: ignore[assignment]
     return True
+
+
+def import_torch():
+    """Import and return ``torch``, with Triton blocked first when TensorFlow is already loaded.
+
+    A user who imported TensorFlow (or Keras) before capturing a PyTorch model would otherwise
+    crash at torch's first Triton import (see :func:`block_triton`). Raises ImportError when
+    torch is not installed.
+
+    >>> torch = import_torch()  # doctest: +SKIP
+    """
+    if "tensorflow" in sys.modules:
+        block_triton()
+    import torch
+
+    return torch

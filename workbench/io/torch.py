@@ -58,6 +58,7 @@ import statistics
 import time
 from collections.abc import Mapping, Sequence
 
+from .._native import import_torch
 from ..errors import CaptureError
 from ..graph import OpGraph
 
@@ -83,7 +84,7 @@ _VIEW_LIKE = frozenset({"aten::_unsafe_view", "aten::lift_fresh", "aten::_reshap
 
 def _torch():
     try:
-        import torch
+        torch = import_torch()
     except ImportError:
         raise CaptureError("capturing a PyTorch model needs the optional dependency torch "
                            "(pip install placement-workbench[torch])") from None

@@ -38,6 +38,7 @@ import importlib.util
 from collections.abc import Mapping
 from pathlib import Path
 
+from .._native import import_torch
 from ..errors import FormatError
 
 __all__ = ["HF_MODELS", "build_model", "is_model_spec", "model_graph"]
@@ -48,7 +49,7 @@ HF_MODELS = ("gpt2", "bert-base", "vit", "llama")
 
 def _torch():
     try:
-        import torch
+        torch = import_torch()
     except ImportError:
         raise FormatError("PyTorch models need the optional dependency torch "
                           "(pip install placement-workbench[torch])") from None
