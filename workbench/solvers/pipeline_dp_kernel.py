@@ -30,7 +30,7 @@ Both share:
   cannot run there) nor a CPU stage can stay within the bound, nothing below can either.
   Without a bound from the caller (e.g. the DPL value), a greedy packing of a topological
   order into at most ``k`` accelerator stages gives one
-  (:func:`~workbench.solvers.pipeline_dp_pykernel.greedy_bound`, about 17 linear passes): a
+  (:func:`~workbench.solvers.pipeline_dp_pykernel.greedy_bound`, a few linear passes): a
   split the DP also considers, so the pruning stays exact (an extension of ours, not the
   paper's; docs/decisions.md, 52).
 * **Fused min-max passes.** The cost of a pair is computed once and relaxes every ``(a, b)`` in

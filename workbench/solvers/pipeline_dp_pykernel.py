@@ -310,9 +310,10 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
     each closed when the next supernode would take its load (the kernels' stage cost on one
     replica) above ``B`` or its memory above the cap; a packing into at most ``K`` stages is a
     contiguous split the DP also considers (prefixes of a topological order are ideals), so its
-    largest load bounds the optimum. ``B`` is bisected ``steps`` times; ``inf`` when no packing
-    fits (an op that cannot run on an accelerator, memory). Costs O(steps * (n + cut
-    updates)), a fraction of the DP's pairs, and lets the DP prune as with the DPL bound.
+    largest load bounds the optimum. ``B`` is searched from the balanced load up, at most
+    ``steps`` packings, until it is known within 1 %; ``inf`` when no packing fits (an op that
+    cannot run on an accelerator, memory). Costs O(steps * (n + cut updates)), a fraction of
+    the DP's pairs, and lets the DP prune as with the DPL bound.
 
     >>> import numpy as np
     >>> a = {"nptr": np.array([0, 1, 2, 3]), "nh": np.array([0, 0, 1]),
