@@ -183,3 +183,22 @@ def test_the_cyclic_gc_is_paused_only_while_the_dp_runs():
     with pytest.raises(InfeasibleError):
         solve(g, host(2, 0, mem=1e5), method="dp")
     assert gc.isenabled()
+
+
+def test_warm_compiled_loads_the_compiled_kernels_in_a_fresh_process():
+    """``make install`` and the contract's warm-up call it: afterwards the compiled kernels run
+    every lattice, so no timed solve pays their load or compilation."""
+    import subprocess
+    import sys
+
+    code = ("from workbench.solvers.pipeline_dp_kernel import warm_compiled\n"
+            "import workbench as wb, workbench.samples as s\n"
+            "print(warm_compiled())\n"
+            "from workbench.cluster import Cluster, Device, Link\n"
+            "c = Cluster([Device('gpu0', 'gpu', 1e12), Device('cpu0', 'cpu')], mode='host',"
+            " host_link=Link(0.0, 1e6))\n"
+            "print(wb.solve(s.diamond(), c, method='dp').stats['kernel'])\n")
+    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                       text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split("\n")[:2] == ["{'dp': 'compiled', 'dpl': 'compiled'}", "compiled"]
