@@ -114,3 +114,29 @@ def test_pressure_cases_have_no_escape():
         if o.verdict not in ("pass", "error"):
             bad.append((s, o.detail[:120]))
     assert not bad
+
+
+@pytest.mark.parametrize("stalls,verdict", [(1, "pass"), (2, "fail")])
+def test_wall_time_clause_fails_only_an_overrun_that_repeats(monkeypatch, stalls, verdict):
+    """A stall outside the method (a full collection, a loaded machine) happens once; a method
+    that ignores its limit overruns every time. The clause re-times an overrun once."""
+    import time
+
+    import workbench.solvers as solvers
+
+    case = make_case(2, max_ops=30)  # dp passes on it in about a millisecond
+    run_method(case, "dp", time_limit=0.5)  # warmed up and known to pass
+    real, calls = solvers.solve, []
+
+    def slow(*a, **kw):
+        calls.append(1)
+        if len(calls) <= stalls:
+            time.sleep(1.7)  # over 1.2 x 0.5 s + 1 s
+        return real(*a, **kw)
+
+    monkeypatch.setattr(solvers, "solve", slow)
+    out = run_method(case, "dp", time_limit=0.5)
+    assert out.verdict == verdict, out.detail
+    assert len(calls) == 2
+    if verdict == "fail":
+        assert "again" in out.detail

@@ -19,7 +19,9 @@ memory too small for any split (``starved``) or ``tight``.
 * makespan and max-load are finite and >= the lower bounds of :mod:`workbench.bounds`;
 * ``optimal`` means the predicted objective equals the judge's value;
 * a per-device order never deadlocks (the simulator runs it);
-* the wall time stays within ``1.2 x time_limit + 1 s`` for methods that take a time limit.
+* the wall time stays within ``1.2 x time_limit + 1 s`` for methods that take a time limit
+  (an overrun is timed once more, and only an overrun that repeats fails: a stall outside the
+  method, such as a full garbage collection of a long-lived test process, does not).
 
 :func:`check_case` runs several methods on one case and adds the cross-method clause: no other
 method's feasible plan beats an ``optimal`` one on its objective. Verdicts: ``pass``, ``error``
@@ -398,7 +400,9 @@ def run_method(case: Case, method: str, *, time_limit: float | None = 2.0,
     problems = []
     tl = kw.get("time_limit")
     if tl is not None and wall > 1.2 * tl + 1.0:
-        problems.append(f"wall time {wall:.2f} s > 1.2 x {tl} s + 1 s")
+        again = _rerun_wall(g, c, method, seed, kw)
+        if again > 1.2 * tl + 1.0:
+            problems.append(f"wall time {wall:.2f} s (again {again:.2f} s) > 1.2 x {tl} s + 1 s")
     try:
         plan.validate(c)
         pg = plan.graph
@@ -440,6 +444,27 @@ def run_method(case: Case, method: str, *, time_limit: float | None = 2.0,
     if problems:
         out.verdict, out.detail = "fail", "; ".join(problems)
     return out
+
+
+def _rerun_wall(g, c, method: str, seed: int, kw: dict) -> float:
+    """Wall time of the same solve run once more, after a full garbage collection.
+
+    A timed call in a long-lived test process can stall for a second or more outside the
+    method (a full collection over the process's heap, the scheduler of a loaded machine); a
+    method that ignores its time limit overruns again, deterministically, so the wall-time
+    clause fails only when both runs are over. Errors count as no overrun (the first run's
+    verdict stands)."""
+    import gc
+
+    from ..solvers import solve
+
+    gc.collect()
+    t0 = time.perf_counter()
+    try:
+        solve(g, c, method=method, seed=seed, **kw)
+    except Exception:  # noqa: BLE001, S110 - only the time is wanted here
+        pass
+    return time.perf_counter() - t0
 
 
 def check_case(case: Case, methods, *, time_limit: float | None = 2.0,
