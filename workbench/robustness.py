@@ -49,8 +49,10 @@ Presets (:data:`NOISE_PRESETS`):
     run-to-run error of the simulator against measured steps on this machine, 9.4 %,
     ``docs/runtime.md``); 10 % per device kind (single-device plans measured 10-25 % slower
     than profiled minutes apart, ``docs/runtime.md``); 10 % per link bandwidth and latency
-    (calibrated links, same source). The profiler does not record ``compute_std`` yet, so
-    today every graph gets the defaults.
+    (calibrated links, same source). ``compute_std`` is written at profiling time by
+    :func:`workbench.runtime.profile` (spread over its traced steps) and
+    :func:`workbench.io.torch.from_torch` with ``profile="cpu"``/``"gpu"`` (over its
+    ``repeats``); graphs with fewer than two samples per op, or not profiled, get the default.
 ``"roofline"``
     from the error table of ``bench/cost_model.py`` (``docs/workloads.md``): per op the
     time-weighted median error is 71.4 % and per step the median ``|error|`` is 61 %; read as

@@ -436,8 +436,14 @@ def _real_inputs(model, sig, example_inputs, torch):
     return flat
 
 
-def _profile(gm, inputs, repeats, warmup, device, torch) -> dict:
-    """Median time (ms) of every call_function node over ``repeats`` runs of the graph."""
+def _spread(ts: list) -> float | None:
+    """Sample standard deviation (ms) of repeated times, None for fewer than two."""
+    return statistics.stdev(ts) if len(ts) >= 2 else None
+
+
+def _profile(gm, inputs, repeats, warmup, device, torch, spread: dict | None = None) -> dict:
+    """Median time (ms) of every call_function node over ``repeats`` runs of the graph; with
+    ``spread``, also fill it with each node's standard deviation over the runs (ms)."""
     times: dict = {}
     sync = torch.cuda.synchronize if device == "gpu" else (lambda: None)
 
@@ -455,6 +461,8 @@ def _profile(gm, inputs, repeats, warmup, device, torch) -> dict:
 
     with _one_thread(torch):
         _run_timed(Timer, gm, inputs, warmup, repeats, times, torch)
+    if spread is not None:
+        spread.update({n: _spread(ts) for n, ts in times.items()})
     return {n: statistics.median(ts) for n, ts in times.items()}
 
 
@@ -478,8 +486,10 @@ def _run_timed(timer, gm, inputs, warmup, repeats, times, torch):
             timer(gm).run(*inputs)
 
 
-def _profile_updates(ops, vals_of, optimizer, repeats, device, torch) -> dict:
-    """Median time of each parameter's update, run as ``torch.optim`` runs it (foreach=False)."""
+def _profile_updates(ops, vals_of, optimizer, repeats, device, torch,
+                     spread: dict | None = None) -> dict:
+    """Median time of each parameter's update, run as ``torch.optim`` runs it (foreach=False);
+    with ``spread``, also each update's standard deviation (ms)."""
     out = {}
     dev = "cuda" if device == "gpu" else "cpu"
     for name, a in ops.items():
@@ -508,6 +518,8 @@ def _profile_updates(ops, vals_of, optimizer, repeats, device, torch) -> dict:
                 torch.cuda.synchronize()
             ts.append((time.perf_counter() - t) * 1e3)
         out[name] = statistics.median(ts[1:])
+        if spread is not None:
+            spread[name] = _spread(ts[1:])
     return out
 
 
@@ -550,7 +562,10 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
     device : str or DeviceModel
         Roofline model for kind ``gpu`` (when not measured).
     repeats, warmup : int
-        Runs of the graph whose per-op median is kept, and runs discarded before them.
+        Runs of the graph whose per-op median is kept, and runs discarded before them; the
+        spread of those runs (sample standard deviation, ms, ``repeats >= 2``) is kept per op
+        as ``compute_std`` (``{kind: ms}``), the ``"profiled"`` noise of
+        :func:`workbench.robustness`.
 
     Raises
     ------
@@ -570,6 +585,7 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
     t_capture = time.perf_counter() - t0
     ops, edges = _ops_and_edges(gm, sig, owner, optimizer, torch)
     measured: dict = {}
+    std: dict = {}
     kind = {"cpu": "cpu", "gpu": "gpu"}.get(profile)
     if profile is not None:
         if profile == "gpu" and not torch.cuda.is_available():
@@ -578,17 +594,22 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
         if profile == "gpu":
             inputs = [x.cuda() for x in inputs]
             gm = gm.cuda()
-        by_node = _profile(gm, inputs, repeats, warmup, profile, torch)
+        node_std: dict = {}
+        by_node = _profile(gm, inputs, repeats, warmup, profile, torch, spread=node_std)
         measured = {nm: by_node.get(a["_node"], 0.0) for nm, a in ops.items() if "_node" in a}
+        std = {nm: node_std.get(a["_node"]) for nm, a in ops.items() if "_node" in a}
         vals = {n: n.meta.get("val") for n in gm.graph.nodes}
         with _one_thread(torch):
-            measured.update(_profile_updates(ops, vals.get, optimizer, repeats, profile, torch))
+            measured.update(_profile_updates(ops, vals.get, optimizer, repeats, profile, torch,
+                                             spread=std))
     first = next((x for x in torch.utils._pytree.tree_leaves(tuple(example_inputs))
                   if isinstance(x, torch.Tensor)), None)
     out_ops = []
     for nm, a in ops.items():
         attrs = {k: v for k, v in a.items() if not k.startswith("_")}
         attrs["compute"] = {kind: float(measured[nm])} if kind else {"gpu": 0.0}
+        if kind and std.get(nm) is not None:
+            attrs["compute_std"] = {kind: float(std[nm])}
         out_ops.append((nm, attrs))
     n_params = sum(_nbytes(p) for p in model.parameters())
     meta = {"source": "torch", "capture": "aot_autograd", "training": bool(training),

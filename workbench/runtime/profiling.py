@@ -4,7 +4,10 @@ The program runs on one device (``cpu0`` by default: one logical CPU device, one
 thread, one inter-op thread, so ops run one at a time as the simulator assumes); after
 ``warmup`` steps, ``steps`` steps are traced with ``RunOptions.FULL_TRACE`` and each node's
 time (``all_end_rel_micros`` of its step stats) is averaged over them. Memory allocated per op
-in the trace is kept as the node attribute ``alloc_bytes``.
+in the trace is kept as the node attribute ``alloc_bytes``, and the spread of an op's traced
+times over the ``steps`` steps (sample standard deviation, ms, for ``steps >= 2``) as
+``compute_std`` (``{kind: ms}``, the kind its ``compute`` is written for), which
+:func:`workbench.robustness` reads for its ``"profiled"`` noise.
 
 The executor's own per-op cost and the ``Session.run`` overhead are not in any op's step
 stats, and tracing itself adds a few microseconds to every op. With ``overhead=True`` the
@@ -43,7 +46,8 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     Returns
     -------
     dict
-        ``times`` (node -> mean ms), ``alloc`` (node -> mean bytes allocated),
+        ``times`` (node -> mean ms), ``alloc`` (node -> mean bytes allocated), ``std``
+        (node -> sample standard deviation of its traced times, ms; empty when ``steps < 2``),
         ``step_ms`` (mean untraced step), ``traced_sum_ms`` (sum of op means), ``steps``,
         ``warmup``.
     """
@@ -76,6 +80,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
         for _ in range(warmup):
             sess.run(step_op)
         sums: dict = {}
+        samples: dict = {}
         allocs: dict = {}
         kernel_steps = 0
         ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
@@ -89,6 +94,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
                 # a GPU op's executor record ends at the kernel launch: use its kernel time
                 ms = kernels[v] if v in kernels else (e - s) / 1e3
                 sums[v] = sums.get(v, 0.0) + ms
+                samples.setdefault(v, []).append(ms)
                 allocs[v] = allocs.get(v, 0.0) + a
         wall = timed_runs(sess, step_op, timed_steps)
     if on_gpu and not kernel_steps:
@@ -98,8 +104,11 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     step_set = set(program.step_nodes)
     times = {v: sums.get(v, 0.0) / steps for v in program.step_nodes}
     alloc = {v: allocs.get(v, 0.0) / steps for v in program.step_nodes}
+    # an op traced in fewer steps than asked counts 0 ms in the others, as in its mean
+    std = {v: statistics.stdev(samples[v] + [0.0] * (steps - len(samples[v])))
+           for v in program.step_nodes if v in samples and steps >= 2}
     missing = [v for v in program.step_nodes if v not in sums]
-    return {"times": times, "alloc": alloc, "step_ms": statistics.median(wall),
+    return {"times": times, "alloc": alloc, "std": std, "step_ms": statistics.median(wall),
             "step_mean_ms": statistics.fmean(wall),
             "traced_sum_ms": sum(times[v] for v in step_set), "steps": steps,
             "warmup": warmup, "untraced_nodes": missing,
@@ -150,7 +159,9 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
         GPU kernel run on ``cpu0`` and get a ``cpu`` cost only (CPU-only ops); GPU ops get
         their CUDA kernel time (:func:`workbench.runtime.gpu.gpu_kernel_times`).
     steps, warmup : int
-        Traced steps averaged, after untimed warm-up steps.
+        Traced steps averaged, after untimed warm-up steps; their spread per op is kept as the
+        node attribute ``compute_std`` (``{kind: ms}``, the raw traced standard deviation, not
+        rescaled by ``overhead``; absent when ``steps < 2``).
     overhead : bool
         Make the op times add up to the measured untraced single-device step time (see
         :func:`_match_step`); the raw traced sum is kept in ``meta["profile"]``.
@@ -195,9 +206,12 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
     host_nodes = set(res.get("host_nodes", ()))
     for v in G.nodes:
         G.nodes[v]["alloc_bytes"] = float(res["alloc"].get(v, 0.0))
+        on = "cpu" if v in host_nodes else kind
         if v in host_nodes and kind != "cpu":
             # no GPU kernel: the op ran on the host CPU and cannot run on the GPU
             G.nodes[v]["compute"] = {"cpu": G.nodes[v]["compute"].pop(kind)}
+        if v in res["std"] and on in G.nodes[v]["compute"]:
+            G.nodes[v]["compute_std"] = {on: float(res["std"][v])}
         if base is not None and v in base.index:
             for k, ms in base.op(v)["compute"].items():
                 if k != kind:
