@@ -3,7 +3,10 @@
 the accelerators, repeatedly apply the single class move that lowers the max load most, until
 no move improves it. Unlike the authors' program, moves that break a memory cap are not taken.
 Loads are the judge's (``Device.speed``, nested transfer tiers); ``predicted`` is
-:func:`workbench.simulate.max_load` of the result.
+:func:`workbench.simulate.max_load` of the result. Inside :func:`workbench.solve` every
+improvement of the incumbent (the best max load seen so far, any restart, any move) is recorded
+in ``plan.stats["progress"]`` (:mod:`workbench.solvers.progress`, engine ``"local_search"``,
+objective the search's max load in ms, no bound).
 
 Examples
 --------
@@ -86,6 +89,18 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
         mem = np.bincount(asg, weights=U.mem, minlength=nd)
         return load, cnt, mem
 
+    from .progress import new_call
+
+    rec = new_call("local_search")
+    incumbent = np.inf
+
+    def improved(val):
+        nonlocal incumbent
+        if val < incumbent:
+            incumbent = val
+            if rec is not None:
+                rec(float(val), float("nan"))  # no bound: recorded as None
+
     best_val, best_asg = np.inf, None
     moves_total = 0
     for _r in range(max(1, restarts)):
@@ -100,6 +115,7 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
             mem[d] += U.mem[v]
         load, cnt, mem = loads_of(asg)
         cur = load.max()
+        improved(cur)
         for _m in range(max_moves):
             if deadline is not None and time.perf_counter() > deadline:
                 stopped = True
@@ -141,6 +157,7 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
             asg[v] = b
             load, cur = new, val
             moves_total += 1
+            improved(cur)
         if cur < best_val:
             best_val, best_asg = cur, asg.copy()
     dev = best_asg[U.owner]
