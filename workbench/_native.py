@@ -1,14 +1,17 @@
-"""Native-library clashes between the heavy frameworks the workbench may load in one process.
+"""Imports of code from outside the workbench: heavy frameworks whose native libraries clash in
+one process, and a user's own model file.
 
-Kept at the bottom layer (imports nothing of the workbench) so the TensorFlow bridge and the
-PyTorch capture can both call it.
+Kept at the bottom layer (imports nothing of the workbench) so the TensorFlow bridge, the Keras
+step and the PyTorch capture can all call it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import sys
+from pathlib import Path
 
-__all__ = ["block_triton"]
+__all__ = ["block_triton", "import_torch", "load_user_file"]
 
 
 def block_triton() -> bool:
@@ -32,17 +35,40 @@ def block_triton() -> bool:
     return True
 
 
-def import_torch():
+def import_torch(error: type[Exception] = ImportError, message: str = "torch is not installed"):
     """Import and return ``torch``, with Triton blocked first when TensorFlow is already loaded.
 
     A user who imported TensorFlow (or Keras) before capturing a PyTorch model would otherwise
-    crash at torch's first Triton import (see :func:`block_triton`). Raises ImportError when
-    torch is not installed.
+    crash at torch's first Triton import (see :func:`block_triton`). When torch is not
+    installed, raises ``error(message)``.
 
-    >>> torch = import_torch()  # doctest: +SKIP
+    >>> import_torch(ValueError, "no torch") if False else None  # doctest: +SKIP
     """
     if "tensorflow" in sys.modules:
         block_triton()
-    import torch
-
+    try:
+        import torch
+    except ImportError:
+        raise error(message) from None
     return torch
+
+
+def load_user_file(path: str, error: type[Exception], *, expected: str = "FILE.py"):
+    """Import a user's Python file as a module; a missing file or an exception while importing
+    it is ``error`` naming the file (never a traceback from inside the user's code).
+
+    >>> load_user_file("/nonexistent/net.py", ValueError, expected="FILE.py:Class")
+    Traceback (most recent call last):
+    ...
+    ValueError: model file '/nonexistent/net.py' does not exist (expected FILE.py:Class)
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise error(f"model file {path!r} does not exist (expected {expected})")
+    spec = importlib.util.spec_from_file_location(f"_wb_user_{abs(hash(str(p.resolve())))}", p)
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(mod)
+    except Exception as e:  # noqa: BLE001 - the user's code may raise anything
+        raise error(f"loading {path!r} failed: {type(e).__name__}: {e}") from None
+    return mod

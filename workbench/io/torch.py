@@ -83,12 +83,8 @@ _VIEW_LIKE = frozenset({"aten::_unsafe_view", "aten::lift_fresh", "aten::_reshap
 
 
 def _torch():
-    try:
-        torch = import_torch()
-    except ImportError:
-        raise CaptureError("capturing a PyTorch model needs the optional dependency torch "
-                           "(pip install placement-workbench[torch])") from None
-    return torch
+    return import_torch(CaptureError, "capturing a PyTorch model needs the optional dependency "
+                                      "torch (pip install placement-workbench[torch])")
 
 
 def _nbytes(val) -> float:

@@ -34,11 +34,9 @@ workbench.errors.FormatError: unknown model 'hf:nope'; hf: models are gpt2, bert
 from __future__ import annotations
 
 import functools
-import importlib.util
 from collections.abc import Mapping
-from pathlib import Path
 
-from .._native import import_torch
+from .._native import import_torch, load_user_file
 from ..errors import FormatError
 
 __all__ = ["HF_MODELS", "build_model", "is_model_spec", "model_graph"]
@@ -48,12 +46,8 @@ HF_MODELS = ("gpt2", "bert-base", "vit", "llama")
 
 
 def _torch():
-    try:
-        torch = import_torch()
-    except ImportError:
-        raise FormatError("PyTorch models need the optional dependency torch "
-                          "(pip install placement-workbench[torch])") from None
-    return torch
+    return import_torch(FormatError, "PyTorch models need the optional dependency torch "
+                                     "(pip install placement-workbench[torch])")
 
 
 def is_model_spec(spec) -> bool:
@@ -140,15 +134,7 @@ def _hf(name: str, config: Mapping, layers: int | None):
 
 
 def _from_file(path: str, cls_name: str):
-    p = Path(path)
-    if not p.is_file():
-        raise FormatError(f"model file {path!r} does not exist")
-    spec = importlib.util.spec_from_file_location(f"workbench_user_{p.stem}", p)
-    mod = importlib.util.module_from_spec(spec)
-    try:
-        spec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - the user's code may raise anything
-        raise FormatError(f"{path}: importing it failed: {type(e).__name__}: {e}") from None
+    mod = load_user_file(path, FormatError, expected="FILE.py:Class")
     cls = getattr(mod, cls_name, None)
     torch = _torch()
     if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):

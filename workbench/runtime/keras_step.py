@@ -36,17 +36,16 @@ Python file ``path.py:fn`` whose ``fn(**kw)`` returns a Keras model is accepted 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import uuid
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
+from .._native import load_user_file
 from ..errors import RuntimeBridgeError
 from ._tf import tf
 
@@ -503,15 +502,7 @@ def transformer_encoder(*, seq: int = 16, d_model: int = 32, heads: int = 4, lay
 
 def _load_file_builder(ref: str) -> Callable:
     path, _, fn = ref.rpartition(":")
-    p = Path(path)
-    if not p.is_file():
-        raise RuntimeBridgeError(f"model file {path!r} does not exist (expected FILE.py:FUNCTION)")
-    mod_spec = importlib.util.spec_from_file_location(f"_wb_model_{abs(hash(str(p)))}", p)
-    mod = importlib.util.module_from_spec(mod_spec)
-    try:
-        mod_spec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - the user's file
-        raise RuntimeBridgeError(f"loading {path!r} failed: {type(e).__name__}: {e}") from None
+    mod = load_user_file(path, RuntimeBridgeError, expected="FILE.py:FUNCTION")
     builder = getattr(mod, fn or "build", None)
     if not callable(builder):
         raise RuntimeBridgeError(f"{path!r} has no function {fn or 'build'!r}")
