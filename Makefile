@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
-	$(BIN)/python -c "from workbench.solvers.pipeline_dp_kernel import warm_compiled; warm_compiled()"
+	$(BIN)/python -c "from workbench.solvers.pipeline.kernel import warm_compiled; warm_compiled()"
 	touch $(STAMP)
 
 install: $(STAMP)

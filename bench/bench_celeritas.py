@@ -10,7 +10,7 @@ Prints markdown tables; ``docs/results-celeritas.md`` holds a copy with comments
 The paper's large models are not available here; the "paper-like" graphs are synthetic ones of
 the same sizes and CCRs, made TensorFlow-like by giving every op with weights its own variable
 op (an in-degree-0 source holding the weights, as in TF graphs), and taken through the
-Standard Evaluation: profiles at batch 8..64 (:func:`workbench.costs.synthetic_profiles`),
+Standard Evaluation: profiles at batch 8..64 (:func:`workbench.costs.standard.synthetic_profiles`),
 regression to batch 512, placement on the *estimate*, simulation on the *true* batch-512
 profile. Devices hold 35 % of the true model (one device cannot hold it; three can); every
 method places with 10 % headroom (90 % of each device), so estimation errors do not turn into
@@ -24,7 +24,7 @@ import time
 
 import workbench as wb
 from workbench import Cluster, Device, Link, samples
-from workbench.costs import estimate_graph, relative_deviation, synthetic_profiles
+from workbench.costs.standard import estimate_graph, relative_deviation, synthetic_profiles
 from workbench.errors import WorkbenchError
 from workbench.graph import OpGraph
 from workbench.transforms.fusion import fuse

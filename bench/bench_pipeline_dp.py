@@ -39,7 +39,7 @@ from workbench import max_load, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.io.msr import read_msr
 from workbench.pipeline import expert_plan, latency
-from workbench.solvers.pipeline_dp import count_ideals
+from workbench.solvers.pipeline.dp import count_ideals
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 PAPER = {  # DP, DPL, IP non-contiguous, expert, local search, PipeDream, Scotch

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 import workbench as wb
 from workbench.io import load_graph
-from workbench.roofline import costs_for_cluster
+from workbench.costs.roofline import costs_for_cluster
 from workbench.workloads import layered
 
 METHODS = ["order_place", "round_robin", "m_topo", "heft", "etf", "m_etf", "m_sct", "dpos", "metis",

@@ -1,7 +1,7 @@
 """How good is the roofline device model? Fit it to this machine's CPU and compare with profiles.
 
 For every profiled sample in ``sample_graphs/`` (costs measured on one CPU core by
-``scripts/make_sample_graphs.py``), the roofline of :mod:`workbench.roofline` with the
+``scripts/make_sample_graphs.py``), the roofline of :mod:`workbench.costs.roofline` with the
 ``cpu-local`` figures (or figures fitted now with ``--fit``) predicts every op's time from its
 FLOPs and bytes. Printed per model:
 
@@ -12,7 +12,7 @@ FLOPs and bytes. Printed per model:
   single-device makespan would be).
 
 ``--fit`` fits peak FLOP/s, bandwidth and launch overhead to all ops of all samples
-(:func:`workbench.roofline.fit_device`) and prints the figures to put in ``DEVICE_MODELS``;
+(:func:`workbench.costs.roofline.fit_device`) and prints the figures to put in ``DEVICE_MODELS``;
 ``--holdout`` fits on all samples but the one evaluated (leave-one-model-out).
 
 Usage::
@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.io import load_graph
-from workbench.roofline import DEVICE_MODELS, _work_arrays, fit_device, roofline_times
+from workbench.costs.roofline import DEVICE_MODELS, _work_arrays, fit_device, roofline_times
 
 
 def samples() -> dict:
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--holdout", action="store_true", help="leave-one-model-out fits")
     ap.add_argument("--min-ms", type=float, default=0.01)
     ap.add_argument("--weight", choices=["ops", "time"], default="ops",
-                    help="fit weighting (see workbench.roofline.fit_device)")
+                    help="fit weighting (see workbench.costs.roofline.fit_device)")
     args = ap.parse_args(argv)
     gs = samples()
     model = DEVICE_MODELS["cpu-local"]

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     import workbench as wb
     from workbench import Plan
     from workbench import runtime as rt
-    from workbench.roofline import with_device_costs
+    from workbench.costs.roofline import with_device_costs
     from workbench.runtime.calibrate import MODEL_CHANGES
     from workbench.runtime.judging import step_spread, residuals, traced_measurement
 

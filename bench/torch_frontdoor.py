@@ -43,7 +43,7 @@ from workbench.io.onnx import read_onnx  # noqa: E402
 from workbench.io.torch import from_torch  # noqa: E402
 from workbench.io.torch_models import build_model  # noqa: E402
 from workbench.plan import Plan  # noqa: E402
-from workbench.roofline import op_family  # noqa: E402
+from workbench.costs.roofline import op_family  # noqa: E402
 
 WORKLOADS = {
     "resnet18 (64x64, b8)": dict(spec="torchvision:resnet18", batch=8, image=64),

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 import workbench as wb
 from workbench.io.msr import read_msr
-from workbench.roofline import costs_for_cluster
+from workbench.costs.roofline import costs_for_cluster
 from workbench.workloads import Workload, hard_suite, layered
 
 METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]

@@ -5,7 +5,7 @@ paper-sized ones (ResNet-50, Inception-V3, BERT-base, GNMT, RNNLM, Transformer b
 built with its default sizes and the batch of :data:`~workbench.runtime.models.DEFAULT_BATCH`,
 extracted (forward, backward and SGD update ops, with per-op FLOPs, bytes and shapes),
 profiled on this machine's CPU (one logical device, one thread per op), given V100 roofline
-costs on device kind ``gpu`` (:func:`workbench.roofline.with_device_costs`) so that it solves on
+costs on device kind ``gpu`` (:func:`workbench.costs.roofline.with_device_costs`) so that it solves on
 the GPU cluster presets, and saved as ``sample_graphs/<model>.json.gz`` with its metadata
 (model, batch, sizes, device, TensorFlow version, profiling figures: steps, warm-up, timed
 steps).
@@ -48,7 +48,7 @@ def _with_work(saved, extract):
 
 def main(argv: list[str] | None = None) -> int:
     from workbench.io import load_graph, save_graph
-    from workbench.roofline import with_device_costs
+    from workbench.costs.roofline import with_device_costs
     from workbench.runtime import DEFAULT_BATCH, MODELS, extract, profile
     from workbench.runtime.paper_models import PAPER_MODELS
 

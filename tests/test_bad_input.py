@@ -342,7 +342,7 @@ def test_damaged_files(case, tmp_path, capsys):
 
 
 def test_gzip_is_streamed_with_a_limit(tmp_path, monkeypatch, capsys):
-    import workbench.io.json_format as jf
+    import workbench.io.files as jf
 
     bomb = gzip.compress(b'{"a": "' + b"x" * (8 << 20) + b'"}')  # 8 MiB in ~8 KB
     assert len(bomb) < 100_000

@@ -6,7 +6,7 @@ import pytest
 import workbench as wb
 from workbench import Cluster, Device, Link, SolverError, samples, simulate
 from workbench.graph import OpGraph
-from workbench.solvers.celeritas import default_M, default_R
+from workbench.solvers.celeritas.placement import default_M, default_R
 
 
 def fork(branch_comm: float, join_comm: float):
@@ -225,7 +225,7 @@ def test_link_relief_on_rnnlm_pcie_with_memory_pressure():
     """The issue's case: rnnlm on 2xV100-pcie, memory pressure 1.6. Adjusting Placement as
     written sends every time step's read of a 134 MB LSTM weight over the one PCIe link
     (641.7 ms with congestion, 69 ms without); link relief colocates heavy tensors' ends."""
-    from workbench.solvers.celeritas import heavy_colocation
+    from workbench.solvers.celeritas.placement import heavy_colocation
 
     g, c = _real("rnnlm", "2xV100-pcie", 1.6)
     raw = wb.solve(g, c, method="celeritas", relief=None, keep_start=False)

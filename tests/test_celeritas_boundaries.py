@@ -8,7 +8,7 @@ import random
 import pytest
 
 from workbench import Cluster, SolverError, samples, simulate, solve
-from workbench.solvers.celeritas_boundaries import segment_devices, segment_devices_tensors
+from workbench.solvers.celeritas.boundaries import segment_devices, segment_devices_tensors
 
 
 def _cut(seq, edges, dev):

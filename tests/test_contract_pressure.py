@@ -19,7 +19,7 @@ from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
 from workbench.pipeline import latency
 from workbench.samples import to_training
-from workbench.solvers import pipeline_latency
+from workbench.solvers.pipeline import latency as pipeline_latency
 from workbench.testing.contract import make_case, run_method
 
 FOUR = ["greedy_latency", "ip_contig", "ip_noncontig", "latency_ip"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from workbench import GraphError, samples
-from workbench.costs import (
+from workbench.costs.standard import (
     Deviation,
     estimate_graph,
     fit_costs,

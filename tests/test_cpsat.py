@@ -9,8 +9,8 @@ import pytest
 
 from workbench import Cluster, Device, Link, samples, simulate, solve
 from workbench.errors import InfeasibleError, SolverError
-from workbench.solvers.cpsat import solve_cpsat, time_scale
-from workbench.solvers.cpsat_pesto import schedule_groups, units_target
+from workbench.solvers.pesto.cpsat import solve_cpsat, time_scale
+from workbench.solvers.pesto.cpsat_engine import schedule_groups, units_target
 from workbench.testing.oracles import best_makespan
 
 
@@ -172,7 +172,7 @@ def test_hint_names_each_variable_once_host_mode_diamond():
 
 
 def _real(name: str, preset: str, pressure: float | None = 1.6):
-    from workbench.roofline import costs_for_cluster
+    from workbench.costs.roofline import costs_for_cluster
     from workbench.workloads import apply_memory_pressure
 
     c = Cluster.preset(preset)
@@ -209,7 +209,7 @@ def test_hint_is_exactly_a_solution_on_a_real_graph(warm, cluster, congestion, t
 
 
 def test_gapless_runs_become_one_interval_and_keep_the_hint():
-    from workbench.solvers.cpsat_hint import _gapless_blocks
+    from workbench.solvers.pesto.hint import _gapless_blocks
 
     g, c = _real("resnet_small", "4xV100-nvlink")
     s = simulate(solve(g, c, method="order_place"), c)
@@ -241,7 +241,7 @@ def test_gapless_runs_become_one_interval_and_keep_the_hint():
 
 
 def test_window_rounds_only_improve_and_keep_memory():
-    from workbench.solvers.cpsat_pesto import window_rounds
+    from workbench.solvers.pesto.cpsat_engine import window_rounds
 
     g = samples.inception(120, seed=2, ccr=1.5)
     c = Cluster.preset("2xV100-pcie")
@@ -267,7 +267,7 @@ def test_cpsat_engine_starts_from_the_papers_coarse_graph_on_rnnlm():
     cut of under 1 MB (24.7 ms). The CP-SAT engine's warm start now includes those plans."""
     import time as _time
 
-    from workbench.solvers.cpsat_pesto import paper_coarse_start
+    from workbench.solvers.pesto.cpsat_engine import paper_coarse_start
     from workbench.workloads import workload
 
     g, c = workload("rnnlm-4xV100").build()

@@ -84,7 +84,9 @@ def test_msr_expert_split_and_writer(msr_dir, tmp_path):
     p = read_expert(msr_dir / "experts" / "gnmt_training_expert.json", g, c)
     assert set(p.placement) == set(g.ops)
     assert wb.max_load(p, c) == pytest.approx(137.15, rel=1e-3)  # the paper's expert column
-    write_msr_plan(p, c, tmp_path / "split.json")
+    write_msr_plan(p, c, tmp_path / "split.json", wb.device_loads(p, c))
+    with pytest.raises(wb.PlanError, match="loads for the"):
+        write_msr_plan(p, c, tmp_path / "bad.json", [1.0])
     out = json.loads((tmp_path / "split.json").read_text())
     assert out["maxLoad"] == pytest.approx(wb.max_load(p, c))
     assert sum(len(x["nodes"]) for x in out["fpgas"] + out["cpus"]) == g.n_ops

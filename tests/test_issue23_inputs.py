@@ -18,7 +18,7 @@ from workbench.cli import main
 from workbench.errors import GraphError, PlanError, SolverError
 from workbench.graph import OpGraph
 from workbench.io import load_plan, save_graph
-from workbench.solvers._params import MAX_SEED
+from workbench.solvers.params import MAX_SEED
 
 onnx = pytest.importorskip("onnx")
 from onnx import TensorProto, helper, numpy_helper

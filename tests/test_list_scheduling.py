@@ -11,7 +11,7 @@ from workbench import Cluster, Device, Link, OpGraph, samples, simulate, solve
 from workbench.analysis import critical_path, levels
 from workbench.errors import InfeasibleError
 from workbench.solvers import get
-from workbench.solvers.list_scheduling import ListCore, favourite_children
+from workbench.solvers.list.scheduling import ListCore, favourite_children
 
 METHODS = ["heft", "etf", "m_etf", "m_sct", "dpos", "os_dpos"]
 

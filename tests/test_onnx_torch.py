@@ -27,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 from workbench.errors import FormatError, GraphError  # noqa: E402
 from workbench.io.onnx import onnx_to_opgraph, read_onnx  # noqa: E402
 from workbench.io.torch_models import build_model  # noqa: E402
-from workbench.roofline import op_family  # noqa: E402
+from workbench.costs.roofline import op_family  # noqa: E402
 
 SMALL = {
     "resnet18": dict(spec="torchvision:resnet18", image=64),

@@ -17,7 +17,7 @@ from workbench.orders import (
     positions,
     split_cut,
 )
-from workbench.solvers import baselines
+from workbench.solvers.baselines import simple as baselines
 
 
 def _ops(*names, t=1.0):

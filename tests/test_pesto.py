@@ -190,7 +190,7 @@ def _footprints(plan, fp) -> dict:
 
 
 def test_tensor_footprint_is_inputs_plus_outputs():
-    from workbench.solvers.pesto import tensor_footprint
+    from workbench.solvers.pesto.ilp import tensor_footprint
 
     g = samples.pesto_fig2()
     fp = tensor_footprint(g)
@@ -214,7 +214,7 @@ def test_memory_balance_rows_bind_and_hold():
     """Tolerance 0 on the 7-op Fig. 2 graph: the ILP's placement keeps every device within its
     cap (half the footprint plus the largest op), so the one-device optimum is cut off and the
     ILP's optimum is not claimed optimal for the judge."""
-    from workbench.solvers.pesto import _run_ilp, balance_caps, tensor_footprint
+    from workbench.solvers.pesto.ilp import _run_ilp, balance_caps, tensor_footprint
 
     g, c = samples.pesto_fig2(), SLOW2
     fp = tensor_footprint(g)
@@ -237,7 +237,7 @@ def test_memory_balance_rows_bind_and_hold():
 
 
 def test_memory_balance_with_a_huge_tolerance_adds_no_rows():
-    from workbench.solvers.pesto import build_pesto_ilp
+    from workbench.solvers.pesto.ilp import build_pesto_ilp
 
     g, c = samples.pesto_fig2(), SLOW2
     loose = build_pesto_ilp(g, c, horizon=50.0)
@@ -252,7 +252,7 @@ def test_memory_balance_dropped_when_affinity_makes_it_infeasible():
     10 + 20 + 11 = 41 MB of the 42 MB footprint, over its cap (a third plus the largest op,
     34 MB); the rows are dropped and a plan still comes back."""
     from workbench.graph import OpGraph
-    from workbench.solvers.pesto import balance_caps, tensor_footprint
+    from workbench.solvers.pesto.ilp import balance_caps, tensor_footprint
 
     ops = [(f"c{i}", {"compute": {"cpu": 1.0}, "memory": 0.0}) for i in range(3)]
     ops += [("g", {"compute": {"cpu": 5.0, "gpu": 1.0}, "memory": 0.0})]
@@ -270,7 +270,7 @@ def test_memory_balance_dropped_when_affinity_makes_it_infeasible():
 
 
 def test_balance_caps_bad_tolerance():
-    from workbench.solvers.pesto import balance_caps
+    from workbench.solvers.pesto.ilp import balance_caps
 
     with pytest.raises(SolverError, match="memory_balance"):
         balance_caps([1.0, 2.0], Cluster.preset("2xV100-pcie"), -0.1)

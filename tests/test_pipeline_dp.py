@@ -12,7 +12,7 @@ from workbench import Plan, max_load, samples, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import GraphError, InfeasibleError, SolverError
 from workbench.graph import OpGraph
-from workbench.solvers.pipeline_dp import contract_for_dp, count_ideals, enumerate_ideals
+from workbench.solvers.pipeline.dp import contract_for_dp, count_ideals, enumerate_ideals
 
 
 def host(k: int, l_: int = 1, mem: float = 1e12, bw: float = 1e6) -> Cluster:
@@ -335,8 +335,8 @@ def test_pipedream_authors_setting_reproduces_table1(name, principled, authors):
 def test_pruning_is_exact(seed):
     """The DPL bound, the feasibility pass and the stopped descent change nothing: same value
     and same split as the plain DP over every pair."""
-    from workbench.solvers.pipeline_dp import _linear_order, solve_dp
-    from workbench.solvers.pipeline_dp_kernel import lattice
+    from workbench.solvers.pipeline.dp import _linear_order, solve_dp
+    from workbench.solvers.pipeline.kernel import lattice
 
     g = uniform(samples.inception(90, seed=seed))
     c = host(4, 1)

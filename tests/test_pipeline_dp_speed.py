@@ -16,10 +16,10 @@ from workbench import samples, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import SolverError, TimeLimitError
 from workbench.graph import OpGraph
-from workbench.pipeline_costs import pipeline_model
-from workbench.solvers.pipeline_dp import contract_for_dp
-from workbench.solvers.pipeline_dp_kernel import PY_MAX_IDEALS, solve_lattice
-from workbench.solvers.pipeline_dp_lattice import _linear_order, lattice, linear_lattice
+from workbench.costs.pipeline import pipeline_model
+from workbench.solvers.pipeline.dp import contract_for_dp
+from workbench.solvers.pipeline.kernel import PY_MAX_IDEALS, solve_lattice
+from workbench.solvers.pipeline.ideals import _linear_order, lattice, linear_lattice
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 
@@ -111,7 +111,7 @@ def test_kernels_agree_on_the_published_workloads(name):
 
 
 def test_auto_picks_python_for_small_and_compiled_for_large_lattices(monkeypatch):
-    import workbench.solvers.pipeline_dp_kernel as kern
+    import workbench.solvers.pipeline.kernel as kern
 
     monkeypatch.setattr(kern, "_LOADED", False)  # as in a fresh process
     small = solve(samples.diamond(), host(2, 1), method="dp")
@@ -125,8 +125,8 @@ def test_auto_picks_python_for_small_and_compiled_for_large_lattices(monkeypatch
 
 @pytest.mark.parametrize("seed", range(6))
 def test_greedy_bound_is_an_upper_bound_and_prunes_exactly(seed):
-    from workbench.solvers.pipeline_dp_kernel import _arrays
-    from workbench.solvers.pipeline_dp_pykernel import greedy_bound
+    from workbench.solvers.pipeline.kernel import _arrays
+    from workbench.solvers.pipeline.pykernel import greedy_bound
 
     g = samples.inception(50 + 10 * seed, seed=seed)
     c = host(3, 1, mem=2e9 if seed % 2 else 1e12)
@@ -191,7 +191,7 @@ def test_warm_compiled_loads_the_compiled_kernels_in_a_fresh_process():
     import subprocess
     import sys
 
-    code = ("from workbench.solvers.pipeline_dp_kernel import warm_compiled\n"
+    code = ("from workbench.solvers.pipeline.kernel import warm_compiled\n"
             "import workbench as wb, workbench.samples as s\n"
             "print(warm_compiled())\n"
             "from workbench.cluster import Cluster, Device, Link\n"

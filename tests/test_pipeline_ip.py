@@ -276,7 +276,7 @@ def _fits_memory(plan, cl, mem):
 def test_canonical_relabelling_meets_the_symmetry_rows():
     import numpy as np
 
-    from workbench.solvers.pipeline_ip import _canonical
+    from workbench.solvers.pipeline.ip import _canonical
 
     rng = np.random.default_rng(5)
     groups, order = [[0, 1, 2, 3]], [4, 2, 0, 1, 3, 5, 6]

@@ -47,7 +47,7 @@ def test_dp_and_dpl_match_table1(name):
 
 
 def test_ideal_counts_match_table1():
-    from workbench.solvers.pipeline_dp import count_ideals
+    from workbench.solvers.pipeline.dp import count_ideals
 
     assert count_ideals(*load("throughput", "op_bert3_inference")) == 1428
     assert count_ideals(*load("throughput", "op_bert3_training")) == 2774

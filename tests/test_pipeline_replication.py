@@ -13,7 +13,7 @@ from workbench.cluster import Cluster, Device, Link
 from workbench.errors import GraphError, PlanError
 from workbench.graph import OpGraph
 from workbench.pipeline import load_parts, pipelined_time, replica_graph
-from workbench.pipeline_costs import (
+from workbench.costs.pipeline import (
     allreduce_chunk_ms,
     default_allreduce_bandwidth,
     op_shares,

@@ -9,7 +9,7 @@ import pytest
 
 import workbench as wb
 from workbench.cluster import Device, Link
-from workbench.solvers.pipeline_baselines import local_search
+from workbench.solvers.pipeline.local_search import local_search
 from workbench.solvers.progress import recording
 
 

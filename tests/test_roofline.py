@@ -10,7 +10,7 @@ import pytest
 from workbench import Cluster, OpGraph, solve
 from workbench.errors import ClusterError, GraphError
 from workbench.io import load_graph
-from workbench.roofline import (
+from workbench.costs.roofline import (
     DEVICE_MODELS,
     FAMILIES,
     costs_for_cluster,

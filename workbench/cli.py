@@ -31,7 +31,7 @@ import warnings
 from pathlib import Path
 
 from .errors import ClusterError, Interrupted, OutputError, WorkbenchError
-from .solvers._params import MAX_SEED
+from .solvers.params import MAX_SEED
 
 __all__ = ["main", "load_graph_arg", "load_cluster_arg"]
 
@@ -102,7 +102,7 @@ def _num(x):
 def _problem(args):
     graph, own = load_graph_arg(args.graph, **_model_options(args))
     cluster = load_cluster_arg(args.cluster, own, memory=getattr(args, "memory_gib", None))
-    from .roofline import costs_for_cluster  # roofline costs for kinds not profiled
+    from .costs.roofline import costs_for_cluster  # roofline costs for kinds not profiled
 
     return costs_for_cluster(graph, cluster), cluster
 
@@ -182,7 +182,7 @@ def _cmd_solve(args) -> int:
            "devices_used": met.devices_used, "predicted": plan.predicted,
            "placement": plan.placement}
     if args.json:
-        from .io.json_format import jsonable
+        from .io.files import jsonable
 
         print(json.dumps(jsonable(out)))
     else:
@@ -209,7 +209,7 @@ def _cmd_simulate(args) -> int:
     if args.trace:
         save_chrome_trace(sched, args.trace)
     if args.json:
-        from .io.json_format import jsonable
+        from .io.files import jsonable
 
         print(json.dumps(jsonable(met.to_dict())))
     else:
@@ -255,7 +255,7 @@ def _print_table(df) -> None:
 
 
 def _cmd_compare(args) -> int:
-    from .io.json_format import jsonable
+    from .io.files import jsonable
 
     methods = None
     if args.methods is not None:
@@ -335,7 +335,7 @@ def _input_shape(text: str | None):
 def _cmd_run(args) -> int:
     """Solve a real TensorFlow model with several methods and measure each plan."""
     from . import samples, simulate, solve
-    from .io.json_format import jsonable
+    from .io.files import jsonable
 
     try:
         from . import runtime
@@ -422,7 +422,7 @@ def _cmd_sweep(args) -> int:
                        isolate=not args.no_isolate, progress=not args.json,
                        max_cells=args.max_cells)
     if args.json:
-        from .io.json_format import jsonable
+        from .io.files import jsonable
 
         print(json.dumps(jsonable(df.to_dict(orient="records"))))
         return 0

@@ -462,19 +462,6 @@ class OpGraph:
             h.update(f"{u}\1{v}\0".encode())
         return h.hexdigest()[:16]
 
-    def with_device_costs(self, target="V100", **kwargs) -> "OpGraph":
-        """Roofline compute costs from the ops' ``flops``/``bytes_moved`` for a device model
-        or a cluster preset; see :func:`workbench.roofline.with_device_costs`.
-
-        >>> g = OpGraph.from_ops([("mm", {"compute": {"cpu": 3.0}, "op_type": "MatMul",
-        ...                               "flops": 2e9, "bytes_moved": 1e7})])
-        >>> sorted(g.with_device_costs("H100").op("mm")["compute"])
-        ['cpu', 'gpu']
-        """
-        from .roofline import with_device_costs
-
-        return with_device_costs(self, target, **kwargs)
-
     def with_name(self, name: str) -> "OpGraph":
         return OpGraph(self._g, name=name, meta=self.meta)
 

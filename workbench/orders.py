@@ -4,7 +4,7 @@ DFS-TOPO and its critical-path variant CPD-TOPO (Celeritas, Sections 4.2.2 and 5
 All three return op indices (positions in ``graph.c``), every op exactly once, every edge from
 an earlier to a later position.
 
-* **m-TOPO** (:func:`bfs_topo_order`, reused from :mod:`workbench.solvers.baselines`): Kahn's
+* **m-TOPO** (:func:`bfs_topo_order`, reused from :mod:`workbench.solvers.baselines.simple`): Kahn's
   algorithm with a FIFO queue; the ops of one layer are interleaved, so neighbours end up far
   apart in the sequence.
 * **DFS-TOPO** (:func:`dfs_topo_order`): the queue starts with the in-degree-0 ops; after
@@ -38,7 +38,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import GraphError
-from .solvers.baselines import bfs_topo_order
+from .solvers.baselines.simple import bfs_topo_order
 
 __all__ = [
     "ORDERS",

@@ -240,7 +240,7 @@ class Replay:
 def _transfers(plan, cluster, dev: list) -> tuple:
     """Transfers as :func:`workbench.simulate` creates them, in its creation order per op, and
     each op's data predecessors (op indices, or ``n + k`` for transfer ``k``)."""
-    from .pipeline_costs import op_shares
+    from .costs.pipeline import op_shares
 
     g = plan.graph
     gc, cc = g.c, cluster.c
@@ -424,7 +424,7 @@ def _check_nominal(rep: Replay, sk: np.ndarray) -> None:
 def _load_terms(plan, cluster, dev: np.ndarray) -> list:
     """The communication terms of :func:`workbench.device_loads` as groups of edges whose
     largest cost is charged to a device: ``(lat, nbinv, f, chan, group starts, charge)``."""
-    from .pipeline_costs import op_shares
+    from .costs.pipeline import op_shares
 
     g = plan.graph
     gc, cc = g.c, cluster.c

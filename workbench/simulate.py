@@ -44,7 +44,7 @@ import numpy as np
 
 from .errors import GraphError, PlanError
 from .liveness import live_intervals, live_peaks
-from .pipeline_costs import op_shares
+from .costs.pipeline import op_shares
 from .plan import Metrics, Plan, Schedule
 
 __all__ = ["simulate", "max_load", "device_loads", "evaluate", "receive_overheads", "ORDERS"]

@@ -163,7 +163,7 @@ class Workload:
     ``graph`` builds the graph (called lazily), ``cluster`` is a preset name,
     ``memory_pressure`` (optional) caps each device's memory at the model's bytes divided by
     it, ``device_costs`` gives the graph roofline costs for the preset's devices
-    (:func:`workbench.roofline.costs_for_cluster`; real samples profiled on a CPU).
+    (:func:`workbench.costs.roofline.costs_for_cluster`; real samples profiled on a CPU).
     """
 
     name: str
@@ -179,7 +179,7 @@ class Workload:
         g = self.graph()
         c = Cluster.preset(self.cluster)
         if self.device_costs:
-            from .roofline import costs_for_cluster
+            from .costs.roofline import costs_for_cluster
 
             g = costs_for_cluster(g, c)
         if self.memory_pressure:

@@ -5,9 +5,10 @@ format of Tarnawski et al., and Chrome-trace / Perfetto export of schedules.
 """
 
 from ._outputs import transaction
-from .json_format import (MAX_INPUT_BYTES, SCHEMA_VERSION, dump_cluster, dump_graph, dump_plan, load_cluster,
-                          load_graph, load_plan, load_problem, read_json, save_cluster, save_graph,
-                          save_plan, write_atomic)
+from .detect import load_graph, load_problem
+from .files import MAX_INPUT_BYTES, read_json, write_atomic
+from .json_format import (SCHEMA_VERSION, dump_cluster, dump_graph, dump_plan, load_cluster,
+                          load_plan, save_cluster, save_graph, save_plan)
 from .msr import read_expert, read_msr, write_msr_plan
 from .trace import save_chrome_trace, schedule_to_chrome_trace
 

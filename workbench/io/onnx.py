@@ -16,7 +16,7 @@ pass:
   leaves symbolic. Folded nodes compute constants, not tensors of the step: they are left out
   of the graph (``meta["folded_ops"]`` counts them). A node whose output shape stays unknown is an
   error naming it;
-* ``flops`` and ``bytes_moved`` per op from :func:`workbench.roofline.op_work`, with the ONNX op
+* ``flops`` and ``bytes_moved`` per op from :func:`workbench.costs.roofline.op_work`, with the ONNX op
   types the roofline families do not list mapped to their family (:data:`ONNX_FAMILIES`) and own
   formulas for the ops that are more than one family (:func:`onnx_op_flops`): the recurrent ops
   (``LSTM``, ``GRU``, ``RNN``: matrix products of every step), ``Einsum`` and the attention ops.
@@ -90,7 +90,7 @@ ONNX_FAMILIES: dict[str, frozenset] = {
         "SkipSimplifiedLayerNormalization", "RMSNormalization", "MeanVarianceNormalization"}),
     "view": frozenset({"Optional", "OptionalGetElement", "OptionalHasElement"}),
 }
-"""ONNX op types beyond :data:`workbench.roofline.FAMILIES`, by cost family (element-wise ops
+"""ONNX op types beyond :data:`workbench.costs.roofline.FAMILIES`, by cost family (element-wise ops
 cost one FLOP per output element and extra input, as ``Relu`` or ``Tanh`` do there)."""
 
 _REPRESENTATIVE = {"elementwise": "Relu", "move": "Transpose", "reduce": "ReduceSum",
@@ -226,7 +226,7 @@ def onnx_op_flops(op_type: str, in_shapes, attrs: Mapping | None = None, *, doma
 
 
 def _node_work(node, nm, in_shapes, out_shapes, in_sizes, out_sizes, attrs, unknown):
-    from ..roofline import op_family, op_work
+    from ..costs.roofline import op_family, op_work
 
     where = f"{nm!r} (type {node.op_type!r})"
     flops = onnx_op_flops(node.op_type, in_shapes, attrs, domain=node.domain, op=where)
@@ -486,7 +486,7 @@ def onnx_to_opgraph(model, *, batch: int | None = None, seq: int | None = None,
         unbound, a node whose output shape cannot be resolved.
     """
     onnx = _onnx()
-    from ..roofline import DEVICE_MODELS, op_family, with_device_costs
+    from ..costs.roofline import DEVICE_MODELS, op_family, with_device_costs
 
     model = onnx.ModelProto.FromString(model.SerializeToString())
     bound = bind_input_dims(model, batch=batch, seq=seq, dims=dims)

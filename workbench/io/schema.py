@@ -278,7 +278,7 @@ def validate(data: Any, kind: str, where: str) -> None:
 
 def write_schemas(folder) -> list[Path]:
     """Write every schema as ``<folder>/<kind>.schema.json``; return the paths."""
-    from .json_format import write_atomic
+    from .files import write_atomic
 
     out = []
     for kind, schema in SCHEMAS.items():

@@ -28,7 +28,7 @@ graph: the forward, autograd's own backward ops and the loss in one functional A
   (:func:`aten_flops`), ``bytes_moved`` inputs + outputs; ``compute["cpu"]`` **measured** per op
   on this machine when ``profile="cpu"`` (the captured graph is run op by op ``repeats`` times,
   median kept), ``compute["gpu"]`` measured with CUDA events when ``profile="gpu"``, else the
-  roofline of :mod:`workbench.roofline` (``gpu``: ``device``, ``cpu``: ``cpu-local``).
+  roofline of :mod:`workbench.costs.roofline` (``gpu``: ``device``, ``cpu``: ``cpu-local``).
   ``profile=None`` captures on fake tensors: a model built on the ``meta`` device (no weights
   allocated, :func:`workbench.io.torch_models.build_model` ``device="meta"``) captures as well.
 
@@ -108,7 +108,7 @@ def aten_flops(node, vals: Mapping) -> float:
     torch's own formula where ``torch.utils.flop_counter`` registers one; else norms
     ``8 n(x)`` (backward ``10 n(x)``), softmax/log-softmax/NLL ``5 n(x)``, reductions and
     pooling ``n(x)``, copies/indexing 0, other element-wise ops one per output element and
-    tensor input beyond the first (the roofline families of :mod:`workbench.roofline`).
+    tensor input beyond the first (the roofline families of :mod:`workbench.costs.roofline`).
     """
     torch = _torch()
     from torch.utils.flop_counter import flop_registry
@@ -569,7 +569,7 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
         Bad arguments, a model that cannot be traced (naming the construct and module).
     """
     torch = _torch()
-    from ..roofline import DEVICE_MODELS, with_device_costs
+    from ..costs.roofline import DEVICE_MODELS, with_device_costs
 
     _check_args(optimizer, profile, repeats, batch, name)
     if profile is not None and isinstance(model, torch.nn.Module) and \

@@ -111,7 +111,7 @@ def split_spec(exported: dict) -> dict:
 
 def write_plan_for_torch(plan, path, *, depth: int | None = None) -> dict:
     """Write :func:`plan_to_torch` as JSON (atomically) and return it."""
-    from .json_format import write_atomic
+    from .files import write_atomic
 
     out = plan_to_torch(plan, depth=depth)
     write_atomic(path, json.dumps(out, indent=1))

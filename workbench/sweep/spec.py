@@ -287,7 +287,7 @@ class Spec:
         """Every name resolves and every parameter exists, before any cell runs."""
         from ..cluster import Cluster
         from ..solvers import SOLVERS
-        from ..solvers._params import check as check_params
+        from ..solvers.params import check as check_params
         from ..workloads import check as check_workload
 
         try:

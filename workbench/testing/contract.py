@@ -343,7 +343,7 @@ _WARM: set = set()
 def warm_up(method: str) -> None:
     """Solve a 4-op graph once with ``method``, untimed: what a process pays once (importing
     OR-Tools, loading the compiled DP kernel from numba's cache or compiling it: once per process,
-    :func:`~workbench.solvers.pipeline_dp_kernel.warm_compiled`) is not part of any call's time
+    :func:`~workbench.solvers.pipeline.kernel.warm_compiled`) is not part of any call's time
     limit, so the wall-time clause is checked on warm processes."""
     if method in _WARM:
         return
@@ -351,7 +351,7 @@ def warm_up(method: str) -> None:
     from ..cluster import Cluster, Device, Link
     from ..samples import diamond
     from ..solvers import solve
-    from ..solvers.pipeline_dp_kernel import warm_compiled
+    from ..solvers.pipeline.kernel import warm_compiled
 
     if "dp-kernel" not in _WARM:  # a 4-op lattice runs in pure Python: load (or compile) the
         _WARM.add("dp-kernel")    # compiled kernels a later, larger case in this process uses

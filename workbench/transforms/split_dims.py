@@ -51,7 +51,7 @@ from __future__ import annotations
 
 from ..errors import GraphError
 from ..graph import OpGraph
-from ..roofline import op_family
+from ..costs.roofline import op_family
 
 __all__ = ["BATCH_REDUCING", "derive_split_dims", "has_split_dims", "with_batch", "with_split_dims"]
 
@@ -298,7 +298,7 @@ def with_batch(graph: OpGraph, batch: int) -> OpGraph:
     h = OpGraph(G, name=f"{graph.name}-b{batch}", meta=meta)
     models = _device_models(graph)
     if models and all(h.nx.nodes[v].get("flops") is not None for v in h.ops):
-        from ..roofline import with_device_costs
+        from ..costs.roofline import with_device_costs
 
         for kind, (model, precision) in models.items():
             h = with_device_costs(h, model, kind=kind, precision=precision)

@@ -1,0 +1,14 @@
+"""Cost models: what an op or a transfer costs, with no judge and no solver above them.
+
+* :mod:`.roofline`: FLOPs and bytes per op -> time on a device (device models, presets).
+* :mod:`.standard`: Celeritas's standard evaluation (costs at a large batch fitted from small
+  ones); its names are re-exported here, where ``workbench.costs`` kept them before.
+* :mod:`.pipeline`: the pipelining paper's accounting of transfers and loads, shared by the
+  judge (``max_load``, latency) and the pipelined solvers.
+"""
+
+from .standard import (CostModel, Deviation, estimate_graph, fit_costs, relative_deviation,
+                       synthetic_profiles)
+
+__all__ = ["CostModel", "Deviation", "estimate_graph", "fit_costs", "relative_deviation",
+           "synthetic_profiles"]

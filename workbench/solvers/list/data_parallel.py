@@ -1,0 +1,169 @@
+"""Pure data parallelism, FastT's main baseline (Sections 2.1 and 6.2, Tables 1 and 2).
+
+``R`` replicas of the model on ``R`` devices: replica ``r`` of every op -- and the ring
+all-reduce of every variable's gradient -- on device ``r``
+(:func:`workbench.transforms.data_parallel.data_parallel_graph`). Strong scaling (default)
+keeps the global batch and gives each replica ``1/R`` of it; weak scaling gives each replica the
+whole batch (``R`` times the samples per step). Each device runs its replica in the order of a
+FIFO simulation of the plan. The plan refers to the data-parallel graph (ops ``v@r``);
+``info["global_batch"]`` is the samples per step, for samples/s.
+
+Graphs without split dimensions but with shapes (extracted, ONNX) get them first
+(:func:`~workbench.transforms.split_dims.with_split_dims`); graphs without a batch dimension are
+replicated whole (every replica does all the work: an upper bound, not data parallelism).
+
+Examples
+--------
+>>> from workbench import samples, Cluster, solve
+>>> g = samples.to_training(samples.cnn(30), update=True)
+>>> p = solve(g, Cluster.preset("4xV100-nvlink"), method="data_parallel")
+>>> p.info["replicas"], p.info["scaling"], p.info["global_batch"], p.devices_used()
+(4, 'strong', 32, ['gpu0', 'gpu1', 'gpu2', 'gpu3'])
+>>> p.placement["stem@2"], p.placement["allreduce:cc:stem@2"]
+('gpu2', 'gpu2')
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import InfeasibleError, SolverError
+from ...graph import OpGraph
+from ...plan import Plan
+from ...simulate import simulate
+from ...transforms.data_parallel import data_parallel_graph
+from ...transforms.split_dims import has_split_dims, with_split_dims
+from ..params import Param
+from ..registry import register
+from ..common import order_by_start
+
+__all__ = ["batch_of", "data_parallel", "ensure_split_dims"]
+
+
+def ensure_split_dims(graph: OpGraph) -> OpGraph:
+    """``graph`` itself when it names split dimensions or cannot get them (no shapes or no
+    ``meta["batch"]``), else :func:`with_split_dims` of it (derived at use: the bundled samples
+    carry shapes and their batch, not split dimensions).
+
+    >>> from workbench import samples
+    >>> g = samples.load_sample("mlp")
+    >>> ensure_split_dims(g).op("fc0/MatMul")["splits"]
+    {'batch': 64, 'out': 256}
+    >>> ensure_split_dims(samples.diamond()) is not None
+    True
+    """
+    if has_split_dims(graph):
+        return graph
+    b = (graph.meta or {}).get("batch")
+    nodes = graph.nx.nodes
+    if isinstance(b, int) and not isinstance(b, bool) and b >= 1 and \
+            any(nodes[v].get("shapes") for v in graph.ops):
+        return with_split_dims(graph, b)
+    return graph
+
+
+def batch_of(graph: OpGraph) -> int | None:
+    """The batch of a graph: the largest ``batch`` split dimension of its ops (None without).
+
+    >>> from workbench import samples
+    >>> batch_of(samples.cnn(20)), batch_of(samples.diamond())
+    (32, None)
+    """
+    nodes = graph.nx.nodes
+    sizes = [nodes[v]["splits"]["batch"] for v in graph.ops if "batch" in nodes[v]["splits"]]
+    return max(sizes) if sizes else None
+
+
+def _replica_devices(graph: OpGraph, cluster, replicas: int | None) -> list[int]:
+    """The devices that can run every op, fastest first (ties: cluster order)."""
+    times = cluster.op_times(graph)
+    ok = np.isfinite(times).all(axis=0)
+    cands = [d for d in range(len(cluster)) if ok[d]]
+    if not cands:
+        raise InfeasibleError(f"data_parallel: no device of cluster {cluster.name!r} can run "
+                              f"every op of graph {graph.name!r} (a replica needs them all)")
+    total = times.sum(axis=0)
+    cands.sort(key=lambda d: (total[d], d))
+    R = len(cands) if replicas is None else replicas
+    if R > len(cands):
+        raise SolverError(f"data_parallel: replicas={R} but only {len(cands)} devices of "
+                          f"cluster {cluster.name!r} can run every op")
+    return sorted(cands[:R])
+
+
+def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "strong",
+            method: str = "data_parallel") -> Plan:
+    """The data-parallel plan of ``graph`` with one replica on each of ``devices`` (indices),
+    ordered by a FIFO simulation; ``predicted["makespan_ms"]`` is its simulated makespan
+    (congestion off, plan order). Raises InfeasibleError when a replica does not fit."""
+    R = len(devices)
+    names = [cluster.names[d] for d in devices]
+    if not np.isfinite(cluster.op_times(graph)[:, devices]).all():
+        raise InfeasibleError(f"{method}: a device of {names} cannot run every op of graph "
+                              f"{graph.name!r} (a replica needs them all)")
+    g = data_parallel_graph(graph, R, cluster=cluster, devices=names, scaling=scaling)
+    placement = {v: names[int(v.rsplit("@", 1)[1])] for v in g.ops}
+    nodes = g.nx.nodes
+    for r, d in enumerate(devices):
+        need = sum(nodes[v]["memory"] for v in g.ops if placement[v] == names[r])
+        cap = cluster.devices[d].memory
+        if need > cap:
+            raise InfeasibleError(f"{method}: a replica of graph {graph.name!r} needs "
+                                  f"{need / 1e6:.1f} MB, device {names[r]} holds "
+                                  f"{cap / 1e6:.1f} MB")
+    plan = Plan(g, placement, method=method)
+    s = simulate(plan, cluster, congestion=False, order="fifo")
+    plan = Plan(g, placement, method=method,
+                order=order_by_start(g, cluster, plan.device_array(cluster), s.start))
+    plan.predicted["makespan_ms"] = simulate(plan, cluster, congestion=False,
+                                             order="plan").makespan
+    b = batch_of(graph)
+    gb = None if b is None else (b * R if scaling == "weak" else b)
+    plan.info.update(replicas=R, scaling=scaling, global_batch=gb, data_parallel=R,
+                     devices=names)
+    return plan
+
+
+@register("data_parallel", family="list",
+          paper="FastT (Middleware'20): the data-parallel baseline of Tables 1 and 2",
+          memory=True, orders=True,
+          params={"replicas": Param(("int", "none"), min=1),
+                  "scaling": Param(("str",), choices=("strong", "weak"))},
+          description="Pure data parallelism: R replicas on R devices, ring all-reduce of "
+                      "every variable's gradient (strong or weak scaling)")
+def data_parallel(graph, cluster, *, replicas: int | None = None, scaling: str = "strong",
+                  progress=None) -> Plan:
+    """Pure data parallelism (module docstring).
+
+    Parameters
+    ----------
+    replicas : int or None
+        Number of replicas; None: every device that can run all ops. The fastest such devices
+        are used.
+    scaling : {"strong", "weak"}
+        Fixed global batch (FastT Table 1) or fixed batch per replica (Table 2).
+
+    Raises
+    ------
+    InfeasibleError
+        No device runs every op, or a replica does not fit in a device's memory.
+    SolverError
+        More replicas than such devices; strong scaling with fewer samples than replicas.
+    """
+    if scaling not in ("strong", "weak"):
+        raise SolverError(f"data_parallel: scaling must be 'strong' or 'weak', got {scaling!r}")
+    if replicas is not None and (isinstance(replicas, bool) or not isinstance(replicas, int)
+                                 or replicas < 1):
+        raise SolverError(f"data_parallel: replicas must be a positive integer, got "
+                          f"{replicas!r}")
+    g = ensure_split_dims(graph)
+    devices = _replica_devices(g, cluster, replicas)
+    b = batch_of(g)
+    if scaling == "strong" and b is not None and b < len(devices):
+        raise SolverError(f"data_parallel: graph {graph.name!r} has a batch of {b}, fewer "
+                          f"samples than {len(devices)} replicas (use scaling='weak', fewer "
+                          f"replicas, or workbench.transforms.split_dims.with_batch)")
+    plan = dp_plan(g, cluster, devices, scaling=scaling)
+    if progress is not None:
+        progress(1.0)
+    return plan

@@ -1,0 +1,227 @@
+"""FastT's OS-DPOS (Algorithm 2): DPOS plus operation splitting along the critical path.
+
+The input graph is FastT's: when a replica with its share of the batch fits on every device
+(and the batch has a sample for every device), the data-parallel graph with one replica per device, each on ``1/R`` of the batch,
+and a ring all-reduce of every variable's gradient
+(:func:`workbench.transforms.data_parallel.data_parallel_graph`); else the model itself. Graphs
+with shapes but no split dimensions (extracted, ONNX, the bundled samples) get them first
+(:func:`workbench.transforms.split_dims.with_split_dims`).
+
+Algorithm 2 then runs from DPOS's plan of that graph (``dpos_dp``, or ``dpos_model`` when the
+model is the input); DPOS's plan of the model is also kept as an unsplit candidate when the
+data-parallel graph is the input (an extension kept from earlier versions; not with
+``data_parallel=True``), and ``search="all"`` runs Algorithm 2 from it too: the critical path of the plan (the realised chain of the simulator with
+congestion off) sorted by decreasing compute time; for each of its ops that can be split, every
+splittable dimension and every ``n = 2..#devices`` (:func:`workbench.transforms.split.split_op`),
+the split graph placed by DPOS given the current strategy (line 8, :func:`dpos_given`); the best
+split is kept if it lowers the predicted finish time of the exit op, and the search stops at the
+first op whose best split does not. Last, FastT's rollback rule (Section 4: a new strategy is
+kept only when its measured step beats the running one, data parallelism first): the plan
+returned is the fastest, as the simulator measures it (congestion on), of pure data
+parallelism and each start with and without its splits. ``info["start"]`` names the start,
+``info["starts"]`` gives each start's measured step without and with its splits.
+
+The plan refers to the transformed graph; ``info["splits"]`` lists ``(op, dim, n)`` decisions
+and ``info["data_parallel"]`` the number of replicas (ops ``v@r`` are replica ``r`` of ``v``).
+
+Examples
+--------
+>>> from workbench import samples, Cluster, solve, simulate
+>>> g, c = samples.cnn(40), Cluster.preset("2xV100-pcie")
+>>> plan = solve(g, c, method="os_dpos")
+>>> plan.info["data_parallel"], plan.predicted["makespan_ms"] <= solve(g, c, method="dpos").predicted["makespan_ms"]
+(2, True)
+>>> plan.predicted["makespan_ms"] == simulate(plan, c, congestion=False, order="plan").makespan
+True
+"""
+
+from __future__ import annotations
+
+import time
+
+from ...analysis import levels
+from ...errors import InfeasibleError, SolverError
+from ...plan import Plan
+from ...simulate import simulate
+from ...transforms.split import split_op
+from ..params import Param
+from ..registry import register
+from .data_parallel import batch_of, dp_plan, ensure_split_dims
+from .scheduling import ListCore, dpos, static_list_schedule
+
+__all__ = ["dpos_given", "os_dpos"]
+
+
+def dpos_given(graph, cluster, placement: dict) -> Plan:
+    """DPOS given a strategy (FastT Algorithm 2, line 8: ``DPOS(G', D, C, C, S)``): ops named
+    in ``placement`` keep their device (unless it has no room left for them), the others --
+    the sub-ops, split and concatenate nodes of a split -- go where they finish earliest; ops
+    are taken in decreasing upward rank as in :func:`dpos`, with insertion into idle slots.
+
+    >>> from workbench import samples, Cluster
+    >>> from workbench.transforms.split import split_op
+    >>> g, c = samples.cnn(20), Cluster.preset("2xV100-pcie")
+    >>> p = dpos(g, c)
+    >>> q = dpos_given(split_op(g, "stem", "batch", 2), c, p.placement)
+    >>> all(q.placement[v] == d for v, d in p.placement.items() if v != "stem")
+    True
+    """
+    core = ListCore(graph, cluster, memory=True)
+    lv = levels(graph, cluster, agg="max")
+    fixed = [-1] * graph.n_ops
+    where = {n: d for d, n in enumerate(cluster.names)}
+    for v, d in placement.items():
+        if v in graph.index:
+            fixed[graph.index[v]] = where[d]
+
+    def choose(core, i: int) -> int:
+        d = fixed[i]
+        return d if d >= 0 and d in core.allowed(i) else -1
+
+    static_list_schedule(core, lv.blevel, choose=choose)
+    return core.plan("os_dpos", info={"given": True})
+
+
+def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float,
+                  time_limit, progress) -> tuple:
+    """Algorithm 2 lines 4-14 from the DPOS plan ``best``: the critical ops by decreasing
+    compute, each split along every dimension into ``2..#devices`` parts and re-placed; the
+    best split is kept if it lowers the predicted finish time, else the search stops.
+    Returns (plan, splits, candidates tried, status)."""
+    g, nd = best.graph, len(cluster)
+    ft_old = best.predicted["makespan_ms"]
+    sched = simulate(best, cluster, congestion=False, order="plan")
+    times = cluster.op_times(g)
+    dev = best.device_array(cluster)
+    cp = sched.critical_ops()
+    cp.sort(key=lambda v: (-times[g.index[v], dev[g.index[v]]], g.index[v]))
+    splits: list = []
+    tried = examined = 0
+    status = "heuristic"
+    for op in cp:
+        dims = {d: s for d, s in (g.nx.nodes[op].get("splits") or {}).items() if s >= 2}
+        if not dims:
+            continue
+        if max_split_ops is not None and examined >= max_split_ops:
+            break
+        examined += 1
+        cand = None
+        for dim, size in dims.items():
+            for n in range(2, min(nd, size) + 1):
+                if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                    status = "time_limit"
+                    break
+                g2 = split_op(g, op, dim, n)
+                for how in (("given", "fresh") if resched == "both" else (resched,)):
+                    try:
+                        p2 = dpos(g2, cluster) if how == "fresh" else \
+                            dpos_given(g2, cluster, best.placement)
+                    except InfeasibleError:
+                        continue
+                    tried += 1
+                    ft = p2.predicted["makespan_ms"]
+                    if cand is None or ft < cand[0]:
+                        cand = (ft, dim, n, g2, p2)
+        if progress is not None:
+            progress(examined / max(1, len(cp)))
+        if cand is None or cand[0] >= ft_old:
+            break
+        ft_old, dim, n, g, best = cand
+        splits.append((op, dim, n))
+        if status == "time_limit":
+            break
+    return best, splits, tried, status
+
+
+@register("os_dpos", family="list", paper="FastT (Middleware'20), Algorithm 2", memory=True,
+          orders=True, contract_params={"max_split_ops": 1},
+          params={"resched": Param(("str",), choices=("given", "fresh", "both")),
+                  "search": Param(("str",), choices=("paper", "all"))},
+          description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
+def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
+            max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
+            time_limit: float | None = None, progress=None) -> Plan:
+    """FastT's Operation-Splitting DPOS.
+
+    Parameters
+    ----------
+    data_parallel : bool or None
+        ``True``: start from the data-parallel graph (one replica per device); ``False``: from
+        the model itself. ``None`` (default): as FastT, data parallel when the model fits on one
+        device (and its ops say which dimension is the batch), but, as FastT's strategy
+        calculator only activates a faster strategy, the model-parallel start is kept when DPOS
+        finds it faster.
+    max_split_ops : int or None
+        Examine at most this many critical-path ops (None: all, as in the paper).
+    resched : {"given", "fresh", "both"}
+        How a split graph is placed: ``given`` (Algorithm 2 line 8, ``DPOS(G', ..., S)``): the
+        ops of the current strategy ``S`` keep their devices and DPOS places the sub-ops,
+        split and concatenate nodes (:func:`dpos_given`); ``fresh``: DPOS from scratch (what
+        this method did before); ``both``: the faster of the two (an extension).
+    search : {"paper", "all"}
+        ``paper``: Algorithm 2 runs from its one input graph (the data-parallel graph when a
+        replica fits, else the model); DPOS on the model is then an unsplit candidate of the
+        rollback only. ``all`` (an extension, slower): Algorithm 2 from both starts.
+    time_limit : float or None
+        Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
+
+    Raises
+    ------
+    InfeasibleError
+        When even the starting graph cannot be placed (see :func:`dpos`).
+    """
+    if search not in ("paper", "all"):
+        raise SolverError(f"os_dpos: search must be 'paper' or 'all', got {search!r}")
+    if resched not in ("given", "fresh", "both"):
+        raise SolverError(f"os_dpos: resched must be 'given', 'fresh' or 'both', got "
+                          f"{resched!r}")
+    t0 = time.perf_counter()
+    nd = len(cluster)
+    graph = ensure_split_dims(graph)
+    starts: list = []        # (start name, DPOS plan it begins from)
+    p_dp = None
+    b = batch_of(graph)
+    # FastT starts data parallel "as long as the model can be fit into a GPU": here, as long
+    # as a replica with its share of the batch fits (dp_plan checks each device)
+    if data_parallel is not False and nd > 1 and (data_parallel or (b is not None and b >= nd)):
+        try:
+            p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
+            starts.append(("dpos_dp", dpos(p_dp.graph, cluster)))
+        except InfeasibleError:
+            if data_parallel:
+                raise
+            p_dp = None
+    if not data_parallel:
+        starts.append(("dpos_model", dpos(graph, cluster)))
+    # Algorithm 2 from each start, then FastT's rollback rule: the strategy calculator keeps
+    # a new strategy only when its measured step beats the running one (data parallelism
+    # first): the simulator (congestion on) measures here
+    found: list = []         # (measured ms, order, start, plan, splits, tried, status)
+    report: dict = {}
+    tried_total = 0
+    if p_dp is not None:
+        ms = simulate(p_dp, cluster).makespan
+        found.append((ms, 0, "data_parallel", p_dp, [], 0, "heuristic"))
+        report["data_parallel"] = {"no_split_ms": ms}
+    for k, (start, plan) in enumerate(starts, start=1):
+        no_split = simulate(plan, cluster).makespan
+        if search == "paper" and k > 1:   # the model start: an unsplit candidate only
+            report[start] = {"no_split_ms": no_split}
+            found.append((no_split, k, start, plan, [], 0, "heuristic"))
+            continue
+        plan2, splits, tried, status = _split_search(
+            plan, cluster, max_split_ops=max_split_ops, resched=resched, t0=t0,
+            time_limit=time_limit, progress=progress)
+        ms = simulate(plan2, cluster).makespan if splits else no_split
+        report[start] = {"no_split_ms": no_split, "split_ms": ms, "splits": splits}
+        tried_total += tried
+        found.append((no_split, k, start, plan, [], tried, status))
+        if splits:
+            found.append((ms, k, start, plan2, splits, tried, status))
+    ms, _, start, best, splits, _, _ = min(found, key=lambda x: (x[0], x[1]))
+    status = "time_limit" if any(x[6] == "time_limit" for x in found) else "heuristic"
+    best.info.update(splits=splits, data_parallel=1 if start == "dpos_model" else nd,
+                     split_candidates=tried_total, start=start, starts=report)
+    best.status = status
+    best.method = "os_dpos"
+    return best

@@ -1,0 +1,332 @@
+"""Pesto on the CP-SAT engine: the warm start, coarsening that keeps it expressible, and the
+choice of the returned plan (used by ``pesto`` and ``pesto_ilp`` with ``engine="cpsat"``).
+
+Coarsening that keeps the warm start expressible
+------------------------------------------------
+:func:`schedule_groups` merges only ops that the warm-start schedule runs *consecutively on one
+device*: a merged unit shares one placement literal and keeps its members' order, so the warm
+start (placement and per-device order) is a solution of the coarse problem and CP-SAT, started
+from it, can only improve on it. Transfers stay those of the original graph (the model is
+not approximated by aggregated coarse edges). The number of units shrinks only as far as
+:func:`units_target` asks: more time per device, less coarsening; graphs within the target are
+solved as given.
+
+Examples
+--------
+>>> from workbench import samples, Cluster, simulate, solve
+>>> from workbench.solvers.pesto.cpsat_engine import schedule_groups
+>>> g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
+>>> s = simulate(solve(g, c, method="heft"), c)
+>>> groups = schedule_groups(s, 4)
+>>> sum(len(m) for m in groups) == g.n_ops, len(groups) <= 4
+(True, True)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from ...errors import SolverError
+from ...plan import Plan
+
+__all__ = ["LNS_PARAMETERS", "paper_coarse_start", "pesto_cpsat", "schedule_groups",
+           "units_target", "window_rounds"]
+
+
+LNS_PARAMETERS = {"use_lns_only": True, "cp_model_presolve": False}
+"""CP-SAT settings for a coarsened (grouped) model: its bound is not a bound of the problem, so
+the search only improves the hint, by large-neighbourhood search. On the 1,000-6,600-op real
+graphs of the hard suite the default portfolio spent its whole budget in presolve and the LP's
+first propagation (no solution in 55 s on GNMT, 4 devices), while LNS improved the hint within
+seconds; on ResNet-50 (150 units) both gained the same (6.52 -> 6.29 / 6.25 ms in 60 s)."""
+
+
+ROUNDS_SHARE_FIRST = 0.5
+"""Coarsened graphs: the share of the remaining time for the first solve of the whole coarse
+problem; the rest goes to :func:`window_rounds`."""
+
+WINDOW_OPS = 150
+"""Ops left free around a critical op in each round of :func:`window_rounds`."""
+
+
+def units_target(n_devices: int, time_limit: float) -> int:
+    """How many placement units CP-SAT gets: ``max(24, 10 * time_limit / devices)``.
+
+    >>> units_target(2, 120), units_target(4, 120), units_target(8, 5)
+    (600, 300, 24)
+    """
+    return int(max(24, 10.0 * float(time_limit) / max(1, int(n_devices))))
+
+
+def schedule_groups(schedule, target: int, *, balance: float = 2.0,
+                    free=None) -> list[list[str]]:
+    """Groups of ops run consecutively on one device by ``schedule``, at most ``target`` of them
+    where the schedule allows (each group is a run of one device's sequence).
+
+    Adjacent pairs on a device are merged heaviest tensor first (pairs with no edge last,
+    then the lightest compute), and a group's compute stays under ``balance`` times the mean
+    per target unit while any other merge is left. Ops in ``free`` (indices) stay alone.
+
+    Returns
+    -------
+    list of list of str
+        Every op exactly once, each group in its device's order.
+    """
+    g = schedule.graph
+    gc = g.c
+    n = gc.n
+    if target < 1:
+        raise SolverError(f"coarsening target must be >= 1, got {target!r}")
+    dev = np.asarray(schedule.device).tolist()
+    work = (schedule.end - schedule.start).tolist()
+    seqs: dict = {}
+    rank = np.arange(n) if schedule.run_rank is None else np.asarray(schedule.run_rank)
+    for i in np.lexsort((rank, schedule.start)).tolist():  # ties: the order they ran
+        seqs.setdefault(dev[i], []).append(i)
+    edge_bytes: dict = {}
+    for s_, d_, b_ in zip(gc.src.tolist(), gc.dst.tolist(), gc.bytes.tolist()):
+        edge_bytes[s_, d_] = edge_bytes.get((s_, d_), 0.0) + b_
+    pairs = []
+    free = set() if free is None else set(free)
+    for seq in seqs.values():
+        for a, b in zip(seq, seq[1:]):
+            if a in free or b in free:
+                continue
+            pairs.append((-edge_bytes.get((a, b), -1.0), work[a] + work[b], a, b))
+    pairs.sort()
+    parent = list(range(n))
+    size = list(work)
+
+    def find(a):
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    units = n
+    cap = balance * sum(work) / max(1, target)
+    while units > target and pairs:
+        left, merged = [], False
+        for item in pairs:
+            if units <= target:
+                break
+            ra, rb = find(item[2]), find(item[3])
+            if ra == rb:
+                continue
+            if size[ra] + size[rb] > cap:
+                left.append(item)
+                continue
+            parent[rb] = ra
+            size[ra] += size[rb]
+            units -= 1
+            merged = True
+        pairs = left
+        if not merged:
+            cap *= 2  # nothing fits under the cap: relax it
+    groups: dict = {}
+    for seq in seqs.values():
+        for i in seq:
+            groups.setdefault(find(i), []).append(gc.names[i])
+    return list(groups.values())
+
+
+def paper_coarse_start(graph, cluster, current: tuple, tried: dict, *, warm_start, congestion,
+                       seed, deadline: float) -> tuple:
+    """The better of ``current`` = (plan, schedule, method) and the warm-start heuristics run on
+    Pesto's own coarse graph (Theorem 3.5 coarsening to
+    :func:`~workbench.solvers.pesto.ilp.default_target` vertices, expanded, in the fastest of the
+    simulator's orders). ``tried`` gets ``"<method>@coarse"``.
+
+    Why: on rnnlm-4xV100 every heuristic on the original graph sends 3-5.6 GB between devices
+    (celeritas 47.2 ms), while on the coarse graph, whose heavy-edge-first merging hides the
+    large tensors inside vertices, any of them finds a 2-device cut of 0.9 MB (24.7 ms); runs
+    of the original heuristic's schedule cannot reach that cut (docs/decisions.md).
+    """
+    from ...simulate import simulate
+    from ...transforms.coarsen import coarsen
+    from .ilp import _best_heuristic, _best_order, _respects, default_target
+
+    tgt = default_target(cluster)
+    if graph.n_ops <= tgt or time.perf_counter() > deadline:
+        return current
+    cg = coarsen(graph, tgt, cluster=cluster, deadline=deadline)
+    cp, _cs, cm, _tried, _err = _best_heuristic(cg.coarse, cluster, warm_start, congestion,
+                                                seed, deadline=deadline)
+    if cp is None:
+        return current
+    plan, ms, _how = _best_order(cg.expand(cp), cluster, congestion, True)
+    tried[f"{cm}@coarse"] = ms
+    if not _respects(plan, cluster) or (current[1] is not None
+                                        and ms >= current[1].makespan * (1 - 1e-9)):
+        return current
+    plan = Plan(graph, dict(plan.placement), method=cm, order=plan.order, status="heuristic")
+    return plan, simulate(plan, cluster, congestion=congestion), f"{cm}@coarse"
+
+
+def window_rounds(graph, cluster, schedule, stop: float, *, congestion: bool, workers: int,
+                  symmetry: bool, seed, free_ops: int, outside_units: int = 60) -> tuple:
+    """Improve ``schedule`` by rounds of CP-SAT on windows of it, until ``stop``.
+
+    Each round takes the ``free_ops`` ops that start nearest (in time) to a random op of the
+    incumbent's critical path and leaves them free (own placement, own order); every other
+    op is coarsened into runs of the incumbent (:func:`schedule_groups`, at most
+    ``outside_units`` units), which keeps the incumbent a solution of the round's model.
+    CP-SAT, started from the incumbent, solves the round; a plan that simulates faster becomes
+    the incumbent. A large-neighbourhood search at the coarsening level (an extension of
+    Pesto's coarsen-then-solve: the coarse problem changes every round, always around the
+    current best plan).
+
+    Returns ``(best schedule, stats)``.
+    """
+    from ...simulate import simulate
+    from .cpsat import BuildTimeout, solve_cpsat
+
+    rng = np.random.default_rng(0 if seed is None else int(seed))
+    best = schedule
+    n = graph.n_ops
+    rounds = improved = 0
+    gains: list = []
+    while True:
+        left = stop - time.perf_counter()
+        if left < 1.0:
+            break
+        crit = [graph.index[x] for kind, x in best.critical_path if kind == "op"]
+        centre = crit[int(rng.integers(len(crit)))] if crit else int(rng.integers(n))
+        near = np.argsort(np.abs(best.start - best.start[centre]), kind="stable")[:free_ops]
+        groups = schedule_groups(best, int(free_ops) + int(outside_units), free=near.tolist())
+        try:
+            r = solve_cpsat(graph, cluster, congestion=congestion, hint=best, groups=groups,
+                            workers=workers, symmetry=symmetry, seed=rounds,
+                            deadline=time.perf_counter() + min(left, max(2.0, left / 4)))
+        except BuildTimeout:
+            break
+        rounds += 1
+        if r.has_solution and r.simulated_ms < best.makespan * (1 - 1e-9):
+            gains.append(float(best.makespan - r.simulated_ms))
+            best = simulate(r.plan(graph, cluster), cluster, congestion=congestion)
+            improved += 1
+    return best, {"lns_rounds": rounds, "lns_improved": improved,
+                  "lns_gain_ms": float(sum(gains))}
+
+
+def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm_start,
+                time_limit, workers: int, symmetry: bool, seed, method: str) -> Plan:
+    """Warm start, (coarsening,) CP-SAT, and the plan to return (see ``pesto``)."""
+    from ...simulate import simulate
+    from .cpsat import BuildTimeout, CpsatResult, solve_cpsat
+    from .ilp import _DEFAULT_TIME_LIMIT, _best_heuristic, _check_memory
+
+    t0 = time.perf_counter()
+    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    deadline = t0 + limit
+    _check_memory(graph, cluster)
+    warm_plan, warm_s, warm_m, tried, errors = _best_heuristic(
+        graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.3 * limit)
+    if coarsen:
+        warm_plan, warm_s, warm_m = paper_coarse_start(
+            graph, cluster, (warm_plan, warm_s, warm_m), tried, warm_start=warm_start,
+            congestion=congestion, seed=seed, deadline=t0 + 0.4 * limit)
+    t_heur = time.perf_counter() - t0
+    groups = None
+    if coarsen:
+        tgt = units_target(len(cluster), limit) if target is None else int(target)
+        if warm_s is not None and tgt < graph.n_ops:
+            groups = schedule_groups(warm_s, tgt)
+    try:
+        # a share of the limit is kept for judging the result (simulations, other orders)
+        stop = deadline - min(0.15 * limit, 5.0)
+        if warm_s is not None and time.perf_counter() > stop:
+            raise BuildTimeout("the heuristics used up the time limit")
+        # coarsened: half of what is left for one solve of the coarse problem, the rest for
+        # rounds on windows of the incumbent (window_rounds)
+        first_stop = (time.perf_counter() + ROUNDS_SHARE_FIRST * (stop - time.perf_counter())
+                      if groups else stop)
+        res = solve_cpsat(graph, cluster, congestion=congestion, hint=warm_s, groups=groups,
+                          workers=workers, symmetry=symmetry, seed=seed,
+                          parameters=LNS_PARAMETERS if groups else None,
+                          deadline=first_stop if warm_s is not None else
+                          max(deadline, time.perf_counter() + 0.2))
+    except BuildTimeout as exc:
+        if warm_s is None:
+            raise
+        res = CpsatResult("unknown", "NOT_SOLVED", None, None, None, float("nan"), None, None,
+                          {"engine": "cpsat", "cp_status": "NOT_SOLVED",
+                           "not_solved_because": str(exc), "bound_valid": False})
+    stats = dict(res.stats)
+    stats.update({
+        "ilp_status": res.status, "objective_ms": res.objective_ms,
+        "heuristic_seconds": t_heur, "warm_start_method": warm_m,
+        "warm_start_candidates": tried,
+        "warm_start_predicted_ms": None if warm_s is None else float(warm_s.makespan),
+        "units": len(groups) if groups else graph.n_ops,
+    })
+    if errors:
+        stats["warm_start_errors"] = errors
+    model_bound = res.bound_ms
+    stats["model_bound_ms"] = model_bound
+    # CP-SAT's bound is a bound of the problem only when nothing was merged
+    stats["bound_ms"] = model_bound if not groups and not math.isnan(model_bound) else None
+    cands = []
+    if res.has_solution:
+        cands.append(("cpsat", res.plan(graph, cluster, method=method), res.simulated_ms))
+        if time.perf_counter() < deadline:  # the simulator's own orders on CP-SAT's placement
+            for how in ("fifo", "rank"):
+                s_ = simulate(cands[0][1], cluster, congestion=congestion, order=how)
+                if s_.makespan < cands[-1][2] - 1e-9:
+                    order = s_.device_order()
+                    cands.append(("cpsat", Plan(graph, dict(cands[0][1].placement),
+                                                method=method, order=order,
+                                                stats=dict(res.stats)), float(s_.makespan)))
+    if groups and warm_s is not None and time.perf_counter() < stop - 1.0:
+        inc = warm_s
+        if cands and cands[0][2] < warm_s.makespan * (1 - 1e-9):
+            inc = simulate(cands[0][1], cluster, congestion=congestion)
+        best_s, lns = window_rounds(graph, cluster, inc, stop, congestion=congestion,
+                                    workers=workers, symmetry=symmetry, seed=seed,
+                                    free_ops=WINDOW_OPS)
+        stats.update(lns)
+        if best_s.makespan < inc.makespan * (1 - 1e-9):  # the final choice below takes the best
+            placement = {graph.c.names[i]: cluster.names[d]
+                         for i, d in enumerate(np.asarray(best_s.device).tolist())}
+            cands.append(("cpsat", Plan(graph, placement, method=method,
+                                        order=best_s.device_order(), stats=dict(res.stats)),
+                          float(best_s.makespan)))
+    if warm_s is not None:
+        order = warm_s.device_order()
+        wp = Plan(graph, dict(warm_plan.placement), method=method, order=order)
+        cands.append(("warm_start", wp, float(warm_s.makespan)))
+    if not cands:
+        raise SolverError(f"CP-SAT found no solution for graph {graph.name!r} within "
+                          f"{limit:g} s and no heuristic gave a warm start; raise time_limit")
+    name, plan, ms = min(cands, key=lambda t: (t[2], t[0] != "cpsat"))
+    stats["chosen"] = "ilp" if name == "cpsat" else name
+    stats["simulated_ms"] = ms
+    if name != "cpsat":
+        stats["fallback"] = ("the CP-SAT plan simulates worse than its warm start"
+                             if res.has_solution else "CP-SAT found no solution in time")
+    elif (warm_s is not None and ms >= float(warm_s.makespan) * (1 - 1e-9)
+          and res.status != "optimal"):
+        # CP-SAT's plan only ties with its warm start: that is the heuristic's plan
+        stats["chosen"] = "warm_start"
+        stats["fallback"] = "CP-SAT found no better plan than its warm start in time"
+    status = res.status if name == "cpsat" else (
+        "time_limit" if res.status in ("time_limit", "unknown") else "feasible")
+    if status == "optimal" and groups:
+        status = "feasible"  # optimal for the coarse problem only
+    if status == "optimal" and not congestion:
+        status = "feasible"  # optimal for a congestion-free judge, not the default one
+    if status == "unknown":
+        status = "time_limit"
+    bound = stats["bound_ms"]
+    stats["gap"] = None if bound is None or ms <= 0 else max(0.0, (ms - bound) / ms)
+    stats["mip_gap"] = stats["gap"]
+    plan.status = status
+    plan.stats.update(stats)
+    # the engine judges its own plan: predicted = simulated (CP-SAT's objective in stats)
+    plan.predicted = {"makespan_ms": ms}
+    if groups:
+        plan.info["coarse_members"] = {grp[0]: list(grp) for grp in groups}
+    return plan

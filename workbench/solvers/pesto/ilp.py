@@ -1,0 +1,973 @@
+"""Pesto (Hafeez et al., Middleware'21): joint placement and scheduling by an integer program,
+made tractable by acyclic coarsening.
+
+``pesto_ilp`` solves the Pesto ILP on the graph as given; ``pesto`` runs the paper's pipeline:
+it coarsens the graph by Theorem 3.5 (:func:`workbench.transforms.coarsen.coarsen`), solves the
+MILP below (HiGHS) on the coarse graph with congestion and the memory-balance rows, and expands
+the plan back (members of a merged vertex run consecutively in topological order).
+``engine="cpsat"`` is this workbench's extension (:mod:`workbench.solvers.pesto.cpsat_engine`).
+
+The model (k devices, one binary per op-device pair)
+---------------------------------------------------
+* ``x[i,d]`` = op ``i`` runs on device ``d`` (only where it can run: device affinity);
+  ``sum_d x[i,d] = 1``; duration ``p_i = sum_d t[i,d] x[i,d]``; completion ``C_i = S_i + p_i``;
+  ``C_i <= Cmax``; objective ``min Cmax``.
+* Communication vertices (the paper's DAG augmentation): as in the simulator, one transfer per
+  produced tensor and destination device. For producer ``u``, tensor class ``c`` (its out-edges
+  grouped by bytes and fixed comm time) and device ``b``, a transfer of duration
+  ``sum_a T(a, b) x[u,a]`` (``T(b, b) = 0``, ``T`` from ``cluster.transfer_ms``) starts at
+  ``TS >= C_u``; a consumer ``v`` placed on ``b`` starts after it ends (big-M on ``x[v,b]``).
+  The edge also gets the tight form ``S_v >= C_u + q_e``, ``q_e >= T(a, b)(x[u,a] + x[v,b] - 1)``.
+* Non-overlap on each device: for every pair of ops not ordered by a path, an order binary
+  ``delta`` and a same-device indicator ``y >= x[i,d] + x[j,d] - 1`` with two big-M constraints.
+* Congestion (``congestion=True``): a binary ``z`` says a transfer really happens
+  (``z >= x[v,b] - x[u,b]``); two transfers to ``b`` from producers on one device never
+  overlap. Their order is the producers' order (a path, or their ``delta``), which is what the
+  simulator's FIFO links do. Host-staged clusters (``mode="host"``) share upload/download
+  channels across sources; that congestion is not modelled (``stats["congestion_modelled"]``).
+* Memory: ``sum_i mem_i x[i,d] <= capacity_d``. Colocation: ``x[i,d] = x[j,d]`` within a group.
+* Memory balance (the paper's memory constraint, Section 3.2.2; ``memory_balance``, on by default
+  in ``pesto``): each device's *footprint*, the summed input and output tensor bytes of its ops
+  (:func:`tensor_footprint`), stays within :func:`balance_caps` of its share.
+* Big-M and the horizon come from the best heuristic schedule (simulated), which is also the
+  warm start; with identical devices, op ``i`` may only use devices ``0..i`` (symmetry breaking).
+
+With an optimal solution in direct mode the predicted makespan equals the simulated one (every
+simulated schedule is a solution of the model and the simulator starts everything as early as
+the model's orders allow).
+
+Examples
+--------
+>>> from workbench import samples, Cluster, solve, simulate
+>>> g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
+>>> plan = solve(g, c, method="pesto_ilp", time_limit=20)
+>>> plan.status, round(plan.predicted["makespan_ms"], 3)
+('optimal', 8.0)
+>>> round(simulate(plan, c).makespan, 3)
+8.0
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import pulp
+
+from ...errors import InfeasibleError, SolverError, WorkbenchError
+from ...plan import Plan
+from ..registry import SOLVERS, register
+from ..common import order_by_start, tensor_classes
+from ..milp import solve_milp
+
+__all__ = [
+    "MEMORY_BALANCE",
+    "WARM_START_METHODS",
+    "PestoModel",
+    "balance_caps",
+    "build_pesto_ilp",
+    "default_target",
+    "pesto",
+    "pesto_ilp",
+    "tensor_footprint",
+]
+
+WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place", "celeritas",
+                      "round_robin", "single")
+"""Heuristics tried for the warm start, when registered; the best simulated one is used."""
+
+_DEFAULT_TIME_LIMIT = 120.0
+
+MEMORY_BALANCE = 0.25
+"""Default tolerance of ``pesto``'s memory-balance rows (:func:`balance_caps`): no device holds
+more than 1.25 times its share of the tensor footprint (or its share plus the largest vertex).
+The paper balances the footprint without giving a tolerance."""
+
+
+def default_target(cluster) -> int:
+    """Default coarse size for ``pesto``: ``min(60, max(16, 240 // k))`` for ``k`` devices (the ILP
+    grows with the square of the vertices times the devices).
+
+    >>> from workbench import Cluster
+    >>> [default_target(Cluster.preset(p)) for p in ("2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink")]
+    [60, 60, 30]
+    """
+    return int(min(60, max(16, 240 // max(1, len(cluster)))))
+
+
+# ---------------------------------------------------------------------------- helpers
+def tensor_footprint(graph) -> np.ndarray:
+    """Pesto's memory footprint of each op: the bytes of its input and output tensors (each
+    tensor it produces counted once, as in ``tf.profiler``'s per-op sizes).
+
+    >>> from workbench import samples
+    >>> g = samples.diamond()   # a -> b, a -> c (one 10 MB tensor), b -> d, c -> d
+    >>> [round(float(f) / 1e6, 1) for f in tensor_footprint(g)]
+    [10.0, 20.0, 20.0, 20.0]
+    """
+    gc = graph.c
+    fp = np.zeros(gc.n)
+    np.add.at(fp, gc.dst, gc.bytes)                     # inputs, one per in-edge
+    for u, cls in enumerate(tensor_classes(graph)):     # outputs, one per tensor
+        fp[u] += sum(nb for nb, _c, _cons in cls)
+    return fp
+
+
+def balance_caps(footprint, cluster, tolerance: float, groups=None) -> list[float]:
+    """Per-device cap of the memory-balance rows: device ``d`` holds at most
+    ``max((1 + tolerance) * share_d * F, share_d * F + f_max)`` of the total footprint ``F``,
+    ``share_d`` its part of the cluster's memory (equal parts when some device is unlimited).
+    ``f_max`` is the largest unit that must sit on one device (a vertex, or a colocation group
+    when ``groups`` gives each vertex's group id, -1 for none): the rows stay satisfiable on a
+    coarse graph whose vertices are lumpy, as any list partition of the units meets them.
+
+    >>> from workbench import Cluster
+    >>> balance_caps([4.0, 4.0, 2.0], Cluster.preset("2xV100-pcie"), 0.25)
+    [9.0, 9.0]
+    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25)
+    [6.25, 6.25]
+    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25, groups=[0] * 7 + [-1] * 3)
+    [12.0, 12.0]
+    """
+    if tolerance is None or not tolerance >= 0:
+        raise SolverError(f"memory_balance must be a number >= 0 or None, got {tolerance!r}")
+    fp = np.asarray(footprint, dtype=float)
+    units = fp.tolist()
+    if groups is not None:
+        by: dict = {}
+        units = []
+        for f, g_ in zip(fp.tolist(), list(groups)):
+            if g_ < 0:
+                units.append(f)
+            else:
+                by[g_] = by.get(g_, 0.0) + f
+        units += list(by.values())
+    total, big = float(fp.sum()), max(units, default=0.0)
+    mems = [d.memory for d in cluster.devices]
+    if all(math.isfinite(m) for m in mems) and sum(mems) > 0:
+        shares = [m / sum(mems) for m in mems]
+    else:
+        shares = [1.0 / len(mems)] * len(mems)
+    return [max((1 + tolerance) * s * total, s * total + big) for s in shares]
+
+
+def _engine(engine: str) -> str:
+    if engine not in ("cpsat", "milp"):
+        raise SolverError(f"engine must be 'cpsat' or 'milp', got {engine!r}")
+    return engine
+
+
+def _check_memory(graph, cluster) -> None:
+    """InfeasibleError with the shortfall when memory or a colocation group cannot fit."""
+    gc = graph.c
+    need = float(gc.memory.sum())
+    cap = cluster.total_memory()
+    if need > cap * (1 + 1e-12):
+        raise InfeasibleError(
+            f"graph {graph.name!r} needs {need / 2**30:.3f} GiB but the devices of cluster "
+            f"{cluster.name!r} hold {cap / 2**30:.3f} GiB in all (short by "
+            f"{(need - cap) / 2**30:.3f} GiB)")
+    biggest = max(d.memory for d in cluster.devices)
+    for grp, members in graph.colocation_groups.items():
+        m = float(sum(gc.memory[graph.index[v]] for v in members))
+        if m > biggest * (1 + 1e-12):
+            raise InfeasibleError(
+                f"colocation group {grp!r} ({len(members)} ops, e.g. {members[0]!r}) needs "
+                f"{m / 2**30:.3f} GiB but the largest device holds {biggest / 2**30:.3f} GiB "
+                f"(short by {(m - biggest) / 2**30:.3f} GiB)")
+    for i in range(gc.n):
+        if gc.memory[i] > biggest * (1 + 1e-12):
+            raise InfeasibleError(
+                f"op {gc.names[i]!r} needs {gc.memory[i] / 2**30:.3f} GiB but the largest device "
+                f"holds {biggest / 2**30:.3f} GiB (short by "
+                f"{(gc.memory[i] - biggest) / 2**30:.3f} GiB)")
+
+
+def _respects(plan: Plan, cluster) -> bool:
+    """Memory within capacity and colocation groups whole."""
+    g = plan.graph
+    used = {d.name: 0.0 for d in cluster.devices}
+    mem = g.c.memory.tolist()
+    for v, i in g.index.items():
+        used[plan.placement[v]] += mem[i]
+    if any(used[d.name] > d.memory * (1 + 1e-9) for d in cluster.devices):
+        return False
+    return all(len({plan.placement[v] for v in ms}) == 1
+               for ms in g.colocation_groups.values())
+
+
+def _var(prob, name: str, low=None, up=None, cat: str = "Continuous"):
+    """A variable attached to ``prob`` (PuLP >= 3.3 way; plain LpVariable before)."""
+    add = getattr(prob, "add_variable", None)
+    if add is not None:
+        return add(name, low, up, cat=cat)
+    return pulp.LpVariable(name, low, up, cat=cat)  # pragma: no cover - older PuLP
+
+
+def _symmetric(cluster) -> bool:
+    """All devices interchangeable: same kind, speed, memory and the same link everywhere."""
+    devs = cluster.devices
+    if len({(d.kind, d.speed, d.memory) for d in devs}) > 1:
+        return False
+    cc = cluster.c
+    n = cc.n
+    if n < 2:
+        return True
+    if cc.host_mode:
+        return len(set(cc.staged.tolist())) == 1
+    off = ~np.eye(n, dtype=bool)
+    return (np.ptp(cc.lat[off]) == 0) and (np.ptp(cc.inv_bw[off]) == 0)
+
+
+def _reach(graph) -> list[int]:
+    """Bitset of the ops reachable from each op (excluding itself)."""
+    gc = graph.c
+    reach = [0] * gc.n
+    for i in range(gc.n - 1, -1, -1):
+        r = 0
+        for j in gc.succ[i]:
+            r |= (1 << j) | reach[j]
+        reach[i] = r
+    return reach
+
+
+class _BuildTimeout(Exception):
+    """The model could not be built before the deadline."""
+
+
+class _Deadline:
+    """Callable that raises :class:`_BuildTimeout` once ``deadline`` (perf_counter) is past."""
+
+    def __init__(self, deadline: float | None, graph):
+        self.deadline, self.graph = deadline, graph
+
+    def __call__(self) -> None:
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            raise _BuildTimeout(f"the Pesto ILP of {self.graph.name!r} ({self.graph.n_ops} ops) "
+                                f"could not be built within the time limit")
+
+
+class PestoModel:
+    """The Pesto ILP of ``graph`` on ``cluster`` as a PuLP problem with handles to its variables.
+
+    Build with :func:`build_pesto_ilp`; ``warm_values(schedule)`` turns a simulated schedule into
+    a warm start; ``extract(result)`` reads device indices and start times.
+    """
+
+    def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
+                 symmetry: bool = True, deadline: float | None = None,
+                 memory_balance: float | None = None, footprint=None):
+        self.graph, self.cluster = graph, cluster
+        gc, cc = graph.c, cluster.c
+        n, k = gc.n, cc.n
+        self.n, self.k = n, k
+        # times enter the model in units of ``unit`` ms so that big-M stays near 1e4 whatever
+        # the costs (a horizon of 1e15 ms would break the solver's tolerances)
+        self.unit = unit = float(horizon) / 1e4 if float(horizon) > 1e6 else 1.0
+        self.horizon = H = float(horizon) / unit
+        times = cluster.op_times(graph) / unit
+        tick = _Deadline(deadline, graph)
+        ok = np.isfinite(times)
+        self.ok = ok
+        names = cluster.names
+        self.congestion_modelled = bool(congestion and not cc.host_mode and k > 1)
+        self.symmetric = bool(symmetry and k > 1 and _symmetric(cluster))
+        classes = tensor_classes(graph)
+        self.classes = classes
+        # transfer time T[u][ci][a][b]
+        T = []
+        maxT = 0.0
+        for u in range(n):
+            row = []
+            for nb, c, _cons in classes[u]:
+                mat = [[0.0 if a == b else cluster.transfer_ms(names[a], names[b], nb, c) / unit
+                        for b in range(k)] for a in range(k)]
+                maxT = max(maxT, max(max(r) for r in mat))
+                row.append(mat)
+            T.append(row)
+        self.T = T
+        M = self.M = H + maxT + 1.0
+        prob = pulp.LpProblem("pesto", pulp.LpMinimize)
+        self.prob = prob
+        allowed = [[d for d in range(k) if ok[i, d]] for i in range(n)]
+        if self.symmetric:
+            allowed = [[d for d in a if d <= i] for i, a in enumerate(allowed)]
+        self.allowed = allowed
+        x = {(i, d): _var(prob, f"x_{i}_{d}", cat="Binary")
+             for i in range(n) for d in allowed[i]}
+        self.x = x
+        S = [_var(prob, f"S_{i}", 0, H) for i in range(n)]
+        self.S = S
+        cmax = _var(prob, "Cmax", 0, H)
+        self.cmax = cmax
+        prob += cmax
+        dur = [pulp.lpSum(float(times[i, d]) * x[i, d] for d in allowed[i]) for i in range(n)]
+        self.dur = dur
+        for i in range(n):
+            if not allowed[i]:
+                raise InfeasibleError(f"op {gc.names[i]!r} can run on no device of cluster "
+                                      f"{cluster.name!r}")
+            prob += pulp.lpSum(x[i, d] for d in allowed[i]) == 1, f"assign_{i}"
+            if not gc.succ[i]:
+                prob += S[i] + dur[i] <= cmax, f"makespan_{i}"
+
+        def xv(i, d):
+            return x.get((i, d), 0)
+
+        self._memory_rows(memory_balance, footprint)
+        # ---- same-device indicators and order binaries
+        self.y: dict = {}
+        self.delta: dict = {}
+        reach = _reach(graph)
+        self.reach = reach
+
+        def yvar(i, j):
+            key = (i, j) if i < j else (j, i)
+            v = self.y.get(key)
+            if v is None:
+                v = _var(prob, f"y_{key[0]}_{key[1]}", 0, 1)
+                self.y[key] = v
+                for d in range(k):
+                    if (key[0], d) in x and (key[1], d) in x:
+                        prob.addConstraint(v >= x[key[0], d] + x[key[1], d] - 1,
+                                           f"same_{key[0]}_{key[1]}_{d}")
+            return v
+
+        def before(i, j):
+            """1 if i precedes j (i < j): a path or the order binary."""
+            if reach[i] >> j & 1:
+                return 1
+            key = (i, j)
+            v = self.delta.get(key)
+            if v is None:
+                v = _var(prob, f"d_{i}_{j}", cat="Binary")
+                self.delta[key] = v
+            return v
+
+        for i in range(n):
+            tick()
+            si = set(allowed[i])
+            for j in range(i + 1, n):
+                if reach[i] >> j & 1 or not si.intersection(allowed[j]):
+                    continue
+                y = yvar(i, j)
+                dl = before(i, j)
+                prob += S[j] >= S[i] + dur[i] - M * (1 - dl) - M * (1 - y), f"seq_{i}_{j}"
+                prob += S[i] >= S[j] + dur[j] - M * dl - M * (1 - y), f"seq_{j}_{i}"
+        # ---- communication
+        self.TS: dict = {}
+        self.z: dict = {}
+        self.q: dict = {}
+        src_dev_of = allowed
+        for u in range(n):
+            tick()
+            Cu = S[u] + dur[u]
+            for ci, (_nb, _c, cons) in enumerate(classes[u]):
+                Tm = T[u][ci]
+                for e, v in cons:
+                    prob += S[v] >= Cu, f"prec_{e}"
+                    if k == 1:
+                        continue
+                    pairs = [(a, b) for a in src_dev_of[u] for b in allowed[v]
+                             if a != b and Tm[a][b] > 0]
+                    if not pairs:
+                        continue
+                    q = _var(prob, f"q_{e}", 0)
+                    self.q[e] = q
+                    for a, b in pairs:
+                        prob += q >= Tm[a][b] * (x[u, a] + x[v, b] - 1), f"comm_{e}_{a}_{b}"
+                    prob += S[v] >= Cu + q, f"arrive_{e}"
+                if not self.congestion_modelled:
+                    continue
+                dests = sorted({b for _e, v in cons for b in allowed[v]})
+                for b in dests:
+                    if not any(a != b and Tm[a][b] > 0 for a in src_dev_of[u]):
+                        continue
+                    ts = _var(prob, f"TS_{u}_{ci}_{b}", 0, H)
+                    z = _var(prob, f"z_{u}_{ci}_{b}", cat="Binary")
+                    self.TS[u, ci, b] = ts
+                    self.z[u, ci, b] = z
+                    tdur = pulp.lpSum(Tm[a][b] * x[u, a] for a in src_dev_of[u] if a != b)
+                    prob += ts >= Cu, f"tstart_{u}_{ci}_{b}"
+                    for e, v in cons:
+                        if (v, b) in x:
+                            prob += z >= x[v, b] - xv(u, b), f"need_{e}_{b}"
+                            prob += (S[v] >= ts + tdur - M * (1 - x[v, b]),
+                                     f"recv_{e}_{b}")
+        if self.congestion_modelled:
+            self._link_rows(yvar, before, tick)
+        self.n_binaries = len(x) + len(self.delta) + len(self.z)
+
+    def _memory_rows(self, memory_balance, footprint) -> None:
+        """Colocation, memory capacity and the paper's memory-balance rows."""
+        gc, cluster, prob, x = self.graph.c, self.cluster, self.prob, self.x
+        n, k = self.n, self.k
+
+        def xv(i, d):
+            return x.get((i, d), 0)
+
+        # ---- colocation
+        for gi, grp in enumerate(gc.coloc_groups):
+            mem_idx = [i for i in range(n) if gc.coloc[i] == gi]
+            first = mem_idx[0]
+            for j in mem_idx[1:]:
+                for d in range(k):
+                    if (first, d) in x or (j, d) in x:
+                        prob += xv(j, d) == xv(first, d), f"coloc_{gi}_{j}_{d}"
+        # ---- memory
+        mem = gc.memory.tolist()
+        if sum(mem) > 0:
+            for d, dev in enumerate(cluster.devices):
+                if math.isfinite(dev.memory):
+                    terms = [mem[i] * x[i, d] for i in range(n) if (i, d) in x and mem[i] > 0]
+                    if terms and sum(mem[i] for i in range(n) if (i, d) in x) > dev.memory:
+                        prob += pulp.lpSum(terms) <= dev.memory, f"memory_{d}"
+        # ---- the paper's memory balance (Section 3.2.2): tensor footprints spread evenly
+        self.balance_caps, self.balance_rows = None, 0
+        if memory_balance is not None and k > 1:
+            fp = (tensor_footprint(self.graph) if footprint is None
+                  else np.asarray(footprint, float))
+            caps = balance_caps(fp, cluster, memory_balance, groups=gc.coloc.tolist())
+            self.balance_caps = caps
+            for d in range(k):
+                terms = [float(fp[i]) * x[i, d] for i in range(n) if (i, d) in x and fp[i] > 0]
+                if terms and sum(float(fp[i]) for i in range(n) if (i, d) in x) > caps[d]:
+                    prob += pulp.lpSum(terms) <= caps[d], f"balance_{d}"
+                    self.balance_rows += 1
+
+    def _link_rows(self, yvar, before, tick) -> None:
+        """Congestion: transfers to one device from producers on one device never overlap."""
+        prob, x, T, M = self.prob, self.x, self.T, self.M
+        src_dev_of = self.allowed
+        by_b: dict = {}
+        for (u, ci, b) in self.TS:
+            by_b.setdefault(b, []).append((u, ci))
+        for b, items in by_b.items():
+            items.sort()
+            for p in range(len(items)):
+                tick()
+                u, ci = items[p]
+                tu = self.TS[u, ci, b]
+                du = pulp.lpSum(T[u][ci][a][b] * x[u, a] for a in src_dev_of[u] if a != b)
+                zu = self.z[u, ci, b]
+                for q_ in range(p + 1, len(items)):
+                    w, cw = items[q_]
+                    tw = self.TS[w, cw, b]
+                    zw = self.z[w, cw, b]
+                    dw = pulp.lpSum(T[w][cw][a][b] * x[w, a]
+                                    for a in src_dev_of[w] if a != b)
+                    tag = f"{u}_{ci}_{w}_{cw}_{b}"
+                    if w == u:
+                        prob += tw >= tu + du - M * (2 - zu - zw), f"link_{tag}"
+                        continue
+                    common = set(src_dev_of[u]) & set(src_dev_of[w]) - {b}
+                    if not common:
+                        continue
+                    y = yvar(u, w)
+                    off = M * (3 - y - zu - zw)
+                    order = before(u, w)
+                    prob += tw >= tu + du - off - M * (1 - order), f"link_{tag}"
+                    if not isinstance(order, int):
+                        prob += tu >= tw + dw - off - M * order, f"link_r_{tag}"
+
+    # ------------------------------------------------------------------ warm start
+    def warm_values(self, device: np.ndarray, schedule) -> dict:
+        """Variable values of a simulated schedule (devices relabelled for symmetry)."""
+        n = self.n
+        dev = np.asarray(device).tolist()
+        if self.symmetric:
+            relabel: dict = {}
+            for d in dev:
+                if d not in relabel:
+                    relabel[d] = len(relabel)
+            dev = [relabel[d] for d in dev]
+        u_ = self.unit
+        start = (schedule.start / u_).tolist()
+        end = (schedule.end / u_).tolist()
+        vals: dict = {self.cmax: float(schedule.makespan) / u_}
+        for i in range(n):
+            vals[self.S[i]] = start[i]
+            for d in self.allowed[i]:
+                vals[self.x[i, d]] = 1.0 if dev[i] == d else 0.0
+        for (i, j), v in self.y.items():
+            vals[v] = 1.0 if dev[i] == dev[j] else 0.0
+        for (i, j), v in self.delta.items():
+            vals[v] = 1.0 if (start[i], i) < (start[j], j) else 0.0
+        gc = self.graph.c
+        src, dst = gc.src.tolist(), gc.dst.tolist()
+        for e, v in self.q.items():
+            u, w = src[e], dst[e]
+            ci = next(c for c, (_b, _c, cons) in enumerate(self.classes[u])
+                      if any(ee == e for ee, _ in cons))
+            vals[v] = self.T[u][ci][dev[u]][dev[w]]
+        if self.TS:
+            # simulated transfer start per (producer, destination device index, bytes)
+            inv: dict = {}
+            if self.symmetric:
+                inv = {new: old for old, new in relabel.items()}
+            sim = {}
+            for kk in range(schedule.n_transfers):
+                sim[(int(schedule.t_op[kk]), int(schedule.t_dst[kk]),
+                     float(schedule.t_bytes[kk]))] = float(schedule.t_start[kk]) / u_
+            for (u, ci, b), ts in self.TS.items():
+                nb = self.classes[u][ci][0]
+                real_b = inv.get(b, b) if self.symmetric else b
+                active = dev[u] != b and any(dev[v] == b for _e, v in self.classes[u][ci][2])
+                vals[self.z[u, ci, b]] = 1.0 if active else 0.0
+                vals[ts] = sim.get((u, real_b, nb), end[u]) if active else end[u]
+        return vals
+
+    def extract(self, res) -> tuple[np.ndarray, np.ndarray]:
+        """Device index and start time of every op from a solved model."""
+        dev = np.empty(self.n, dtype=np.int64)
+        for i in range(self.n):
+            dev[i] = max(self.allowed[i], key=lambda d: res.value(self.x[i, d]))
+        start = np.array([res.value(s) for s in self.S]) * self.unit
+        return dev, start
+
+
+def build_pesto_ilp(graph, cluster, *, congestion: bool = True, horizon: float,
+                    symmetry: bool = True) -> PestoModel:
+    """Build (do not solve) the Pesto ILP; ``horizon`` bounds the makespan and sets big-M.
+
+    >>> from workbench import samples, Cluster
+    >>> m = build_pesto_ilp(samples.diamond(), Cluster.preset("2xV100-pcie"), horizon=10)
+    >>> m.n_binaries, m.congestion_modelled
+    (13, True)
+    """
+    return PestoModel(graph, cluster, congestion=congestion, horizon=horizon, symmetry=symmetry)
+
+
+# ---------------------------------------------------------------------------- warm start
+def _candidates(warm_start) -> list[str]:
+    if warm_start is None or warm_start == "auto":
+        return [m for m in WARM_START_METHODS if m in SOLVERS]
+    if isinstance(warm_start, str):
+        if warm_start not in SOLVERS:
+            raise SolverError(f"warm_start method {warm_start!r} is not registered; valid: "
+                              f"'auto', {', '.join(SOLVERS)}")
+        return [warm_start]
+    return [str(m) for m in warm_start]
+
+
+def _best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
+                    deadline: float | None = None) -> tuple:
+    """(plan with an order, schedule, method, table of tried methods, errors).
+
+    Once ``deadline`` (a ``time.perf_counter()`` value) has passed, no further heuristic is
+    started after the first one that succeeded."""
+    from ...simulate import simulate
+    from ..registry import solve
+
+    tried: dict = {}
+    errors: dict = {}
+    best = None
+    for m in _candidates(warm_start):
+        if best is not None and deadline is not None and time.perf_counter() > deadline:
+            errors[m] = "skipped: time limit"
+            continue
+        kw = {"seed": seed} if "seed" in _params(m) else {}
+        if deadline is not None and "time_limit" in _params(m):
+            # heuristics with a solver inside (m_sct's LP) get what is left of the share
+            kw["time_limit"] = max(0.05, deadline - time.perf_counter())
+        try:
+            p = solve(graph, cluster, method=m, **kw)
+            if not _respects(p, cluster):
+                errors[m] = "violates memory or colocation"
+                continue
+            s = simulate(p, cluster, congestion=congestion)
+        except (WorkbenchError, ValueError, KeyError) as exc:  # a heuristic that cannot run here
+            errors[m] = str(exc)[:200]
+            continue
+        tried[m] = float(s.makespan)
+        if best is None or s.makespan < best[1].makespan - 1e-12:
+            best = (p, s, m)
+    if best is None:
+        return None, None, None, tried, errors
+    p, s, m = best
+    order = s.device_order()  # the simulated order, ties as the simulator ran them
+    p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic")
+    return p, s, m, tried, errors
+
+
+def _params(method: str) -> tuple:
+    import inspect
+
+    return tuple(inspect.signature(SOLVERS[method].func).parameters)
+
+
+def _serial_horizon(graph, cluster) -> float:
+    """A makespan every schedule can beat: all ops and all transfers one after another."""
+    times = cluster.op_times(graph)
+    t = float(np.where(np.isfinite(times), times, 0).max(axis=1).sum())
+    names = cluster.names
+    for nb, c in zip(graph.c.bytes.tolist(), graph.c.comm.tolist()):
+        c = None if math.isnan(c) else c
+        t += max((cluster.transfer_ms(a, b, nb, c) for a in names for b in names if a != b),
+                 default=0.0)
+    return t + 1.0
+
+
+def _meets_balance(graph, cluster, schedule, tolerance: float, footprint=None) -> bool:
+    """Whether ``schedule``'s placement keeps every device within :func:`balance_caps`."""
+    if schedule is None:
+        return False
+    fp = tensor_footprint(graph) if footprint is None else np.asarray(footprint, float)
+    caps = balance_caps(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
+    used = np.zeros(len(caps))
+    np.add.at(used, np.asarray(schedule.device), fp)
+    return bool((used <= np.asarray(caps) * (1 + 1e-9)).all())
+
+
+# ---------------------------------------------------------------------------- solvers
+def _model_matches_judge(model, cluster, congestion: bool) -> bool:
+    """Whether an optimum of ``model`` is an optimum under the simulator's own model
+    (``simulate(plan, cluster)``: congestion on, receive overheads charged)."""
+    cc = cluster.c
+    if cc.recv_overhead.any() or not congestion:
+        return False
+    return model.congestion_modelled or cc.n == 1
+
+
+def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, symmetry,
+             threads, t_start: float | None = None, memory_balance: float | None = None,
+             footprint=None):
+    """Heuristic warm start, then the ILP. Returns (ilp_plan or None, warm_plan, stats).
+
+    The time limit covers everything from ``t_start`` (default: now): the heuristics, the model
+    build (abandoned when it cannot finish in time: the warm start is returned) and the solve.
+    ``memory_balance``/``footprint``: the paper's balance rows (see :func:`balance_caps`); when
+    they make the ILP infeasible (device affinity can pin heavy ops) it is solved without them
+    (``stats["memory_balance"]`` says so).
+    """
+    from ...simulate import simulate
+
+    t0 = time.perf_counter() if t_start is None else t_start
+    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    deadline = t0 + limit
+    _check_memory(graph, cluster)
+    t_h = time.perf_counter()
+    warm_plan, warm_s, warm_m, tried, errors = _best_heuristic(
+        graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.3 * limit)
+    t_heur = time.perf_counter() - t_h
+    horizon = warm_s.makespan if warm_s is not None else _serial_horizon(graph, cluster)
+    stats = {
+        "engine": "milp", "ilp_status": "not_run", "mip_gap": math.nan, "objective_ms": math.nan,
+        "bound_ms": math.nan, "milp_seconds": 0.0, "milp_solver": "", "milp_message": "",
+        "heuristic_seconds": t_heur, "horizon_ms": horizon, "warm_start_method": warm_m,
+        "warm_start_candidates": tried,
+        "warm_start_predicted_ms": None if warm_s is None else float(warm_s.makespan),
+    }
+    if errors:
+        stats["warm_start_errors"] = errors
+    balances = [memory_balance] if memory_balance is None else [memory_balance, None]
+    for bal in balances:
+        t1 = time.perf_counter()
+        warm_ok = bal is None or _meets_balance(graph, cluster, warm_s, bal, footprint)
+        # an unbalanced warm start neither bounds the balanced makespan nor starts the search
+        hz = horizon if warm_ok else _serial_horizon(graph, cluster)
+        stats.update(warm_start_balanced=warm_ok, horizon_ms=hz)
+        try:
+            # leave the solver at least a tenth of the limit
+            model = PestoModel(graph, cluster, congestion=congestion, horizon=hz,
+                               symmetry=symmetry, deadline=deadline - 0.1 * limit,
+                               memory_balance=bal, footprint=footprint)
+        except _BuildTimeout as e:
+            stats.update(ilp_status="time_limit", build_seconds=time.perf_counter() - t1,
+                         milp_message=str(e))
+            return None, warm_plan, stats
+        stats.update({
+            "build_seconds": time.perf_counter() - t1,
+            "n_vars": model.prob.numVariables(), "n_constraints": model.prob.numConstraints(),
+            "n_binaries": model.n_binaries, "congestion_modelled": model.congestion_modelled,
+            "symmetry_breaking": model.symmetric, "time_unit_ms": model.unit,
+            "memory_balance": "off" if model.balance_caps is None else
+            f"footprint per device <= {[round(c_ / 1e6, 1) for c_ in model.balance_caps]} MB"})
+        warm_vals = None
+        if warm_s is not None and warm_ok:
+            warm_vals = model.warm_values(warm_s.device, warm_s)
+        left = deadline - time.perf_counter()
+        res = solve_milp(model.prob, time_limit=max(0.05, left), gap=gap, warm_start=warm_vals,
+                         threads=threads)
+        if res.status != "infeasible" or bal is None:
+            break
+        stats["memory_balance_dropped"] = "the balance rows made the ILP infeasible"
+    objective = float(res.objective) * model.unit
+    stats.update({"ilp_status": res.status, "mip_gap": res.gap, "objective_ms": objective,
+                  "bound_ms": float(res.bound) * model.unit, "milp_seconds": res.seconds,
+                  "milp_solver": res.solver, "milp_message": res.message})
+    if res.status == "infeasible":
+        raise InfeasibleError(
+            f"the Pesto ILP of graph {graph.name!r} on cluster {cluster.name!r} is infeasible: "
+            f"no placement satisfies memory capacity, colocation and device affinity together")
+    if not res.has_solution:
+        return None, warm_plan, stats
+    dev, start = model.extract(res)
+    order = order_by_start(graph, cluster, dev, start)
+    names = cluster.names
+    placement = {graph.c.names[i]: names[int(d)] for i, d in enumerate(dev.tolist())}
+    status = "optimal" if res.status == "optimal" else (
+        "time_limit" if res.status == "time_limit" else "feasible")
+    simulated = float(simulate(Plan(graph, placement, order=order), cluster).makespan)
+    stats["ilp_simulated_ms"] = simulated
+    if status == "optimal":
+        # optimal only under the judge's own model, and only if the judge agrees
+        exact = _model_matches_judge(model, cluster, congestion)
+        agree = abs(simulated - objective) <= 1e-6 * max(1.0, abs(objective))
+        if model.balance_rows:
+            status = "feasible"  # the balance rows may cut off the judge's optimum
+            stats["not_optimal_because"] = "the memory-balance rows restrict the placement"
+        elif not (exact and agree):
+            status = "feasible"
+            stats["not_optimal_because"] = (
+                "the ILP does not model the simulator's "
+                + ("host-staging channel congestion" if cluster.c.host_mode else
+                   "link congestion" if not congestion else "receive overheads"
+                   if cluster.c.recv_overhead.any() else "schedule exactly")
+                if not exact else
+                f"the simulated makespan {simulated:.6g} differs from the ILP's {objective:.6g}")
+    plan = Plan(graph, placement, method="pesto_ilp", order=order, status=status,
+                predicted={"makespan_ms": objective})
+    return plan, warm_plan, stats
+
+
+def _best_order(plan: Plan, cluster, congestion: bool, reorder: bool) -> tuple:
+    """(plan, simulated makespan, order source). With ``reorder``, the plan's placement is also
+    simulated with the FIFO and rank orders and the fastest order is frozen into the plan."""
+    from ...simulate import simulate
+
+    best = (plan, float(simulate(plan, cluster, congestion=congestion).makespan), "model")
+    if not reorder:
+        return best
+    for how in ("fifo", "rank"):
+        s = simulate(plan, cluster, congestion=congestion, order=how)
+        if s.makespan < best[1] - 1e-9:
+            order = order_by_start(plan.graph, cluster, s.device, s.start)
+            p = Plan(plan.graph, dict(plan.placement), method=plan.method, order=order,
+                     status=plan.status, predicted=dict(plan.predicted), stats=dict(plan.stats),
+                     info=dict(plan.info))
+            best = (p, float(s.makespan), how)
+    return best
+
+
+def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
+            reorder=False):
+    """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
+    graph with the simulator under the model's congestion setting)."""
+    cands = []
+    if ilp_plan is not None:
+        p = expand(ilp_plan) if expand else ilp_plan
+        cands.append(("ilp", *_best_order(p, cluster, congestion, reorder)))
+    if warm_plan is not None:
+        p = expand(warm_plan) if expand else warm_plan
+        cands.append(("warm_start", *_best_order(p, cluster, congestion, reorder)))
+    if not cands:
+        raise SolverError("the Pesto ILP found no solution within the time limit and no "
+                          "heuristic produced a warm start; raise time_limit")
+    for name, _p, ms, how in cands:
+        stats[f"{name}_final_simulated_ms"] = ms
+        stats[f"{name}_order"] = how
+    chosen = min(cands, key=lambda t: (t[2], t[0] != "ilp"))
+    name, plan, ms, _how = chosen
+    stats["chosen"] = name
+    ilp_status = stats["ilp_status"]
+    if name == "ilp":
+        status = plan.status
+        if coarse and status == "optimal":
+            status = "feasible"  # optimal for the coarse graph only
+    else:
+        status = "time_limit" if ilp_status == "time_limit" else "feasible"
+        stats["fallback"] = ("the ILP plan simulates worse than its warm start" if ilp_plan
+                             is not None else "the ILP found no solution in time")
+    plan.status = status
+    plan.stats.update(stats)
+    plan.predicted = {"makespan_ms": stats["objective_ms"]} if name == "ilp" else \
+        {"makespan_ms": stats.get("warm_start_predicted_ms")}
+    return plan
+
+
+@register("pesto_ilp", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+          memory=True, colocation=True, exact=True, orders=True,
+          contract_params={"time_limit": 5, "threads": 1},
+          description="Pesto's joint placement + scheduling ILP on the graph as given")
+def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
+              gap: float | None = None, symmetry: bool = True, threads: int | None = None,
+              engine: str = "cpsat", memory_balance: float | None = None,
+              time_limit: float | None = None, seed: int | None = None) -> Plan:
+    """Solve the Pesto ILP on ``graph`` (no coarsening; practical up to ~40 ops).
+
+    Parameters
+    ----------
+    congestion : bool
+        Model FIFO links (transfers on one directed link never overlap). Off reproduces the
+        left half of the paper's Fig. 5.
+    warm_start : "auto", method name or list of names
+        Heuristics whose best simulated schedule is the warm start and sets big-M.
+    gap : float, optional
+        Relative MIP gap to stop at.
+    symmetry : bool
+        Break the symmetry of identical devices.
+    threads : int, optional
+        Solver threads (CP-SAT workers; default 2 for CP-SAT, HiGHS's own default for MILP).
+    engine : {"cpsat", "milp"}
+        ``"cpsat"``: the CP-SAT interval model of :mod:`workbench.solvers.pesto.cpsat` (default;
+        ``gap`` is ignored, ``stats["bound_ms"]`` is CP-SAT's proven bound). ``"milp"``: the
+        paper's formulation above on HiGHS. Both are exact under the judge's model on the
+        graph as given; ``pesto`` (the paper's pipeline) defaults to the MILP.
+    memory_balance : float or None
+        MILP only: add the paper's memory-balance rows with this tolerance
+        (:func:`balance_caps`; ``pesto`` uses :data:`MEMORY_BALANCE`). Default None: memory
+        capacity only, so that an optimum is the judge's optimum.
+    time_limit : float, optional
+        Seconds for the whole solve (default 120).
+
+    Returns
+    -------
+    Plan
+        Status ``optimal``/``time_limit``/``feasible``; ``stats["mip_gap"]``; if the ILP plan
+        simulates worse than the warm start, the warm start is returned
+        (``stats["chosen"] == "warm_start"``).
+    """
+    if _engine(engine) == "cpsat":
+        from .cpsat_engine import pesto_cpsat
+
+        if memory_balance is not None:
+            raise SolverError("pesto_ilp: memory_balance is modelled by engine='milp' only")
+        return pesto_cpsat(graph, cluster, coarsen=False, target=None, congestion=congestion,
+                           warm_start=warm_start, time_limit=time_limit,
+                           workers=2 if threads is None else int(threads), symmetry=symmetry,
+                           seed=seed, method="pesto_ilp")
+    t0 = time.perf_counter()
+    ilp_plan, warm_plan, stats = _run_ilp(graph, cluster, congestion=congestion,
+                                          time_limit=time_limit, gap=gap, warm_start=warm_start,
+                                          seed=seed, symmetry=symmetry, threads=threads,
+                                          t_start=t0, memory_balance=memory_balance)
+    return _finish(ilp_plan, warm_plan, stats, cluster, congestion)
+
+
+@register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+          memory=True, colocation=True, exact=False, orders=True,
+          contract_params={"time_limit": 5, "target": 12, "threads": 1},
+          description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
+def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
+          warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
+          cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
+          threads: int | None = None, guard: bool = True, engine: str = "milp",
+          memory_balance: float | None = MEMORY_BALANCE, time_limit: float | None = None,
+          seed: int | None = None) -> Plan:
+    """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
+    there (congestion, memory capacity and memory balance), expand the plan.
+
+    Parameters
+    ----------
+    target : int, optional
+        Coarse graph size. MILP: default :func:`default_target` (60 for 2 or 4 devices, 30
+        for 8). CP-SAT: placement units, default
+        :func:`~workbench.solvers.pesto.cpsat_engine.units_target` (``10 * time_limit / devices``);
+        ops the warm start runs consecutively on one device are merged
+        (:func:`~workbench.solvers.pesto.cpsat_engine.schedule_groups`), so the warm start stays a
+        solution and CP-SAT can only improve on it.
+    engine : {"milp", "cpsat"}
+        ``"milp"`` (default): the paper's pipeline on HiGHS. ``"cpsat"``: the extension of
+        :mod:`~workbench.solvers.pesto.cpsat_engine` (CP-SAT interval model on the original graph's
+        transfers, warm-start runs merged, its warm-start candidates include the heuristics
+        run on the paper's coarse graph). ``balance``, ``cp_slack``, ``reorder``, ``guard``,
+        ``gap`` and ``memory_balance`` are the MILP path's (CP-SAT returns its warm start
+        when it cannot beat it).
+    memory_balance : float or None
+        Tolerance of the paper's memory-balance rows (:func:`balance_caps`, default
+        :data:`MEMORY_BALANCE`); a coarse vertex's footprint is its members'. ``None``: memory
+        capacity only. Rows that make the coarse ILP infeasible are dropped
+        (``stats["memory_balance_dropped"]``).
+    congestion, warm_start, gap, symmetry, time_limit
+        As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
+    balance, cp_slack : float or None
+        Passed to :func:`~workbench.transforms.coarsen.coarsen`.
+    reorder : bool
+        Also simulate the expanded placement with the FIFO and rank orders and keep the fastest
+        (the paper falls back to TensorFlow's own scheduling when merged vertices are large).
+        With ``False`` the plan keeps the model's order, members of a merged vertex running
+        consecutively.
+    guard : bool
+        Also run the warm-start heuristics on the *original* graph and return the best of them
+        when the expanded ILP plan simulates worse, so the method is never worse than its warm
+        start (``stats["chosen"] == "original_heuristic"``, ``stats["fallback"]`` says why).
+        ``False`` returns the coarse solution whatever it costs (what the bench compares).
+
+    Returns
+    -------
+    Plan
+        On the original graph; members of a merged vertex run consecutively. Status
+        ``optimal`` only when nothing was merged and the ILP proved optimality.
+        ``info["coarse_members"]`` maps coarse vertices to their ops.
+
+    Raises
+    ------
+    GraphError
+        ``target`` smaller than the number of groups of ops that can never merge.
+    InfeasibleError
+        Memory that cannot hold the model (with the shortfall).
+
+    Examples
+    --------
+    >>> from workbench import samples, Cluster, solve
+    >>> g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
+    >>> plan = solve(g, c, method="pesto", target=12, time_limit=10)
+    >>> plan.stats["coarse_vertices"] <= 12, plan.stats["memory_balance"].startswith("footprint")
+    (True, True)
+    >>> plan.stats["chosen"] in ("ilp", "warm_start", "original_heuristic")
+    True
+    >>> plan = solve(g, c, method="pesto", target=12, time_limit=5, engine="cpsat")
+    >>> plan.stats["engine"], plan.status in ("optimal", "feasible", "time_limit")
+    ('cpsat', True)
+    """
+    if _engine(engine) == "cpsat":
+        from .cpsat_engine import pesto_cpsat
+
+        return pesto_cpsat(graph, cluster, coarsen=True, target=target, congestion=congestion,
+                           warm_start=warm_start, time_limit=time_limit,
+                           workers=2 if threads is None else int(threads), symmetry=symmetry,
+                           seed=seed, method="pesto")
+    from ...transforms.coarsen import coarsen
+
+    t0 = time.perf_counter()
+    _check_memory(graph, cluster)
+    if target is None:
+        target = default_target(cluster)
+    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
+    cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
+                 cluster=cluster, balance=balance, cp_slack=cp_slack,
+                 deadline=t0 + 0.2 * limit)
+    t_coarsen = time.perf_counter() - t0
+    fp = tensor_footprint(graph)
+    coarse_fp = [float(sum(fp[graph.index[v]] for v in ms)) for ms in cg.members]
+    # the coarse ILP gets the limit less the coarsening and a share kept for the guard
+    ilp_plan, warm_plan, stats = _run_ilp(
+        cg.coarse, cluster, congestion=congestion, time_limit=0.8 * limit, gap=gap,
+        warm_start=warm_start, seed=seed, symmetry=symmetry, threads=threads, t_start=t0,
+        memory_balance=memory_balance, footprint=coarse_fp)
+    stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
+                  "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
+    merged = cg.coarse.n_ops < graph.n_ops
+    plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
+                   coarse=merged, reorder=reorder)
+    plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
+    if guard and merged:
+        from ...simulate import simulate
+
+        ms = float(simulate(plan, cluster, congestion=congestion).makespan)
+        h_plan, h_sched, h_method, _tried, _err = _best_heuristic(
+            graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.9 * limit)
+        plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
+        if h_plan is not None and h_sched.makespan < ms - 1e-9:
+            h_plan.stats = dict(plan.stats)
+            h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
+                                fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
+                                         f"than {h_method} on the original graph "
+                                         f"({h_sched.makespan:.4g} ms)")
+            h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
+            h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
+            h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
+            return h_plan
+    return plan
