@@ -101,8 +101,6 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
         intra_op_parallelism_threads=int(intra_op),
         allow_soft_placement=False,
         use_per_session_threads=not target)
-    from .gpu import virtual_gpu_options
-
     virtual_gpu_options(cfg, GPU_PARTITIONS[0])
     cfg.graph_options.rewrite_options.disable_meta_optimizer = True
     cfg.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
@@ -111,6 +109,32 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
     cfg.graph_options.optimizer_options.do_common_subexpression_elimination = False
     cfg.graph_options.optimizer_options.do_function_inlining = False
     return cfg
+
+
+def virtual_gpu_options(config, partitions: int, *, memory_mb: float | None = None) -> None:
+    """Split physical GPU 0 into ``partitions`` logical GPUs in a session ``ConfigProto``.
+
+    Each logical GPU gets ``memory_mb`` (default: 80 % of the physical memory divided evenly,
+    read with ``nvidia-smi``-equivalent TF device details when available, else 2 GiB) and a
+    compute stream of its own. TensorFlow fixes the GPU devices of a process at its first
+    session, so every session of the process must use the same split.
+    """
+    if partitions <= 1:
+        config.gpu_options.allow_growth = True
+        return
+    if memory_mb is None:
+        memory_mb = 2048.0
+        try:
+            t = tf()
+            phys = t.config.list_physical_devices("GPU")
+            info = t.config.experimental.get_device_details(phys[0]) if phys else {}
+            total = info.get("device_memory_size") or info.get("memory_limit")
+            if total:
+                memory_mb = 0.8 * float(total) / 2**20 / partitions
+        except Exception:  # noqa: BLE001, S110 - the default split is safe on any modern GPU
+            pass
+    vd = config.gpu_options.experimental.virtual_devices.add()
+    vd.memory_limit_mb.extend([float(memory_mb)] * partitions)
 
 
 def op_error_message(e: BaseException) -> str:

@@ -20,9 +20,9 @@ unplaced). :func:`extract` turns the step into an :class:`~workbench.graph.OpGra
 * ``compute``: an analytic estimate (FLOPs at a nominal rate) until :func:`~workbench.runtime.
   profile.profile` replaces it with measured times; ``graph.meta["costs"]`` says which;
 * ``flops``, ``bytes_moved`` and ``shapes`` (output shapes): the work of the op for the device
-  cost model (:mod:`workbench.roofline`): TensorFlow's registered ``flops`` statistics
+  cost model (:mod:`workbench.costs.roofline`): TensorFlow's registered ``flops`` statistics
   (``ops.get_stats_for_node_def``) where the op type has one, the formulas of
-  :func:`workbench.roofline.op_work` otherwise; op types without a formula are costed as
+  :func:`workbench.costs.roofline.op_work` otherwise; op types without a formula are costed as
   element-wise and listed in ``graph.meta["cost_fallback_types"]``.
 
 ``graph.meta["program"]`` records how to rebuild the program (model name, batch, sizes, seed,
@@ -34,7 +34,6 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import networkx as nx
@@ -42,6 +41,7 @@ import networkx as nx
 from ..errors import GraphError, RuntimeBridgeError
 from ..graph import OpGraph
 from ._tf import tf
+from .program import Program, _input_name, finish_program
 
 __all__ = [
     "Program",
@@ -57,53 +57,6 @@ __all__ = [
 _NOMINAL_FLOPS_PER_MS = 5e6  # 5 GFLOP/s: one core, used only for pre-profiling estimates
 
 
-@dataclass
-class Program:
-    """One training step as a GraphDef plus what is needed to run it.
-
-    Attributes
-    ----------
-    graph_def : tensorflow GraphDef
-        All nodes: the step, the variable initialisers and ``init``.
-    train_op, init_op, loss : str
-        Node names of the step's target, the initialiser and the loss.
-    step_nodes : tuple of str
-        The nodes the train op depends on (the ops of the extracted OpGraph), GraphDef order.
-    out_bytes : dict
-        Node name -> list of output tensor sizes in bytes (0 for resources / unknown shapes).
-    resource_edges : list of (src, dst)
-        Edges that carry a resource handle (both ends must share a device).
-    spec : dict
-        How to rebuild the program (``model``, ``batch``, ``sizes``, ``seed``, ``lr``; or
-        ``keras`` and its settings, see :mod:`~workbench.runtime.keras_step`); empty ``model``
-        and a ``key`` for a program built from a user function or model (this process only).
-    init_feed : dict
-        Tensor name -> value fed when running ``init_op`` (the initial values of a Keras
-        model's variables and of the input batch).
-    kinds, layers : dict, optional
-        Node -> op kind and node -> Keras layer, where the node names do not tell (programs of
-        ``tf.function`` steps); None for programs built by :func:`build_program`.
-    """
-
-    graph_def: Any
-    train_op: str
-    init_op: str
-    loss: str
-    step_nodes: tuple
-    out_bytes: dict
-    resource_edges: list
-    spec: dict = field(default_factory=dict)
-    unknown_shapes: int = 0
-    init_feed: dict = field(default_factory=dict)
-    kinds: dict | None = None
-    layers: dict | None = None
-
-    @property
-    def nodes(self) -> dict:
-        """Node name -> NodeDef."""
-        return {n.name: n for n in self.graph_def.node}
-
-
 def cpu_name() -> str:
     """A short description of this machine's CPU (model name from /proc/cpuinfo if present)."""
     try:
@@ -114,16 +67,6 @@ def cpu_name() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def _input_name(s: str) -> tuple[str, int, bool]:
-    """Parse a NodeDef input ``name[:k]`` or ``^name`` -> (node, output index, is_control)."""
-    if s.startswith("^"):
-        return s[1:], -1, True
-    if ":" in s:
-        node, k = s.rsplit(":", 1)
-        return node, int(k), False
-    return s, 0, False
 
 
 def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr: float = 0.01,
@@ -189,48 +132,6 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
     spec = {"model": model, "batch": int(batch), "sizes": dict(sizes), "seed": int(seed),
             "lr": float(lr)}
     return finish_program(graph, train.name, init.name, loss.name.split(":")[0], spec)
-
-
-def finish_program(graph, train_op: str, init_op: str, loss: str, spec: dict, *,
-                   init_feed: dict | None = None) -> Program:
-    """The :class:`Program` of a ``tf.Graph`` holding a training step: output sizes, the
-    step's nodes (closure of ``train_op`` over data and control inputs) and resource edges."""
-    t = tf()
-    out_bytes: dict = {}
-    unknown = 0
-    for op in graph.get_operations():
-        sizes_out = []
-        for o in op.outputs:
-            if o.dtype == t.resource or o.dtype == t.variant:
-                sizes_out.append(0)
-                continue
-            n = o.shape.num_elements() if o.shape.rank is not None else None
-            if n is None:
-                unknown += 1
-                sizes_out.append(0)
-            else:
-                sizes_out.append(int(n) * int(o.dtype.size))
-        out_bytes[op.name] = sizes_out
-    gd = graph.as_graph_def()
-    nodes = {n.name: n for n in gd.node}
-    # closure of the train op over data and control inputs
-    seen: set = set()
-    stack = [train_op]
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        for s in nodes[v].input:
-            stack.append(_input_name(s)[0])
-    step = tuple(n.name for n in gd.node if n.name in seen)
-    res_edges = []
-    for op in graph.get_operations():
-        for inp in op.inputs:
-            if inp.dtype == t.resource:
-                res_edges.append((inp.op.name, op.name))
-    return Program(gd, train_op, init_op, loss, step, out_bytes, res_edges, spec, unknown,
-                   dict(init_feed or {}))
 
 
 _PROGRAMS: dict[str, Program] = {}
@@ -355,7 +256,7 @@ def op_work_tf(op, out_bytes: list, fallback: set) -> tuple[float, float]:
     """FLOPs (TensorFlow's registered statistics first) and bytes moved of one tf.Operation."""
     from tensorflow.python.framework import ops as tf_ops
 
-    from ..roofline import op_family, op_work
+    from ..costs.roofline import op_family, op_work
 
     t = tf()
     flops = None

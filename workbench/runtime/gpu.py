@@ -33,7 +33,7 @@ import functools
 import re
 
 from ..errors import RuntimeBridgeError
-from ._tf import tf, tf_device
+from ._tf import tf, tf_device, virtual_gpu_options
 
 __all__ = ["gpu_capable", "gpu_kernel_times", "is_gpu_device", "local_gpus", "sync_op",
            "use_partitions", "virtual_gpu_options"]
@@ -151,32 +151,6 @@ def use_partitions(n: int) -> list[str]:
     names = local_gpus(partitions=n)
     _tf.GPU_PARTITIONS[0] = n
     return names
-
-
-def virtual_gpu_options(config, partitions: int, *, memory_mb: float | None = None) -> None:
-    """Split physical GPU 0 into ``partitions`` logical GPUs in a session ``ConfigProto``.
-
-    Each logical GPU gets ``memory_mb`` (default: 80 % of the physical memory divided evenly,
-    read with ``nvidia-smi``-equivalent TF device details when available, else 2 GiB) and a
-    compute stream of its own. TensorFlow fixes the GPU devices of a process at its first
-    session, so every session of the process must use the same split.
-    """
-    if partitions <= 1:
-        config.gpu_options.allow_growth = True
-        return
-    if memory_mb is None:
-        memory_mb = 2048.0
-        try:
-            t = tf()
-            phys = t.config.list_physical_devices("GPU")
-            info = t.config.experimental.get_device_details(phys[0]) if phys else {}
-            total = info.get("device_memory_size") or info.get("memory_limit")
-            if total:
-                memory_mb = 0.8 * float(total) / 2**20 / partitions
-        except Exception:  # noqa: BLE001, S110 - the default split is safe on any modern GPU
-            pass
-    vd = config.gpu_options.experimental.virtual_devices.add()
-    vd.memory_limit_mb.extend([float(memory_mb)] * partitions)
 
 
 def sync_op(device: str, *, after=()):

@@ -48,6 +48,7 @@ import numpy as np
 from .._native import load_user_file
 from ..errors import RuntimeBridgeError
 from ._tf import tf
+from .program import finish_program, step_dag
 
 __all__ = [
     "function_program",
@@ -342,8 +343,6 @@ def function_program(fn: Callable, inputs: Sequence, *, variables: Sequence = ()
     >>> p.train_op, "w" in p.step_nodes, "data/x/read" in p.step_nodes
     ('train_step', True, True)
     """
-    from .extraction import finish_program
-
     t = tf()
     if not is_tf_function(fn):
         raise RuntimeBridgeError(f"expected a tf.function training step, got "
@@ -389,8 +388,6 @@ def function_program(fn: Callable, inputs: Sequence, *, variables: Sequence = ()
     if "batch" not in spec and flat and np.ndim(flat[0]) >= 1:
         spec["batch"] = int(np.shape(flat[0])[0])  # the first input's leading dimension
     program = finish_program(graph, train.name, init.name, loss, spec, init_feed=feed)
-    from .runner import step_dag
-
     nodes, G = program.nodes, step_dag(program)
     var_nodes = set(var_names) | {n for n in program.step_nodes if nodes[n].op == "VarHandleOp"}
     program.kinds = _kinds(nodes, program.step_nodes, G, var_nodes)

@@ -32,6 +32,8 @@ import math
 from collections.abc import Callable
 
 from ._tf import tf
+from .layers import _conv, _data, _dense, _layer_norm, _lstm_cell, _var, _xent
+from .paper_models import PAPER_BATCH, PAPER_MODELS, PAPER_TINY
 
 __all__ = [
     "DEFAULT_BATCH",
@@ -43,68 +45,6 @@ __all__ = [
     "resnet_small",
     "transformer_small",
 ]
-
-
-# ---------------------------------------------------------------------- layer helpers
-def _var(name: str, shape, *, init: str = "glorot", trainable: bool = True):
-    t = tf()
-    tf1 = t.compat.v1
-    if init == "zeros":
-        initializer = tf1.zeros_initializer()
-    elif init == "ones":
-        initializer = tf1.ones_initializer()
-    elif init == "normal":
-        initializer = tf1.random_normal_initializer()
-    else:
-        initializer = tf1.glorot_uniform_initializer()
-    return tf1.get_variable(name, shape=list(shape), initializer=initializer,
-                            trainable=trainable, use_resource=True)
-
-
-def _data(batch: int, x_shape, n_classes: int):
-    """Input batch and one-hot labels held in non-trainable variables."""
-    t = tf()
-    tf1 = t.compat.v1
-    with tf1.variable_scope("data"):
-        x = _var("x", [batch, *x_shape], init="normal", trainable=False)
-        labels = tf1.get_variable(
-            "y", initializer=t.one_hot(t.range(batch) % n_classes, n_classes),
-            trainable=False, use_resource=True)
-    return t.identity(x, name="data/x_value"), t.identity(labels, name="data/y_value")
-
-
-def _dense(x, units: int, name: str, act: bool = True):
-    t = tf()
-    with t.compat.v1.variable_scope(name):
-        w = _var("w", [int(x.shape[-1]), units])
-        b = _var("b", [units], init="zeros")
-        y = t.matmul(x, w) + b
-        return t.nn.relu(y) if act else y
-
-
-def _conv(x, filters: int, k: int, name: str, stride: int = 1, act: bool = True):
-    t = tf()
-    with t.compat.v1.variable_scope(name):
-        w = _var("w", [k, k, int(x.shape[-1]), filters])
-        b = _var("b", [filters], init="zeros")
-        y = t.nn.bias_add(t.nn.conv2d(x, w, strides=stride, padding="SAME"), b)
-        return t.nn.relu(y) if act else y
-
-
-def _xent(logits, labels):
-    t = tf()
-    return t.reduce_mean(t.nn.softmax_cross_entropy_with_logits(labels=labels, logits=logits),
-                         name="loss")
-
-
-def _layer_norm(x, name: str):
-    t = tf()
-    with t.compat.v1.variable_scope(name):
-        d = int(x.shape[-1])
-        g = _var("gamma", [d], init="ones")
-        b = _var("beta", [d], init="zeros")
-        mean, var = t.nn.moments(x, axes=[-1], keepdims=True)
-        return (x - mean) * t.math.rsqrt(var + 1e-6) * g + b
 
 
 # ---------------------------------------------------------------------- models
@@ -196,20 +136,6 @@ def transformer_small(batch: int, *, seq: int = 32, d_model: int = 64, heads: in
     return _xent(_dense(pooled, classes, "head", act=False), y)
 
 
-def _lstm_cell(x, state, name: str, units: int):
-    """One LSTM step; the weights of ``name`` are shared across time steps."""
-    t = tf()
-    h, c = state
-    with t.compat.v1.variable_scope(name, reuse=t.compat.v1.AUTO_REUSE):
-        w = _var("w", [int(x.shape[-1]) + units, 4 * units])
-        b = _var("b", [4 * units], init="zeros")
-    z = t.matmul(t.concat([x, h], axis=1), w) + b
-    i, f, o, g = t.split(z, 4, axis=1)
-    c = t.sigmoid(f + 1.0) * c + t.sigmoid(i) * t.tanh(g)
-    h = t.sigmoid(o) * t.tanh(c)
-    return h, c
-
-
 def lstm_seq2seq(batch: int, *, steps: int = 8, units: int = 64, in_dim: int = 32,
                  layers: int = 2, classes: int = 16):
     """Sequence-to-sequence model: a ``layers``-layer LSTM encoder over ``steps`` inputs whose
@@ -264,5 +190,8 @@ TINY: dict[str, dict] = {
 """Sizes that make each model a few hundred ops at most (for tests)."""
 
 
-# the paper-sized models register themselves in MODELS, DEFAULT_BATCH and TINY
-from . import paper_models  # noqa: F401
+# the paper-sized models are registered here (paper_models does not import this module: the
+# layer helpers both use are in workbench.runtime.layers)
+MODELS.update(PAPER_MODELS)
+DEFAULT_BATCH.update(PAPER_BATCH)
+TINY.update(PAPER_TINY)

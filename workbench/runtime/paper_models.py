@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import math
 
-from . import models as _models
 from ._tf import tf
-from .models import _data, _dense, _layer_norm, _lstm_cell, _var, _xent
+from .layers import _data, _dense, _layer_norm, _lstm_cell, _var, _xent
 
 __all__ = ["PAPER_BATCH", "PAPER_MODELS", "PAPER_SIZES", "PAPER_TINY", "bert_base", "gnmt",
            "inception_v3", "resnet50", "rnnlm", "transformer_base"]
@@ -366,7 +365,3 @@ PAPER_TINY: dict[str, dict] = {
                          "ffn": 32, "vocab": 30},
 }
 """Sizes that make each builder small (for tests)."""
-
-_models.MODELS.update(PAPER_MODELS)
-_models.DEFAULT_BATCH.update(PAPER_BATCH)
-_models.TINY.update(PAPER_TINY)

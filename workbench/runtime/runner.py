@@ -49,8 +49,9 @@ import networkx as nx
 from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 from ..plan import Plan
 from ._tf import op_error_message, session_config, tf, tf_device
-from .extraction import Program, _input_name, program_for
+from .extraction import program_for
 from .gpu import is_gpu_device, sync_op
+from .program import Program, _input_name, step_dag
 
 __all__ = [
     "Decision",
@@ -214,20 +215,6 @@ def _check_plan(plan: Plan, program: Program) -> None:
                 if plan.placement.get(v) != d:
                     raise PlanError(f"plan {plan.method!r} orders op {v!r} on {d!r} but places "
                                     f"it on {plan.placement.get(v)!r}")
-
-
-def step_dag(program: Program) -> nx.DiGraph:
-    """The dependency DAG (data and control inputs) of the program's step nodes."""
-    nodes = program.nodes
-    G = nx.DiGraph()
-    G.add_nodes_from(program.step_nodes)
-    step = set(program.step_nodes)
-    for v in program.step_nodes:
-        for s in nodes[v].input:
-            u = _input_name(s)[0]
-            if u in step:
-                G.add_edge(u, v)
-    return G
 
 
 def _check_order_acyclic(plan: Plan, program: Program) -> None:
