@@ -31,7 +31,9 @@ browser-deps:
 demo: $(STAMP)
 	$(BIN)/workbench demo --report reports/demo.html
 
+# The layer rules of docs/architecture.md (pyproject.toml [tool.importlinter]), then every test.
 test: $(STAMP) browser-deps
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
 
 # The suite (tests and doctests, as `make test` collects them) with its files in reverse order:

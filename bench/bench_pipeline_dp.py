@@ -38,7 +38,8 @@ from pathlib import Path
 from workbench import max_load, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.io.msr import read_msr
-from workbench.pipeline import expert_plan, latency
+from workbench.io.msr import expert_plan
+from workbench.pipeline import latency
 from workbench.solvers.pipeline.dp import count_ideals
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"

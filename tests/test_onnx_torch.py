@@ -235,3 +235,28 @@ def test_an_op_without_a_formula_is_still_named():
         opset_imports=[helper.make_opsetid("", 17)])
     with pytest.raises(GraphError, match="'hm' \\(type 'Hardmax'\\)"):
         onnx_to_opgraph(m)
+
+
+def test_the_resolver_tells_an_onnx_file_by_its_content(tmp_path):
+    """A torch export saved under another name (``model.bin``) is still read as ONNX, and a
+    JSON graph named ``.onnx`` as JSON: the format comes from the bytes (workbench.io.detect)."""
+    import shutil
+
+    from workbench import samples
+    from workbench.io import save_graph
+    from workbench.io.detect import file_format
+    from workbench.workloads import resolve
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    onnx_path = tmp_path / "mlp.onnx"
+    _export(model, torch.randn(2, 8), onnx_path, "classic")
+    renamed = tmp_path / "model.bin"
+    shutil.copy(onnx_path, renamed)
+    assert file_format(renamed) == "onnx"
+    g_named, _ = resolve(str(onnx_path))
+    g_renamed, _ = resolve(str(renamed))
+    assert g_renamed.n_ops == g_named.n_ops > 0
+    json_named_onnx = tmp_path / "graph.onnx"
+    save_graph(samples.diamond(), json_named_onnx)
+    assert file_format(json_named_onnx) == "workbench-json"
+    assert resolve(str(json_named_onnx))[0].n_ops == 4

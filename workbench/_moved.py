@@ -28,7 +28,7 @@ import warnings
 
 _S = "workbench.solvers."
 MOVED: dict[str, str] = {_S + old: _S + new for old, new in {
-    "baselines": "baselines.simple", "metis": "baselines.metis",
+    "baselines": "baselines.simple", "metis": "pipeline.metis",
     "celeritas": "celeritas.placement", "celeritas_boundaries": "celeritas.boundaries",
     "list_scheduling": "list.scheduling", "os_dpos": "list.os_dpos",
     "data_parallel": "list.data_parallel",

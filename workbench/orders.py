@@ -4,7 +4,7 @@ DFS-TOPO and its critical-path variant CPD-TOPO (Celeritas, Sections 4.2.2 and 5
 All three return op indices (positions in ``graph.c``), every op exactly once, every edge from
 an earlier to a later position.
 
-* **m-TOPO** (:func:`bfs_topo_order`, reused from :mod:`workbench.solvers.baselines.simple`): Kahn's
+* **m-TOPO** (:func:`bfs_topo_order`, used by the ``m_topo`` baseline): Kahn's
   algorithm with a FIFO queue; the ops of one layer are interleaved, so neighbours end up far
   apart in the sequence.
 * **DFS-TOPO** (:func:`dfs_topo_order`): the queue starts with the in-degree-0 ops; after
@@ -38,7 +38,6 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import GraphError
-from .solvers.baselines.simple import bfs_topo_order
 
 __all__ = [
     "ORDERS",
@@ -52,6 +51,29 @@ __all__ = [
     "positions",
     "split_cut",
 ]
+
+
+
+def bfs_topo_order(graph) -> list[int]:
+    """Baechi's BFS-like topological order: a FIFO queue of in-degree-0 ops (Kahn's algorithm).
+
+    >>> from workbench import samples
+    >>> g = samples.pesto_fig2()
+    >>> [g.c.names[i] for i in bfs_topo_order(g)]
+    ['A', 'B', 'F', 'C', 'G', 'D', 'E']
+    """
+    gc = graph.c
+    indeg = [len(p) for p in gc.pred]
+    q = deque(i for i in range(gc.n) if indeg[i] == 0)
+    out = []
+    while q:
+        i = q.popleft()
+        out.append(i)
+        for j in gc.succ[i]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                q.append(j)
+    return out
 
 
 def mtopo_order(graph) -> list[int]:

@@ -30,7 +30,7 @@ from .errors import PlanError
 from .costs.pipeline import allreduce_chunk_ms, op_shares, out_costs, transfer_tiers
 from .plan import Plan
 
-__all__ = ["contiguity_violations", "expert_plan", "hierarchical_costs", "hierarchical_loads",
+__all__ = ["contiguity_violations", "hierarchical_costs", "hierarchical_loads",
            "latency", "latency_of", "latency_pieces", "load_parts", "out_costs", "pipelined_time",
            "replica_graph"]
 
@@ -447,29 +447,3 @@ def latency_of(g, cluster, dev: np.ndarray, *, detail: bool = False, costs=None,
     if detail:
         return total, finish, piece
     return total
-
-
-def expert_plan(path, graph, cluster) -> Plan:
-    """An MSR expert split as a Plan; backward ops the file does not list follow their colour
-    class (as the authors do for training graphs).
-
-    >>> import json, os, tempfile
-    >>> from workbench.io.msr import msr_from_dict
-    >>> from workbench import max_load
-    >>> g, c = msr_from_dict({"maxFPGAs": 2, "maxCPUs": 1, "maxSizePerFPGA": 1e9, "nodes": [
-    ...     {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 2.0,
-    ...      "isBackwardNode": int(i >= 2), "colorClass": i % 2, "size": 0} for i in range(4)],
-    ...     "edges": [{"sourceId": 0, "destId": 1, "cost": 0.5}, {"sourceId": 1, "destId": 3, "cost": 0.5},
-    ...               {"sourceId": 3, "destId": 2, "cost": 0.5}]})
-    >>> path = os.path.join(tempfile.mkdtemp(), "expert.json")
-    >>> with open(path, "w") as f:
-    ...     json.dump({"fpgas": [{"nodes": [0]}, {"nodes": [1]}], "cpus": [{"nodes": []}]}, f)
-    >>> plan = expert_plan(path, g, c)   # backward ops 2 and 3 follow colour classes 0 and 1
-    >>> plan.placement["2"], plan.placement["3"], max_load(plan, c)
-    ('gpu0', 'gpu1', 5.0)
-    """
-    from .io.msr import read_expert
-
-    plan = read_expert(path, graph, cluster)
-    plan.method = "expert"
-    return plan

@@ -19,12 +19,14 @@ True
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
 
 from .errors import GraphError
 from .graph import OpGraph
+from .transforms.training import to_training  # noqa: F401  (re-exported: samples.to_training)
 
 __all__ = ["diamond", "pesto_fig2", "two_branch", "cnn", "inception", "transformer",
            "lstm_grid", "random_dag", "to_training", "load_sample", "SAMPLES", "REF_BANDWIDTH"]
@@ -336,39 +338,102 @@ def random_dag(n_ops: int = 30, *, edge_prob: float = 0.15, ccr: float = 0.5, se
     return g
 
 
-def to_training(graph: OpGraph, *, backward_factor: float = 2.0,
-                update: bool = False) -> OpGraph:
-    """Add a backward pass: each forward op ``v`` gets ``v/grad`` (``backward_factor`` times its
-    compute) colocated with it; edges are mirrored (``u -> v`` gives ``v/grad -> u/grad``) and each
-    forward op feeds its own gradient (the stashed activation). With ``update=True`` ops holding
-    memory (weights) also get an ``update`` op.
+HARD_DEFAULTS = {"ccr": 3.0, "fanout": 6, "memory_pressure": 1.6, "cost_sigma": 1.0}
+"""Hard-regime defaults of :func:`layered`: transfers cost 3x the compute, 6 ops ready at a
+time, the model needs 1.6 devices' memory, op costs log-normal with sigma 1."""
 
-    >>> g = to_training(diamond())
-    >>> g.n_ops, g.is_training(), g.op("b/grad")["colocate"] == g.op("b")["colocate"]
-    (8, True, True)
+_LAYERED_MB = 1e6
+
+
+def layered(n_ops: int = 300, *, ccr: float = HARD_DEFAULTS["ccr"],
+            fanout: int = HARD_DEFAULTS["fanout"],
+            cost_sigma: float = HARD_DEFAULTS["cost_sigma"], skip: float = 0.3,
+            seed: int = 0, cpu_factor: float = 8.0) -> OpGraph:
+    """A random layered DAG in the hard regime.
+
+    Ops come in layers of ``fanout`` ops; each op reads one op of the previous layer and,
+    with probability ``skip``, one more from up to three layers back; each layer ends in a
+    join when it is the last of a block of four (a synchronisation point, as the concat of an
+    Inception cell or the residual add). Compute costs are log-normal (``cost_sigma``);
+    tensor sizes are scaled so that the graph's CCR at the reference link
+    (:data:`~workbench.cluster.REF_BANDWIDTH`) is ``ccr``. Memory: every op holds a weight
+    proportional to its cost (the ``memory_pressure`` of a workload scales it to a cluster).
+
+    Parameters
+    ----------
+    n_ops : int
+    ccr : float
+        Communication-to-computation ratio (total transfer time / total compute).
+    fanout : int
+        Ops per layer (parallel branches).
+    cost_sigma : float
+        Spread of op costs (0: all equal).
+    skip : float
+        Probability of a second, skip-layer input.
+
+    Raises
+    ------
+    GraphError
+        A size or knob out of range (named).
+
+    >>> layered(5)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: layered: n_ops must be an integer >= 8, got 5
     """
-    import networkx as nx
+    if isinstance(n_ops, bool) or not isinstance(n_ops, (int, np.integer)) or n_ops < 8:
+        raise GraphError(f"layered: n_ops must be an integer >= 8, got {n_ops!r}")
+    for knob, val, lo in (("ccr", ccr, 0.0), ("cost_sigma", cost_sigma, 0.0),
+                          ("skip", skip, 0.0)):
+        if not (isinstance(val, (int, float)) and math.isfinite(val) and val >= lo):
+            raise GraphError(f"layered: {knob} must be a finite number >= {lo}, got {val!r}")
+    if not (0 <= skip <= 1):
+        raise GraphError(f"layered: skip must be in [0, 1], got {skip!r}")
+    if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout < 1:
+        raise GraphError(f"layered: fanout must be an integer >= 1, got {fanout!r}")
+    rng = np.random.default_rng(seed)
+    ops: list = [("input", {"gpu": 0.05, "op_type": "Placeholder"})]
+    edges: list = []
+    layers: list[list[str]] = [["input"]]
+    i = 0
+    while len(ops) < n_ops - 1:
+        width = min(fanout, n_ops - 1 - len(ops))
+        block_end = (len(layers) % 4 == 0)
+        if block_end or width == 1:
+            name = f"join{len(layers)}"
+            ops.append((name, {"gpu": float(rng.lognormal(-1.0, cost_sigma * 0.5)),
+                               "op_type": "ConcatV2"}))
+            edges.extend((p, name) for p in layers[-1])
+            layers.append([name])
+            continue
+        cur = []
+        for _ in range(width):
+            name = f"op{i}"
+            i += 1
+            ops.append((name, {"gpu": float(rng.lognormal(0.0, cost_sigma)),
+                               "op_type": "Conv2D"}))
+            prev = layers[-1]
+            edges.append((prev[int(rng.integers(len(prev)))], name))
+            if len(layers) > 2 and rng.random() < skip:
+                back = layers[-int(rng.integers(2, min(4, len(layers)) + 1))]
+                src = back[int(rng.integers(len(back)))]
+                if (src, name) not in edges:
+                    edges.append((src, name))
+            cur.append(name)
+        layers.append(cur)
+    ops.append(("output", {"gpu": 0.1, "op_type": "MatMul"}))
+    edges.extend((p, "output") for p in layers[-1])
+    work = sum(a["gpu"] for _, a in ops)
+    raw = rng.lognormal(0.0, 0.5, len(edges))
+    nbytes = raw * (ccr * work * REF_BANDWIDTH / raw.sum()) if ccr > 0 else raw * 0
+    nodes = [(v, {"compute": {"gpu": a["gpu"], "cpu": a["gpu"] * cpu_factor},
+                  "memory": a["gpu"] * 50 * _LAYERED_MB, "kind": "fwd", "op_type": a["op_type"]})
+             for v, a in ops]
+    return OpGraph.from_ops(nodes, [(u, v, {"bytes": float(b)}) for (u, v), b in
+                                    zip(edges, nbytes)], name=f"layered{n_ops}",
+                            meta={"generator": "layered", "seed": seed, "ccr": ccr,
+                                  "fanout": int(fanout), "cost_sigma": cost_sigma})
 
-    G = nx.DiGraph()
-    for v in graph.ops:
-        a = graph.op(v)
-        grp = a.get("colocate") if a.get("colocate") is not None else f"cc:{v}"
-        G.add_node(v, **{**a, "kind": "fwd", "colocate": grp})
-        G.add_node(f"{v}/grad", **{**a, "kind": "bwd", "colocate": grp,
-                                   "op_type": (a.get("op_type") or "Op") + "Grad",
-                                   "compute": {k: t * backward_factor
-                                               for k, t in a["compute"].items()},
-                                   "memory": 0.0})
-        G.add_edge(v, f"{v}/grad", bytes=0.0)
-        if update and a["memory"] > 0:
-            G.add_node(f"{v}/update", compute={k: t * 0.1 for k, t in a["compute"].items()},
-                       memory=0.0, kind="update", colocate=grp, op_type="ApplyGradient")
-            G.add_edge(f"{v}/grad", f"{v}/update", bytes=a["memory"])
-    for u, v in graph.edges():
-        e = graph.edge(u, v)
-        G.add_edge(u, v, **e)
-        G.add_edge(f"{v}/grad", f"{u}/grad", **e)
-    return OpGraph(G, name=graph.name + "-train", meta={**graph.meta, "training": True})
 
 
 SAMPLES: dict[str, Callable[..., OpGraph]] = {
@@ -380,8 +445,7 @@ SAMPLES: dict[str, Callable[..., OpGraph]] = {
     "transformer": transformer,
     "lstm": lstm_grid,
     "random": random_dag,
-    "layered": lambda n_ops=300, **kw: __import__("workbench.workloads",
-                                                  fromlist=["layered"]).layered(n_ops, **kw),
+    "layered": lambda n_ops=300, **kw: layered(n_ops, **kw),
 }
 """Name -> factory. Generators take ``n_ops`` as first argument."""
 

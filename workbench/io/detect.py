@@ -26,7 +26,40 @@ from .files import read_json
 from .json_format import PREFIX, graph_from_dict, plan_from_dict
 from .msr import msr_from_dict
 
-__all__ = ["load_graph", "load_problem"]
+__all__ = ["FORMATS", "file_format", "load_graph", "load_problem"]
+
+FORMATS = ("workbench-json", "onnx")
+"""What :func:`file_format` tells apart: the workbench's JSON family (its graphs, clusters and
+plans and the MSR workloads, all read by :func:`load_problem`, gzip or not) and ONNX models
+(:func:`workbench.io.onnx.read_onnx`)."""
+
+
+def file_format(path) -> str:
+    """The format of the file at ``path``, from its first bytes (the name only breaks ties):
+    ``"workbench-json"`` for JSON (plain or gzip), ``"onnx"`` for an ONNX protobuf.
+
+    ONNX files have no magic number; a ``ModelProto`` starts with field 1 (``ir_version``,
+    byte ``0x08``) as ``torch.onnx.export`` and ``onnx.save`` write it, or with another field
+    tag where a producer orders fields differently, so a ``.onnx`` name is trusted for any
+    content that is not JSON.
+
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> open(os.path.join(d, "a.bin"), "wb").write(b"\x08\x08\x12\x07pytorch") and None
+    >>> file_format(os.path.join(d, "a.bin"))
+    'onnx'
+    >>> open(os.path.join(d, "g.txt"), "w").write(' {"format": 1}') and None
+    >>> file_format(os.path.join(d, "g.txt"))
+    'workbench-json'
+    """
+    path = Path(path)
+    with open(path, "rb") as f:
+        head = f.read(64)
+    if head[:2] == b"\x1f\x8b" or head.lstrip()[:1] in (b"{", b"["):
+        return "workbench-json"
+    if path.suffix.lower() == ".onnx" or head[:1] == b"\x08":
+        return "onnx"
+    return "workbench-json"  # the JSON reader names what is wrong with the file
 
 
 def load_graph(path) -> OpGraph:

@@ -50,6 +50,7 @@ __all__ = [
     "read_expert",
     "read_msr",
     "write_msr_plan",
+    "expert_plan",
 ]
 
 MSR_DIR = Path(__file__).resolve().parents[2] / "sample_graphs" / "msr"
@@ -232,3 +233,26 @@ def write_msr_plan(plan: Plan, cluster: Cluster, path, loads) -> None:
         out["cpus" if d.kind == "cpu" else "fpgas"].append(entry)
     out["maxLoad"] = float(loads.max())
     write_atomic(path, json.dumps(out, indent=1))
+
+
+def expert_plan(path, graph: OpGraph, cluster: Cluster) -> Plan:
+    """An MSR expert split as a Plan; backward ops the file does not list follow their colour
+    class (as the authors do for training graphs).
+
+    >>> import json, os, tempfile
+        >>> from workbench import max_load
+    >>> g, c = msr_from_dict({"maxFPGAs": 2, "maxCPUs": 1, "maxSizePerFPGA": 1e9, "nodes": [
+    ...     {"id": i, "supportedOnFpga": 1, "cpuLatency": 10.0, "fpgaLatency": 2.0,
+    ...      "isBackwardNode": int(i >= 2), "colorClass": i % 2, "size": 0} for i in range(4)],
+    ...     "edges": [{"sourceId": 0, "destId": 1, "cost": 0.5}, {"sourceId": 1, "destId": 3, "cost": 0.5},
+    ...               {"sourceId": 3, "destId": 2, "cost": 0.5}]})
+    >>> path = os.path.join(tempfile.mkdtemp(), "expert.json")
+    >>> with open(path, "w") as f:
+    ...     json.dump({"fpgas": [{"nodes": [0]}, {"nodes": [1]}], "cpus": [{"nodes": []}]}, f)
+    >>> plan = expert_plan(path, g, c)   # backward ops 2 and 3 follow colour classes 0 and 1
+    >>> plan.placement["2"], plan.placement["3"], max_load(plan, c)
+    ('gpu0', 'gpu1', 5.0)
+    """
+    plan = read_expert(path, graph, cluster)
+    plan.method = "expert"
+    return plan

@@ -556,7 +556,7 @@ def onnx_to_opgraph(model, *, batch: int | None = None, seq: int | None = None,
 
     g = with_split_dims(g)          # FastT's split dimensions from op types and shapes
     if training:
-        from ..samples import to_training
+        from ..transforms.training import to_training
 
         g = to_training(g)
     return g

@@ -3,13 +3,14 @@
 =====================  ==========================================================================
 room                   methods (paper)
 =====================  ==========================================================================
-``baselines/``         ``single``, ``round_robin``, ``m_topo`` (Baechi), ``expert``, ``metis``
+``baselines/``         ``single``, ``round_robin``, ``m_topo`` (Baechi), ``expert``
 ``list/``              ``heft``, ``etf``, ``m_etf``, ``m_sct`` (Baechi), ``dpos``, ``os_dpos``,
                        ``data_parallel`` (FastT)
 ``celeritas/``         ``order_place``, ``celeritas`` (Celeritas: fusion + Adjusting Placement)
 ``pesto/``             ``pesto``, ``pesto_ilp`` (Pesto: coarsening + ILP; CP-SAT engine extension)
 ``pipeline/``          ``dp``, ``dpl``, ``pipedream``, ``ip_contig``, ``ip_noncontig``,
-                       ``greedy_latency``, ``latency_ip``, ``local_search`` (Tarnawski et al.)
+                       ``greedy_latency``, ``latency_ip``, ``local_search``, ``metis``
+                       (Tarnawski et al. and their baselines)
 =====================  ==========================================================================
 
 Shared by every room: :mod:`.registry` (``register``, ``SOLVERS``, ``get``, ``solve``),
@@ -36,7 +37,7 @@ __all__ = ["SOLVERS", "SolverInfo", "Param", "register", "get", "solve", "method
 
 FAMILY_MODULES = (
     "baselines.simple", "celeritas.placement", "list.data_parallel", "list.scheduling",
-    "baselines.metis", "list.os_dpos", "pesto.ilp", "pipeline.local_search", "pipeline.dp",
+    "pipeline.metis", "list.os_dpos", "pesto.ilp", "pipeline.local_search", "pipeline.dp",
     "pipeline.ip", "pipeline.latency",
 )
 """The modules that register methods, in the order :func:`methods` lists them."""

@@ -182,7 +182,7 @@ def _graph(r: np.random.Generator, n: int, shape: str, acc_kinds: list, n_cpu: i
                 k += 1
     g = OpGraph.from_ops(ops, edges, name=f"contract-{shape}{n}")
     if training:
-        from ..samples import to_training
+        from ..transforms.training import to_training
 
         g = to_training(g, backward_factor=float(r.uniform(1.0, 3.0)))
     return g

@@ -1,7 +1,8 @@
 """Baselines every comparison needs.
 
 * :mod:`.simple`: ``single``, ``round_robin``, Baechi's ``m_topo`` and a given ``expert`` split.
-* :mod:`.metis`: ``metis`` k-way partitioning (the partitioning baseline of Tarnawski et al.).
+* ``metis`` (k-way partitioning, the baseline of Tarnawski et al.) lives in their room:
+  :mod:`workbench.solvers.pipeline.metis`.
 """
 
 from ..._moved import forward

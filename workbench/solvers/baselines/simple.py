@@ -13,12 +13,12 @@ Examples
 
 from __future__ import annotations
 
-from collections import deque
 
 import numpy as np
 
 from ...errors import InfeasibleError, PlanError, SolverError
 from ...plan import Plan
+from ...orders import bfs_topo_order
 from ..registry import register
 from ..common import MemoryBook, group_runnable, plan_from_arrays
 
@@ -99,28 +99,6 @@ def round_robin(graph, cluster) -> Plan:
         book.place(i, choice)
         dev[i] = choice
     return plan_from_arrays(graph, cluster, dev, method="round_robin", status=status)
-
-
-def bfs_topo_order(graph) -> list[int]:
-    """Baechi's BFS-like topological order: a FIFO queue of in-degree-0 ops (Kahn's algorithm).
-
-    >>> from workbench import samples
-    >>> g = samples.pesto_fig2()
-    >>> [g.c.names[i] for i in bfs_topo_order(g)]
-    ['A', 'B', 'F', 'C', 'G', 'D', 'E']
-    """
-    gc = graph.c
-    indeg = [len(p) for p in gc.pred]
-    q = deque(i for i in range(gc.n) if indeg[i] == 0)
-    out = []
-    while q:
-        i = q.popleft()
-        out.append(i)
-        for j in gc.succ[i]:
-            indeg[j] -= 1
-            if indeg[j] == 0:
-                q.append(j)
-    return out
 
 
 @register("m_topo", family="baseline", paper="Baechi (SoCC'20), as described in Celeritas",

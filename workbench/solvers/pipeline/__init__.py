@@ -7,6 +7,7 @@
 * :mod:`.ip`: ``ip_contig``, ``ip_noncontig`` (the throughput IPs).
 * :mod:`.latency`, :mod:`.latency_cpsat`: ``greedy_latency``, ``latency_ip`` (Section 4).
 * :mod:`.local_search`: ``local_search`` (the paper's local-search baseline).
+* :mod:`.metis`: ``metis`` (k-way graph partitioning, the paper's partitioning baseline).
 * Their shared accounting (what a transfer costs a stage) is the judge's:
   :mod:`workbench.costs.pipeline`.
 """

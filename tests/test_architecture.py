@@ -1,0 +1,85 @@
+"""The house rules of docs/architecture.md that import-linter's contracts do not state:
+no import circles (imports inside functions included), no function over 150 lines, every
+solver in its paper's room, old import paths still working for one release.
+
+The layer contracts themselves (pyproject.toml ``[tool.importlinter]``) run as ``lint-imports``
+in ``make test``; :func:`test_import_contracts_hold` runs them here too, so a plain ``pytest``
+sees a broken layer.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import warnings
+from pathlib import Path
+
+import grimp
+import pytest
+
+from workbench.testing.architecture import (import_circles, import_graph, long_functions,
+                                            update_doc)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_circle_finder_finds_a_circle():
+    g = grimp.ImportGraph()
+    for m in ("p", "p.a", "p.b", "p.c"):
+        g.add_module(m)
+    g.add_import(importer="p.a", imported="p.b")
+    g.add_import(importer="p.b", imported="p.a")
+    g.add_import(importer="p.c", imported="p.a")
+    assert import_circles(g) == [["p.a", "p.b"]]
+
+
+def test_no_import_circles():
+    circles = import_circles(import_graph())
+    assert not circles, "import circles (lazy imports included):\n" + "\n".join(
+        " <-> ".join(c) for c in circles)
+
+
+def test_no_function_over_150_lines():
+    assert not long_functions(), "\n".join(long_functions())
+
+
+def test_import_contracts_hold(capsys):
+    from importlinter.application.use_cases import lint_imports
+    from importlinter.configuration import configure
+
+    configure()
+    kept = lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=None,
+                        no_logo=True)
+    out = capsys.readouterr().out
+    assert "BROKEN" not in out and kept, out[-3000:]
+
+
+def test_every_method_lives_in_its_family_room():
+    from workbench.solvers import SOLVERS
+
+    room = {"baseline": "baselines", "list": "list", "celeritas": "celeritas", "pesto": "pesto",
+            "pipeline": "pipeline", "partitioning": "pipeline"}
+    for name, info in SOLVERS.items():
+        assert info.func.__module__.startswith(f"workbench.solvers.{room[info.family]}."), \
+            (name, info.func.__module__)
+
+
+@pytest.mark.parametrize("old", ["workbench.solvers.cpsat", "workbench.roofline",
+                                 "workbench.solvers.pipeline_dp", "workbench.pipeline_costs"])
+def test_old_paths_still_import_with_a_warning(old):
+    from workbench._moved import MOVED
+
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        mod = importlib.import_module(old)
+    new = importlib.import_module(MOVED[old])
+    assert any(MOVED[old] in str(x.message) and x.category is DeprecationWarning for x in w)
+    public = getattr(new, "__all__", None) or [n for n in vars(new) if not n.startswith("_")]
+    assert all(getattr(mod, n) is getattr(new, n) for n in public)
+    sys.modules.pop(old, None)
+
+
+def test_the_diagram_in_docs_is_current():
+    assert update_doc(write=False), ("docs/architecture.md's diagram is out of date: run "
+                                     "`.venv/bin/python scripts/architecture_diagram.py`")
