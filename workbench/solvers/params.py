@@ -34,19 +34,21 @@ from typing import Any
 
 import numpy as np
 
+from ..budget import Budget
 from ..errors import SolverError
 
 __all__ = ["MAX_SEED", "RULES", "Param", "check", "declare"]
 
 _WHAT = {"int": "an integer", "float": "a number", "bool": "a boolean (true/false)",
          "str": "a string", "none": "null/None", "dict": "a dict", "list": "a list",
-         "path": "a file path", "callable": "a function"}
+         "path": "a file path", "callable": "a function",
+         "budget": "a workbench.budget.Budget"}
 
 
 @dataclass(frozen=True)
 class Param:
     """One parameter: accepted ``types`` (names from ``int float bool str none dict list path
-    callable any``), an optional range (``min``/``max``, ``min_open`` for a strict lower
+    callable budget any``), an optional range (``min``/``max``, ``min_open`` for a strict lower
     bound), whether infinity is accepted (``finite``), optional ``choices``, and an optional
     ``validator(value) -> message or None`` for the structure of dicts and lists."""
 
@@ -80,6 +82,8 @@ class Param:
             if t == "path" and isinstance(v, (str, os.PathLike)):
                 return t
             if t == "callable" and callable(v):
+                return t
+            if t == "budget" and isinstance(v, Budget):
                 return t
         return None
 
@@ -156,7 +160,7 @@ integer (numpy's generators take any)."""
 
 RULES: dict[str, Param] = {
     "seed": Param(("int", "none"), min=0, max=MAX_SEED),
-    "time_limit": Param(("float", "none"), min=0, min_open=True),
+    "time_limit": Param(("float", "budget", "none"), min=0, min_open=True),
     "progress": Param(("callable", "none")),
     "gap": Param(("float", "none"), min=0),
     "threads": Param(("int", "none"), min=1),
@@ -192,7 +196,7 @@ def _types(annotation: Any) -> tuple | None:
     for part in text.replace("Optional[", "").replace("]", "").split("|"):
         p = part.strip()
         known = {"int": "int", "float": "float", "bool": "bool", "str": "str", "None": "none",
-                 "dict": "dict", "list": "list", "Callable": "callable"}
+                 "dict": "dict", "list": "list", "Callable": "callable", "Budget": "budget"}
         if p not in known:
             return None
         out.append(known[p])

@@ -26,7 +26,8 @@ from typing import Callable
 
 from ..errors import SolverError
 from . import params as _params_mod
-from .params import Param, check as _check_params, declare
+from ..budget import Budget
+from .params import RULES, Param, check as _check_params, declare
 from .progress import recording
 
 __all__ = ["SOLVERS", "SolverInfo", "Param", "register", "get", "solve", "methods"]
@@ -106,12 +107,19 @@ def get(name: str) -> SolverInfo:
                           f"{', '.join(SOLVERS)}") from None
 
 
-def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = None,
+def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | None = None,
           seed: int | None = None, progress: Callable | None = None, **params):
     """Run solver ``method`` and return its :class:`~workbench.plan.Plan`.
 
     Checks that every op can run somewhere first; fills ``plan.stats["solve_s"]`` with the
     wall time. Unknown keyword parameters raise SolverError naming the accepted ones.
+
+    ``time_limit`` (seconds, or a :class:`~workbench.budget.Budget` a caller already holds)
+    becomes one Budget, made here once: a method annotated ``time_limit: float | Budget | None``
+    gets the Budget itself and hands shares of it down; an older one gets the seconds left.
+    A method without a ``time_limit`` parameter runs to completion (list schedulers and other
+    one-pass heuristics); ``plan.stats["budget"]`` says so (``bounded: False``) instead of
+    dropping the limit silently, with the limit and the time used.
 
     >>> from workbench import samples, Cluster, solve
     >>> plan = solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="round_robin")
@@ -120,7 +128,9 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = No
     """
     info = get(method)
     decl = info.parameters()
-    _check_params(method, decl, {"time_limit": time_limit, "seed": seed, "progress": progress})
+    _check_params(method, {**decl, "time_limit": RULES["time_limit"]},
+                  {"time_limit": time_limit, "seed": seed, "progress": progress})
+    budget = Budget.of(time_limit, name=f"method {method!r}")
     sig = inspect.signature(info.func)
     accepts_kw = any(p.kind is p.VAR_KEYWORD for p in sig.parameters.values())
     valid = [p for p in list(sig.parameters)[2:] if sig.parameters[p].kind is inspect.Parameter.KEYWORD_ONLY]
@@ -142,7 +152,11 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = No
         raise SolverError(f"method {method!r}: graph {graph.name!r} has no ops")
     cluster.check_graph(graph)
     kw = dict(params)
-    for k, v in (("time_limit", time_limit), ("seed", seed), ("progress", progress)):
+    bounded = "time_limit" in valid or accepts_kw
+    if bounded:
+        takes_budget = "budget" in decl.get("time_limit", RULES["time_limit"]).types
+        kw["time_limit"] = budget if takes_budget else budget.seconds(floor=1e-3)
+    for k, v in (("seed", seed), ("progress", progress)):
         if k in valid or accepts_kw:
             kw[k] = v
 
@@ -150,6 +164,7 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | None = No
     with recording() as trace:  # incumbents and bounds of CP-SAT/HiGHS runs, if any
         plan = info.func(graph, cluster, **kw)
     plan.stats.setdefault("solve_s", time.perf_counter() - t0)
+    plan.stats.setdefault("budget", {**budget.report(), "bounded": bounded})
     if trace.events:
         plan.stats.setdefault("progress", trace.events)
     plan.method = method
