@@ -32,7 +32,9 @@ def test_adjusting_moves_a_waiting_node_when_it_pays():
 
 def test_back_cost_rule_eq9():
     # gap EST(d_k) - EST(d_1) = 11 - (1 + 5) = 5; back_cost = max comm to successors
-    stay = wb.solve(fork(5.0, 5.0), TWO, method="celeritas", R=1)     # 5 > 5 is false
+    # the rule itself, without the even split the judge would keep (b and c apart)
+    stay = wb.solve(fork(5.0, 5.0), TWO, method="celeritas", R=1,
+                    split_start=False)                                   # 5 > 5 is false
     assert len(set(stay.placement.values())) == 1
     move = wb.solve(fork(5.0, 4.9), TWO, method="celeritas", R=1)     # 5 > 4.9
     assert move.placement["b"] != move.placement["c"]
@@ -228,7 +230,7 @@ def test_link_relief_on_rnnlm_pcie_with_memory_pressure():
     from workbench.solvers.celeritas.placement import heavy_colocation
 
     g, c = _real("rnnlm", "2xV100-pcie", 1.6)
-    raw = wb.solve(g, c, method="celeritas", relief=None, keep_start=False)
+    raw = wb.solve(g, c, method="celeritas", relief=None, keep_start=False, split_start=False)
     s_raw = simulate(raw, c)
     assert s_raw.makespan > 5 * simulate(raw, c, congestion=False).makespan  # saturated
     p = wb.solve(g, c, method="celeritas")
@@ -278,3 +280,40 @@ def test_relief_plan_that_strands_an_op_is_no_candidate():
     p = wb.solve(case.graph, case.cluster, method="celeritas")
     p.validate(case.cluster)
     assert "relief_dropped" in p.stats and p.info["placement_from"] != "relief"
+
+
+def test_even_split_is_contiguous_and_even():
+    """A chain of 8 ops of 1 MB on 4 devices, unfused (R=1): two ops per device, in chain
+    order, hand-checked."""
+    from workbench.solvers.celeritas.placement import even_split
+
+    ops = [(f"o{i}", {"compute": {"gpu": 1.0}, "memory": 1e6}) for i in range(8)]
+    g = OpGraph.from_ops(ops, [(f"o{i}", f"o{i + 1}", {"bytes": 1e3}) for i in range(7)])
+    c = Cluster([Device(f"gpu{i}") for i in range(4)], intra_host=Link(0.0, 1e6))
+    p = even_split(g, c, R=1)
+    assert [p.placement[f"o{i}"] for i in range(8)] == \
+        ["gpu0", "gpu0", "gpu1", "gpu1", "gpu2", "gpu2", "gpu3", "gpu3"]
+    # devices too small for their share: the run spills to the next device that fits
+    small = Cluster([Device(f"gpu{i}", memory=1.5e6) for i in range(4)] +
+                    [Device("gpu4", memory=8e6)], intra_host=Link(0.0, 1e6))
+    q = even_split(g, small, R=1)
+    assert q.status == "heuristic" and q.placement["o1"] != q.placement["o0"]
+
+
+def test_even_split_kept_on_resnet50_8xa100():
+    """The grid's one miss before the extension: resnet50 on 8xA100-nvlink without memory
+    pressure. Adjusting Placement as written (and Order-Place) keep the model on one or two
+    GPUs (6.15 ms); m_topo's contiguous split over eight runs 5.43 ms. The even split of the
+    fused CPD-TOPO sequence is kept by the judge."""
+    g, c = _real("resnet50", "8xA100-nvlink", None)
+    paper = wb.solve(g, c, method="celeritas", relief=None, keep_start=False,
+                     split_start=False)
+    mt = simulate(wb.solve(g, c, method="m_topo"), c).makespan
+    assert simulate(paper, c).makespan > 1.05 * mt         # the paper's rules miss by > 5 %
+    no_split = wb.solve(g, c, method="celeritas", split_start=False)
+    assert no_split.info["placement_from"] != "even_split"
+    p = wb.solve(g, c, method="celeritas")
+    ms = simulate(p, c).makespan
+    assert p.info["placement_from"] == "even_split" and len(p.devices_used()) > 2
+    assert ms <= mt and ms == pytest.approx(p.stats["candidates_ms"]["even_split"])
+    assert ms == pytest.approx(min(p.stats["candidates_ms"].values()))

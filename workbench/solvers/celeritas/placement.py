@@ -53,8 +53,8 @@ from ..registry import register
 from ..params import Param
 from ..common import SLOW_FACTOR, MemoryBook
 
-__all__ = ["HEAVY_SHARE", "RELIEF", "celeritas", "default_M", "default_R", "heavy_colocation",
-           "order_place"]
+__all__ = ["HEAVY_SHARE", "RELIEF", "celeritas", "default_M", "default_R", "even_split",
+           "heavy_colocation", "order_place"]
 
 RELIEF = 1.5
 """``celeritas``'s link-relief trigger: congested makespan over congestion-free makespan."""
@@ -471,7 +471,8 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
               anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
               congestion: bool = True, order: str = "best", boundaries: str = "edges",
-              relief: float | None = RELIEF, keep_start: bool = True) -> Plan:
+              relief: float | None = RELIEF, keep_start: bool = True,
+              split_start: bool = True) -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
 
     Parameters
@@ -534,6 +535,14 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         starting point, in its contention-free model. With ``True`` (default, an extension) that
         guarantee is enforced under the judge: the Order-Place placement of the same fusion is
         simulated too and kept when faster. ``False``: Adjusting Placement alone.
+    split_start : bool
+        *Even split kept* (an extension, docs/decisions.md): the same fused CPD-TOPO
+        sequence cut into contiguous runs of an even share of the model's memory, one per
+        device (m-TOPO's rule, Baechi, applied to Celeritas's fusion and order:
+        :func:`even_split`), is simulated too and kept when faster. Eq. 9's back cost keeps a
+        graph that fits on one or two devices there; the even split runs its parallel branches
+        (ResNet-50's weight gradients) on all of them. ``False`` with ``keep_start=False`` and
+        ``relief=None``: the paper's Adjusting Placement alone.
 
     Returns
     -------
@@ -542,7 +551,8 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         schedule's length; otherwise the simulated makespan of the order kept, with the EST
         length in ``predicted["est_makespan_ms"]``), ``info["fusion"]`` (nodes and CCR
         before/after), ``info["order"]`` (the order kept), ``info["placement_from"]``
-        (``"adjusting"``, ``"relief"`` or ``"order_place"``; simulated makespans of the
+        (``"adjusting"``, ``"relief"``, ``"order_place"`` or ``"even_split"``; simulated
+        makespans of the
         candidates in ``stats["candidates_ms"]``) and status ``infeasible`` when best effort
         had to overfill a device.
 
@@ -567,14 +577,15 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     plan = _adjusting(graph, cluster, **kw)
     if order != "est":
         plan = _choose_order(plan, cluster, congestion, order)
-    if relief is None and not keep_start:
+    if relief is None and not keep_start and not split_start:
         return plan
-    return _guarded(plan, graph, cluster, kw, order, relief, keep_start)
+    return _guarded(plan, graph, cluster, kw, order, relief, keep_start, split_start)
 
 
-def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_start) -> Plan:
+def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_start,
+             split_start=False) -> Plan:
     """The fastest (simulated, congestion as ``kw``; a plan within memory first) of Adjusting
-    Placement's ``plan``, its link-relief rerun and the Order-Place start (see
+    Placement's ``plan``, its link-relief rerun, the Order-Place start and the even split (see
     :func:`celeritas`)."""
     from ...simulate import simulate
 
@@ -605,6 +616,11 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
         p = p.with_placement(p.placement, order=p.order, method="celeritas",
                              predicted=dict(p.predicted))
         cands.append(("order_place", p, float(simulate(p, cluster, congestion=cong).makespan)))
+    if split_start:
+        p = even_split(graph, cluster, R=kw["R"], M=kw["M"], congestion=cong)
+        if order != "est":
+            p = _choose_order(p, cluster, cong, order)
+        cands.append(("even_split", p, float(simulate(p, cluster, congestion=cong).makespan)))
     name, best, ms = min(cands, key=lambda t: (t[1].status == "infeasible", t[2]))
     stats = {**best.stats, "candidates_ms": {n: m for n, _, m in cands}}
     predicted = dict(best.predicted)
@@ -612,6 +628,45 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
         predicted["makespan_ms"] = ms
     return best.with_placement(best.placement, order=best.order, predicted=predicted,
                                stats=stats, info={**best.info, "placement_from": name})
+
+
+def even_split(graph, cluster, *, R: int | None = None, M: float | None = None,
+               congestion: bool = True) -> Plan:
+    """The contiguous even split of Celeritas's fused CPD-TOPO sequence (``celeritas``'s
+    *even split kept* extension): walk the coarse nodes in CPD-TOPO order and move on to the
+    next device once the current one holds its share of the model's memory (total / number of
+    devices; compute time on a graph without memory figures), m-TOPO's rule (Baechi) on the
+    fused graph. A node that does not fit, or that the current device cannot run, goes to the
+    next device that can take it; when none can, to the least-used device (status
+    ``infeasible``). The per-device order is the EST schedule of the placement (links queued
+    when ``congestion``).
+
+    >>> from workbench import samples, Cluster
+    >>> g = samples.cnn(400)
+    >>> even_split(g, Cluster.preset("4xV100-nvlink")).devices_used()
+    ['gpu0', 'gpu1', 'gpu2', 'gpu3']
+    """
+    pb = _Problem(graph, cluster, R, M, congestion=congestion)
+    nd = pb.nd
+    need = [pb.need(k) for k in range(pb.K)]
+    weight = need if sum(need) > 0 else [min(t) for t in pb.times]
+    share = sum(weight) / nd
+    filled = [0.0] * nd
+    cur = 0
+    for k in pb.proc:
+        if cur < nd - 1 and filled[cur] > 0 and filled[cur] + weight[k] > share * (1 + 1e-9):
+            cur += 1
+        choice = next((d for d in list(range(cur, nd)) + list(range(cur))
+                       if math.isfinite(pb.times[k][d])
+                       and pb.book.free(d) >= need[k] * (1 - 1e-12)), -1)
+        if choice < 0:
+            choice = pb.least_used(k)
+            pb.best_effort += 1
+        elif choice > cur:
+            cur = choice            # the current device is full or cannot run it: move on
+        filled[choice] += weight[k]
+        pb.place(k, choice)
+    return pb.plan("celeritas")
 
 
 def heavy_colocation(graph, cluster, share: float = HEAVY_SHARE):
