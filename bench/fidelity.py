@@ -19,6 +19,13 @@ measured best. ``--residuals`` traces each model's worst plan and prints its err
 slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
 devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 
+With ``--realtime`` every timed, traced and profiled step (link calibration, profiles, probes,
+plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
+(:mod:`workbench.runtime.realtime`): on a loaded machine a woken thread then runs at once
+instead of waiting for the scheduler's 4 ms tick. Solving and graph building stay at normal
+priority. A machine that refuses it stops the bench with the reason. Per plan the share of
+timed steps within 0.3 ms of a multiple of 4 ms is printed (``ticks``).
+
 With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
 carved out of one), plus ``cpu0`` for the ops that have no GPU kernel: each graph is profiled on
 ``gpu0`` (CUDA kernel times from TensorFlow's GPU tracer), the links between GPUs and between
@@ -33,6 +40,7 @@ Usage::
 
     .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
     .venv/bin/python bench/fidelity.py --residuals --changes shared_memory recv_fit
+    .venv/bin/python bench/fidelity.py --realtime --residuals   # as root, or with CAP_SYS_NICE
     .venv/bin/python bench/fidelity.py --keras --models   # the Keras models only
     .venv/bin/python bench/fidelity.py --gpu [--partitions 2]
 """
@@ -67,7 +75,7 @@ def _gpu_setup(args, rt):
         raise SystemExit("--gpu: TensorFlow sees no GPU on this machine (is the 'gpu' extra "
                          "installed? `make install` picks it where nvidia-smi lists a GPU)")
     names = names[:args.devices] if args.devices >= 2 else names
-    cluster = rt.calibrate_links(["cpu0", *names], repeats=5)
+    cluster = rt.calibrate_links(["cpu0", *names], repeats=5, realtime=args.realtime)
     return cluster
 
 
@@ -77,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
     from workbench.runtime.calibrate import MODEL_CHANGES
-    from workbench.runtime.judging import step_spread, residuals, traced_measurement
+    from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
+    from workbench.runtime.realtime import realtime
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, default=2,
@@ -102,7 +111,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="trace the worst plan of each model and print its residual groups")
     ap.add_argument("--no-reprofile", action="store_true",
                     help="use the checked-in costs instead of profiling on this machine")
+    ap.add_argument("--realtime", action="store_true",
+                    help="timed, traced and profiled steps under SCHED_FIFO (see the docstring)")
     args = ap.parse_args(argv)
+    if args.realtime:
+        try:
+            with realtime(required=True):
+                pass
+        except Exception as e:  # noqa: BLE001 - refused: say why and stop
+            raise SystemExit(f"--realtime: {e}") from None
+    rtk = {"realtime": args.realtime}
 
     if args.methods is None:
         args.methods = GPU_METHODS if args.gpu else METHODS
@@ -114,9 +132,9 @@ def main(argv: list[str] | None = None) -> int:
                                   - set(MODELS))
     if args.keras:
         args.models += [m for m in KERAS_MODELS if m not in args.models]
-    t0 = time.perf_counter()
+    t0, load0 = time.perf_counter(), _load()
     cluster = _gpu_setup(args, rt) if args.gpu else rt.calibrate_links(args.devices,
-                                                                          repeats=5)
+                                                                          repeats=5, **rtk)
     (src, dst), lk = next(iter(cluster.links.items()))
     print(f"calibrated {cluster.name}: e.g. {src}->{dst} latency {lk.latency * 1e3:.1f} us, "
           f"bandwidth {'inf' if lk.bandwidth == float('inf') else f'{lk.bandwidth / 1e6:.1f} GB/s'}"
@@ -129,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
-          f"{'calibrated':>10s} {'measured':>9s} {'spread':>7s} {'error':>7s}")
+          f"{'calibrated':>10s} {'measured':>9s} {'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -138,13 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         else:
             g = wb.samples.load_sample(name)
         if args.gpu:  # GPU costs from GPU kernel times; CPU-only ops keep a host cost
-            g = rt.profile(g, device="gpu0", steps=10, warmup=3)
+            g = rt.profile(g, device="gpu0", steps=10, warmup=3, **rtk)
         elif not args.no_reprofile or name.startswith("keras:"):
-            g = rt.profile(g, steps=10, warmup=3)
+            g = rt.profile(g, steps=10, warmup=3, **rtk)
         gcl, model = cluster, None
         if not args.no_fit:
             model = rt.calibrate_model(g, cluster, changes=args.changes, steps=args.steps,
-                                       warmup=args.warmup)
+                                       warmup=args.warmup, **rtk)
             gcl = model.cluster
             print(f"{name:18s} calibrated model ({', '.join(model.changes) or 'no change'}): "
                   + ", ".join(f"{k} {v:.4g}" for k, v in model.details.items()))
@@ -157,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
         probe = {} if model is None else {"(probe)": model.probe}
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
-                               cluster=gcl, rounds=args.rounds)
+                               cluster=gcl, rounds=args.rounds, **rtk)
         if model is not None and "recv_fit" in model.changes and res["(probe)"].ok:
             # refit to the probe timed in the same interleaved rounds as the plans
             model = model.refit_recv(model.probe, res["(probe)"].median_ms)
@@ -183,10 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {meas.median_ms:9.2f} "
-                  f"{row['spread']:7.2f} {100 * err:6.1f}%")
+                  f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
             err, plan, _ = max(model_rows, key=lambda x: x[0])
-            tm = traced_measurement(plan, cluster=gcl, steps=args.steps, warmup=args.warmup)
+            tm = traced_measurement(plan, cluster=gcl, steps=args.steps, warmup=args.warmup,
+                                    **rtk)
             print("  residuals of the worst plan (calibrated model):")
             print("  " + residuals(plan, tm, schedule=model.simulate(plan)).table(6)
                   .replace("\n", "\n  "))
@@ -197,9 +216,20 @@ def main(argv: list[str] | None = None) -> int:
     worst = max(errors)
     print(f"\nplans measured: {len(errors)}  median relative error: {100 * med:.1f}%  "
           f"worst: {100 * worst[0]:.1f}% ({worst[1]}, {worst[2]})  "
-          f"[{time.perf_counter() - t0:.0f} s]")
+          f"[{time.perf_counter() - t0:.0f} s; load average at start {load0}, at end "
+          f"{_load()}; realtime {'on' if args.realtime else 'off'}]")
     _print_ladder(rows)
     return 0
+
+
+def _load() -> str:
+    """The machine's 1-minute load average (``os.getloadavg``), or '?' where unavailable."""
+    import os
+
+    try:
+        return f"{os.getloadavg()[0]:.2f}"
+    except OSError:
+        return "?"
 
 
 def _print_ladder(rows) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "MODELS",
     "TINY",
     "Decision",
+    "JudgeModel",
     "LocalServers",
     "Measurement",
     "Program",
@@ -44,9 +45,6 @@ __all__ = [
     "build_program",
     "calibrate_links",
     "calibrate_model",
-    "JudgeModel",
-    "residuals",
-    "traced_measurement",
     "execution_chains",
     "extract",
     "fit_link",
@@ -56,7 +54,9 @@ __all__ = [
     "probe_plan",
     "profile",
     "program_of",
+    "residuals",
     "run_plan",
+    "traced_measurement",
 ]
 
 _WHERE = {

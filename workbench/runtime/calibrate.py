@@ -34,6 +34,7 @@ from ..cluster import Cluster, Device, Link
 from ..errors import ClusterError, RuntimeBridgeError
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
+from .realtime import realtime as realtime_scheduling
 
 __all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
            "contention_factor",
@@ -104,7 +105,7 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                     sizes: Sequence[int] = DEFAULT_SIZES, repeats: int = 7, transfers: int = 8,
                     target: str = "", recv_overhead: bool = True, hops: int = 16,
                     kind: str | None = None, memory: float = math.inf,
-                    return_samples: bool = False):
+                    return_samples: bool = False, realtime: bool = False):
     """Measure transfers between every ordered device pair and return the fitted Cluster.
 
     Parameters
@@ -129,6 +130,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
         ``SyncDevice`` on it, so their times include the copy, not only its launch.
     return_samples : bool
         Also return the raw samples as a list of dicts (src, dst, bytes, ms).
+    realtime : bool
+        Time the transfers and ping-pong chains with every thread under ``SCHED_FIFO``
+        (:mod:`workbench.runtime.realtime`; refused: a warning and normal priority).
 
     Returns
     -------
@@ -186,7 +190,7 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
 
     samples = []
     links = {}
-    with closing_reported(sess, "calibration"):
+    with closing_reported(sess, "calibration"), realtime_scheduling(realtime):
         sess.run(init)
         for a in names:
             for b in names:
@@ -202,8 +206,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                 links[(a, b)] = fit_link(xs, ys)
 
     if recv_overhead:
-        over = _receive_overheads(devs, tfd, links, sizes, repeats=repeats, hops=hops,
-                                  target=target, cpus=cpus, samples=samples)
+        with realtime_scheduling(realtime):
+            over = _receive_overheads(devs, tfd, links, sizes, repeats=repeats, hops=hops,
+                                      target=target, cpus=cpus, samples=samples)
         devs = [replace(d, recv_overhead=over[d.name]) for d in devs]
 
     def mean_link(pairs) -> Link | None:
@@ -408,11 +413,11 @@ class JudgeModel:
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
 
-    def refit_recv(self, probe, measured_ms: float, *, max_ms: float = 1.0) -> "JudgeModel":
+    def refit_recv(self, probe, measured_ms: float, *, max_ms: float = 1.0) -> JudgeModel:
         """This model with the receive overhead refitted so that it predicts ``measured_ms``
         for ``probe`` (``recv_fit``); e.g. the probe timed in the same interleaved rounds as
         the evaluated plans, so that the machine's drift does not enter the fit."""
-        def with_o(o: float) -> "JudgeModel":
+        def with_o(o: float) -> JudgeModel:
             cl = self.cluster.with_devices([replace(d, recv_overhead=o)
                                             for d in self.cluster.devices])
             return replace(self, cluster=cl)
@@ -463,13 +468,15 @@ def _fit_overhead(predict, measured_ms: float, max_ms: float) -> float:
 
 def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_CHANGES,
                     probe=None, seed: int = 0, steps: int = 10, warmup: int = 3,
-                    traces: int = 5, program=None, max_ms: float = 1.0) -> JudgeModel:
+                    traces: int = 5, program=None, max_ms: float = 1.0,
+                    realtime: bool = False) -> JudgeModel:
     """Fit a :class:`JudgeModel` to traced probe runs of the real program.
 
     The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
     it out of the plans you evaluate) and a single-device run are measured with
     :func:`workbench.runtime.judging.traced_measurement`; each change of ``changes`` (a subset
-    of :data:`MODEL_CHANGES`, applied in that order) is fitted from them.
+    of :data:`MODEL_CHANGES`, applied in that order) is fitted from them. ``realtime``: the
+    probe runs under ``SCHED_FIFO`` (see :func:`~workbench.runtime.runner.run_plan`).
 
     Raises
     ------
@@ -492,7 +499,8 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         raise RuntimeBridgeError(f"calibrate_model: unknown model change {bad[0]!r} (known: "
                                  f"{', '.join(MODEL_CHANGES)})")
     probe = probe or probe_plan(graph, cluster, seed=seed)
-    run = dict(steps=steps, warmup=warmup, traces=traces, program=program, cluster=cluster)
+    run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program, "cluster": cluster,
+               "realtime": realtime}
     meas = traced_measurement(probe, **run)
     details: dict = {"probe_measured_ms": meas.median_ms}
     model = JudgeModel(cluster, changes=(), probe=probe)

@@ -47,6 +47,7 @@ Examples
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from dataclasses import dataclass
@@ -56,7 +57,7 @@ import numpy as np
 from ..errors import RuntimeBridgeError
 
 __all__ = ["Residuals", "ladder_stats", "median_timeline", "residuals", "step_spread",
-           "traced_measurement"]
+           "tick_share", "traced_measurement"]
 
 
 @dataclass
@@ -90,11 +91,11 @@ class Residuals:
 
     def table(self, n: int = 10) -> str:
         """The ``n`` largest groups as text lines (group, measured, predicted, residual, share)."""
-        lines = [f"{self.method}: predicted {self.predicted_ms:.3f} ms, traced "
+        lines = [(f"{self.method}: predicted {self.predicted_ms:.3f} ms, traced "
                  f"{self.traced_ms:.3f} ms, measured {self.measured_ms:.3f} ms "
-                 f"(error {self.error_ms:+.3f} ms, {100 * self.rel_error:+.1f} %)",
-                 f"{'group':34s} {'measured':>9s} {'predicted':>9s} {'residual':>9s} "
-                 f"{'share':>7s}"]
+                 f"(error {self.error_ms:+.3f} ms, {100 * self.rel_error:+.1f} %)"),
+                 (f"{'group':34s} {'measured':>9s} {'predicted':>9s} {'residual':>9s} "
+                 f"{'share':>7s}")]
         for row in self.groups.head(n).itertuples():
             lines.append(f"{row.group[:34]:34s} {row.measured_ms:9.3f} {row.predicted_ms:9.3f} "
                          f"{row.residual_ms:+9.3f} {100 * row.share:+6.1f}%")
@@ -221,7 +222,7 @@ def _walk_path(plan, meas: dict, comp, over, xfer, cl_index: dict):
     dev_prev: dict = {}
     for items in by_dev.values():
         items.sort()
-        for (_, _, a), (_, _, b) in zip(items, items[1:]):
+        for (_, _, a), (_, _, b) in itertools.pairwise(items):
             dev_prev[b] = a
     segs: list = []
     v = max(meas, key=lambda x: (meas[x][2], g.index[x]))
@@ -373,6 +374,27 @@ def step_spread(samples) -> float:
     """Half the interquartile range of a plan's timed steps (ms): robust to a preempted step."""
     q = np.percentile(np.asarray(samples, dtype=float), [25, 75]) if len(samples) else [0, 0]
     return float(q[1] - q[0]) / 2
+
+
+def tick_share(samples, *, tick_ms: float = 4.0, tol_ms: float = 0.3) -> float:
+    """The share of timed steps within ``tol_ms`` of a non-zero multiple of the scheduler's tick
+    (``tick_ms``: 4 ms at ``CONFIG_HZ=250``): on a loaded machine a step whose caller slept waits
+    for a tick, so such steps cluster there. Meaningful for a plan whose undisturbed step is
+    not itself near a multiple of the tick.
+
+    >>> tick_share([1.8, 1.9, 4.1, 7.9, 12.05, 2.6])
+    0.5
+    >>> tick_share([])
+    nan
+    """
+    if tick_ms <= 0 or tol_ms < 0:
+        raise RuntimeBridgeError(f"tick_share: need tick_ms > 0 and tol_ms >= 0, got "
+                                 f"{tick_ms}, {tol_ms}")
+    x = np.asarray(samples, dtype=float)
+    if not len(x):
+        return math.nan
+    k = np.round(x / tick_ms)
+    return float(np.mean((k >= 1) & (np.abs(x - k * tick_ms) <= tol_ms)))
 
 
 def ladder_stats(rows, rungs) -> dict:

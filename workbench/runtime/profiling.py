@@ -14,6 +14,11 @@ stats, and tracing itself adds a few microseconds to every op. With ``overhead=T
 difference between the median untraced step time and the sum of the op times is charged evenly
 to the ops, so that simulating the single-device plan gives the measured single-device step
 time; ``meta["profile"]`` records the raw figures.
+
+With ``realtime=True`` the warm-up, traced and timed steps run with every thread of the process
+under ``SCHED_FIFO`` (:mod:`workbench.runtime.realtime`): on a loaded machine the profile then
+holds the ops' times, not the scheduler's 4 ms ticks; ``meta["profile"]["realtime"]`` says
+whether it was granted.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from ..graph import OpGraph
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .extraction import Program, program_for, program_of, program_to_opgraph
 from .gpu import gpu_capable, gpu_kernel_times, is_gpu_device, sync_op
+from .realtime import realtime as realtime_scheduling
 from .runner import parse_step_stats, placed_graph_def, step_dag
 
 __all__ = ["profile", "profile_program"]
@@ -35,13 +41,14 @@ __all__ = ["profile", "profile_program"]
 
 def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
                     warmup: int = 3, timed_steps: int = 20, intra_op: int = 1,
-                    target: str = "", serialize: bool = True) -> dict:
+                    target: str = "", serialize: bool = True, realtime: bool = False) -> dict:
     """Run a program on one device and return per-node mean times and the step figures.
 
     With ``serialize`` the ops are chained in a topological order, as the runner chains a
     device's ops (:mod:`workbench.runtime.runner`): with one op ready at a time the executor
     runs it inline instead of through its thread pool, which changes the per-op overhead that
-    the untraced step time calibrates.
+    the untraced step time calibrates. ``realtime``: the steps under ``SCHED_FIFO`` (see the
+    module docstring).
 
     Returns
     -------
@@ -49,7 +56,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
         ``times`` (node -> mean ms), ``alloc`` (node -> mean bytes allocated), ``std``
         (node -> sample standard deviation of its traced times, ms; empty when ``steps < 2``),
         ``step_ms`` (mean untraced step), ``traced_sum_ms`` (sum of op means), ``steps``,
-        ``warmup``.
+        ``warmup``, ``realtime`` (whether the steps ran under real-time scheduling).
     """
     t = tf()
     dev = tf_device(device)
@@ -74,7 +81,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     sess = new_session(graph, target=target, what="profiling session",
                        cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
                        inter_op=1, intra_op=intra_op)
-    with closing_reported(sess, "profiling"):
+    with closing_reported(sess, "profiling"), realtime_scheduling(realtime) as granted:
         sess.run(graph.get_operation_by_name(program.init_op),
                  feed_dict=program.init_feed or None)
         for _ in range(warmup):
@@ -111,7 +118,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
     return {"times": times, "alloc": alloc, "std": std, "step_ms": statistics.median(wall),
             "step_mean_ms": statistics.fmean(wall),
             "traced_sum_ms": sum(times[v] for v in step_set), "steps": steps,
-            "warmup": warmup, "untraced_nodes": missing,
+            "warmup": warmup, "untraced_nodes": missing, "realtime": granted,
             "host_nodes": sorted(v for v, d in placement.items() if d != dev)}
 
 
@@ -143,7 +150,8 @@ def _match_step(times: dict, step_ms: float) -> dict:
 def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, *,
             kind: str | None = None, steps: int = 10, warmup: int = 3, overhead: bool = True,
             device: str = "cpu0", program: Program | None = None, intra_op: int = 1,
-            name: str | None = None, timed_steps: int = 20, **sizes) -> OpGraph:
+            name: str | None = None, timed_steps: int = 20, realtime: bool = False,
+            **sizes) -> OpGraph:
     """An OpGraph whose compute costs (for device kind ``kind``) are measured times.
 
     Parameters
@@ -169,6 +177,9 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
         Device to profile on (``cpu0``, ``gpu0``, ...).
     timed_steps : int
         Untraced steps whose median is the measured step time.
+    realtime : bool
+        Run the steps under ``SCHED_FIFO`` (see the module docstring; refused: a warning and
+        normal priority).
 
     Examples
     --------
@@ -186,7 +197,7 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
     if kind is None:
         kind = "gpu" if is_gpu_device(device) else "cpu"
     res = profile_program(program, device=device, steps=steps, warmup=warmup,
-                          intra_op=intra_op, timed_steps=timed_steps)
+                          intra_op=intra_op, timed_steps=timed_steps, realtime=realtime)
     times = dict(res["times"])
     n = len(times)
     extra = (res["step_ms"] - res["traced_sum_ms"]) if overhead and n else 0.0
@@ -197,7 +208,7 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
             "traced_sum_ms": res["traced_sum_ms"], "per_op_adjust_ms": extra / n if n else 0.0,
             "calibrated_to_step": bool(extra),
             "untraced_nodes": len(res["untraced_nodes"]), "intra_op_threads": intra_op,
-            "host_nodes": len(res.get("host_nodes", ()))}
+            "host_nodes": len(res.get("host_nodes", ())), "realtime": res["realtime"]}
     g = program_to_opgraph(program, kind=kind, times=times,
                            name=name or (base.name if base is not None else None),
                            meta={"profile": info})

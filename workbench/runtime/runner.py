@@ -41,6 +41,7 @@ import math
 import statistics
 import time
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -52,6 +53,7 @@ from ._tf import op_error_message, session_config, tf, tf_device
 from .extraction import program_for
 from .gpu import is_gpu_device, sync_op
 from .program import Program, _input_name, step_dag
+from .realtime import realtime as realtime_scheduling
 
 __all__ = [
     "Decision",
@@ -71,7 +73,8 @@ class Measurement:
     """Measured step time of one plan (ms). ``error`` is set (and timings are NaN) on failure.
 
     ``trace`` (when requested) maps node -> ``(tf_device, start_ms, end_ms)`` of one traced step,
-    times relative to the step's first op.
+    times relative to the step's first op. ``realtime``: every timed and traced step ran under
+    real-time scheduling (:mod:`workbench.runtime.realtime`).
     """
 
     method: str
@@ -85,6 +88,7 @@ class Measurement:
     trace: dict | None = None
     error: str | None = None
     order_source: str | None = None
+    realtime: bool = False
 
     @property
     def ok(self) -> bool:
@@ -98,7 +102,8 @@ class Measurement:
         return {"method": self.method, "mean_ms": self.mean_ms, "std_ms": self.std_ms,
                 "median_ms": self.median_ms, "samples": list(self.samples), "steps": self.steps,
                 "warmup": self.warmup, "devices": list(self.devices), "ordered": self.ordered,
-                "order_source": self.order_source, "error": self.error}
+                "order_source": self.order_source, "error": self.error,
+                "realtime": self.realtime}
 
 
 @dataclass
@@ -351,8 +356,10 @@ class PlanSession:
     def __init__(self, plan: Plan, *, program: Program | None = None,
                  devices: Mapping[str, str] | None = None, target: str = "",
                  enforce_order: bool = True, inter_op: int | None = None, intra_op: int = 1,
-                 serialize: bool | None = None, cluster=None):
+                 serialize: bool | None = None, cluster=None, realtime: bool = False):
         self.plan = plan
+        self.realtime = bool(realtime)
+        self._granted: list = []
         program = program or program_for(plan.graph)
         _check_plan(plan, program)
         self.ordered = bool(enforce_order and plan.order is not None)
@@ -409,19 +416,30 @@ class PlanSession:
             raise RuntimeBridgeError(f"plan {self.plan.method!r} failed while running: "
                                      f"{op_error_message(e)}") from None
 
+    @contextmanager
+    def _scheduled(self):
+        """The block under real-time scheduling when the session was opened with
+        ``realtime=True`` (see :mod:`workbench.runtime.realtime`); records whether it was."""
+        with realtime_scheduling(self.realtime) as granted:
+            if self.realtime:
+                self._granted.append(granted)
+            yield
+
     def warm(self, steps: int) -> None:
         """Run ``steps`` untimed steps."""
-        for _ in range(steps):
-            self._run(self._train)
+        with self._scheduled():
+            for _ in range(steps):
+                self._run(self._train)
         self.warmup += steps
 
     def time(self, steps: int) -> list:
         """Run ``steps`` timed steps; their wall times (ms) are added to :attr:`samples`."""
         out = []
-        for _ in range(steps):
-            t0 = time.perf_counter()
-            self._run(self._train)
-            out.append((time.perf_counter() - t0) * 1e3)
+        with self._scheduled():
+            for _ in range(steps):
+                t0 = time.perf_counter()
+                self._run(self._train)
+                out.append((time.perf_counter() - t0) * 1e3)
         self.samples.extend(out)
         return out
 
@@ -430,7 +448,8 @@ class PlanSession:
         t = tf()
         ro = t.compat.v1.RunOptions(trace_level=t.compat.v1.RunOptions.FULL_TRACE)
         md = t.compat.v1.RunMetadata()
-        self._run(self._train, options=ro, run_metadata=md)
+        with self._scheduled():
+            self._run(self._train, options=ro, run_metadata=md)
         raw = parse_step_stats(md.step_stats)
         t0 = min((s for _, s, _, _ in raw.values()), default=0)
         return {v: (d, (s - t0) / 1e3, (e - t0) / 1e3) for v, (d, s, e, _) in raw.items()}
@@ -441,7 +460,8 @@ class PlanSession:
         mean = statistics.fmean(s) if s else math.nan
         std = statistics.pstdev(s) if len(s) > 1 else 0.0
         return Measurement(self.plan.method, mean, std, list(s), len(s), self.warmup,
-                           self.devices, self.ordered, trace, order_source=self.order_source)
+                           self.devices, self.ordered, trace, order_source=self.order_source,
+                           realtime=bool(self._granted) and all(self._granted))
 
     def close(self) -> None:
         sess, self._sess = getattr(self, "_sess", None), None
@@ -458,7 +478,8 @@ class PlanSession:
 def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program | None = None,
              devices: Mapping[str, str] | None = None, target: str = "",
              enforce_order: bool = True, trace: bool = False, inter_op: int | None = None,
-             intra_op: int = 1, serialize: bool | None = None, cluster=None) -> Measurement:
+             intra_op: int = 1, serialize: bool | None = None, cluster=None,
+             realtime: bool = False) -> Measurement:
     """Apply ``plan`` to its TensorFlow program and measure the step time.
 
     Parameters
@@ -488,6 +509,11 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
     cluster : Cluster, optional
         The cluster the plan was simulated on: a plan without an order is serialised in the
         simulator's order on it (else in topological order).
+    realtime : bool
+        Run the warm-up, timed and traced steps with every thread of the process under
+        ``SCHED_FIFO`` (:func:`workbench.runtime.realtime.realtime`), so that a woken thread
+        runs at once instead of waiting for the scheduler's tick on a loaded machine; refused
+        (no permission), a warning and normal priority (``Measurement.realtime`` False).
 
     Raises
     ------
@@ -499,7 +525,7 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
     _check_steps(steps, warmup)
     with PlanSession(plan, program=program, devices=devices, target=target,
                      enforce_order=enforce_order, inter_op=inter_op, intra_op=intra_op,
-                     serialize=serialize, cluster=cluster) as ps:
+                     serialize=serialize, cluster=cluster, realtime=realtime) as ps:
         ps.warm(warmup)
         ps.time(steps)
         return ps.measurement(ps.trace() if trace else None)
