@@ -529,3 +529,19 @@ def test_heatmap_cells_list_their_ops_and_slices_draw_them():
     assert "first 50 of 400" in small.layout.title.text
     with pytest.raises(ValueError, match="out of range"):
         heatmap_ops(g, nb, bins=25)
+
+
+def test_diff_figure_legend_sits_under_the_time_axis_clear_of_the_panel_titles(problem):
+    """Issue 26: the diff's legend sat above the first panel, over that plan's title."""
+    from widgets.figures.diff import diff_figure
+
+    g, c, plan, _s = problem
+    d = wb.diff(wb.solve(g, c, method="heft"), plan, c)
+    fig = diff_figure(d)
+    leg, titles = fig.layout.legend, [a for a in fig.layout.annotations if "makespan" in a.text]
+    assert len(titles) == 2  # one title per plan, above its panel (paper y >= 0)
+    assert all(a.yref == "paper" and a.y > 0 for a in titles)
+    # the legend: anchored at the figure's foot, inside the bottom margin, under the axis
+    assert (leg.yref, leg.y, leg.yanchor, leg.orientation) == ("container", 0.0, "bottom", "h")
+    assert fig.layout.margin.b >= 80 and fig.layout.height >= 80 + fig.layout.margin.t
+    assert sum(t.name == "moved ops" and t.showlegend is not False for t in fig.data) == 1

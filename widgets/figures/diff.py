@@ -2,7 +2,8 @@
 ops that moved outlined, and plan B's DAG with the moved ops ringed.
 
 Traces of :func:`diff_figure`: the Gantt traces of each plan (see
-:mod:`widgets.figures.gantt`), then ``moved ops`` once per plan (outlined bars).
+:mod:`widgets.figures.gantt`), then ``moved ops`` once per plan (outlined bars). The legend
+sits at the foot of the figure, under the time axis.
 
 Examples
 --------
@@ -15,6 +16,8 @@ Examples
 ('diff', ['c', 'd'], 'x2')
 >>> [t.name for t in fig.data if t.name == "moved ops"]
 ['moved ops', 'moved ops']
+>>> fig.layout.legend.yref, fig.layout.legend.y  # at the foot, clear of the panels' titles
+('container', 0.0)
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ import numpy as np
 from .gantt import _selected_bars, gantt_multiples
 
 __all__ = ["diff_dag_figure", "diff_figure", "diff_html"]
+
+_LEGEND_PX = 40  # room under the time axis's title for the legend
 
 
 def diff_figure(d, *, height_per_lane: int = 22):
@@ -42,9 +47,15 @@ def diff_figure(d, *, height_per_lane: int = 22):
         t.hovertemplate = "moved: %{customdata}<extra></extra>"
         t.showlegend = r == 1
         fig.add_trace(t, row=r, col=1)
+    # the legend goes under the time axis, at the foot of the figure: above the first panel
+    # (where the small multiples put it) it ran into that panel's centred title
     fig.update_layout(
         title=dict(text=f"{_html.escape(d.name_a)} vs {_html.escape(d.name_b)}: "
                         f"{len(moved)} ops moved (black outline), one time axis", x=0.01),
+        height=fig.layout.height + _LEGEND_PX,
+        margin=dict(b=fig.layout.margin.b + _LEGEND_PX),
+        legend=dict(orientation="h", yref="container", y=0.0, yanchor="bottom", x=0.01,
+                    xanchor="left"),
         meta={**fig.layout.meta, "figure": "diff", "moved": moved,
               "plans": [d.name_a, d.name_b]})
     return fig
