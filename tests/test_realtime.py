@@ -197,3 +197,12 @@ def test_fidelity_bench_stops_when_refused(refused):
     spec.loader.exec_module(bench)
     with pytest.raises(SystemExit, match="--realtime: realtime: sched_setscheduler refused"):
         bench.main(["--realtime", "--models", "mlp"])
+
+
+@tf_needed
+def test_sessions_measured_in_real_time_do_not_spin():
+    pytest.importorskip("tensorflow")
+    from workbench.runtime._tf import session_config
+
+    assert session_config(cpus=2).experimental.disable_thread_spinning is False
+    assert session_config(cpus=2, spinning=False).experimental.disable_thread_spinning is True

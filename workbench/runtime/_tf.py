@@ -75,7 +75,7 @@ def tf_device(name: str) -> str:
 
 
 def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int = 1,
-                   target: str = ""):
+                   target: str = "", spinning: bool = True):
     """A ``tf.compat.v1.ConfigProto`` with ``cpus`` logical CPU devices and graph rewriting off.
 
     Grappler is disabled so that the executed graph is the one that was placed (same node
@@ -91,6 +91,11 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
     per *process*, sized by the first session's config, and every later session silently
     shares it (a process that profiled with one inter-op thread would then run every plan
     one op at a time, whatever its devices).
+
+    ``spinning=False`` sets ``experimental.disable_thread_spinning``: an idle pool thread
+    sleeps at once instead of spinning for work. Sessions measured under real-time scheduling
+    (:mod:`workbench.runtime.realtime`) use it: a spinning ``SCHED_FIFO`` thread is never
+    preempted by another of its priority, so a thread with a ready op could wait behind it.
     """
     t = tf()
     from tensorflow.core.protobuf import rewriter_config_pb2
@@ -102,6 +107,7 @@ def session_config(*, cpus: int = 1, inter_op: int | None = None, intra_op: int 
         allow_soft_placement=False,
         use_per_session_threads=not target)
     virtual_gpu_options(cfg, GPU_PARTITIONS[0])
+    cfg.experimental.disable_thread_spinning = not spinning
     cfg.graph_options.rewrite_options.disable_meta_optimizer = True
     cfg.graph_options.rewrite_options.constant_folding = rewriter_config_pb2.RewriterConfig.OFF
     cfg.graph_options.optimizer_options.opt_level = t.compat.v1.OptimizerOptions.L0

@@ -182,7 +182,8 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
         init = tf1.global_variables_initializer()
     cpus = 1 + max((int(tfd[d].rsplit(":", 1)[1]) for d in names if "localhost" in tfd[d]
                     and "CPU" in tfd[d]), default=0)
-    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=1)
+    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=1,
+                       spinning=not realtime)
 
     def timed(op) -> float:
         sess.run(op)
@@ -208,7 +209,8 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
     if recv_overhead:
         with realtime_scheduling(realtime):
             over = _receive_overheads(devs, tfd, links, sizes, repeats=repeats, hops=hops,
-                                      target=target, cpus=cpus, samples=samples)
+                                      target=target, cpus=cpus, samples=samples,
+                                      spinning=not realtime)
         devs = [replace(d, recv_overhead=over[d.name]) for d in devs]
 
     def mean_link(pairs) -> Link | None:
@@ -228,7 +230,7 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
 
 
 def _receive_overheads(devs, tfd: dict, links: dict, sizes, *, repeats: int, hops: int,
-                       target: str, cpus: int, samples: list) -> dict:
+                       target: str, cpus: int, samples: list, spinning: bool = True) -> dict:
     """Device name -> receive overhead (ms) from ping-pong chains (see the module docstring)."""
     t = tf()
     tf1 = t.compat.v1
@@ -251,7 +253,8 @@ def _receive_overheads(devs, tfd: dict, links: dict, sizes, *, repeats: int, hop
                             y = y * 1.0001  # reads and writes every byte
                     chains[(a, b, s, key)] = _done(t, [y], tfd, (a, b))
         init = tf1.global_variables_initializer()
-    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=2)
+    sess = new_session(graph, target=target, what="calibration session", cpus=cpus, inter_op=2,
+                       spinning=spinning)
 
     def timed(op, runs: int) -> float:
         return statistics.median(timed_runs(sess, op, runs))

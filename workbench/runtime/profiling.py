@@ -80,7 +80,7 @@ def profile_program(program: Program, *, device: str = "cpu0", steps: int = 10,
         step_op = t.group(sync_op(dev, after=[train])) if on_gpu else train
     sess = new_session(graph, target=target, what="profiling session",
                        cpus=1 + int(dev.rsplit(":", 1)[1]) if "CPU" in dev else 1,
-                       inter_op=1, intra_op=intra_op)
+                       inter_op=1, intra_op=intra_op, spinning=not realtime)
     with closing_reported(sess, "profiling"), realtime_scheduling(realtime) as granted:
         sess.run(graph.get_operation_by_name(program.init_op),
                  feed_dict=program.init_feed or None)

@@ -294,7 +294,7 @@ def _canonical(dev: str) -> str:
 
 
 def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int | None,
-                  intra_op: int):
+                  intra_op: int, spinning: bool = True):
     t = tf()
     tf_devs = list(tf_devs)
     cpus = 1
@@ -306,7 +306,7 @@ def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int |
         raise RuntimeBridgeError(f"a plan on {cpus} logical CPU devices is not supported "
                                  f"(at most 256)")
     cfg = session_config(cpus=cpus, inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op,
-                         target=target)
+                         target=target, spinning=spinning)
     sess = t.compat.v1.Session(target=target or "", graph=graph, config=cfg)
     have = {_canonical(d.name) for d in sess.list_devices()}
     for d in tf_devs:
@@ -394,7 +394,7 @@ class PlanSession:
             self.synced = bool(gpus)
             step_op = t.group(*[sync_op(g, after=[train]) for g in gpus]) if gpus else train
         self._sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
-                                   intra_op=intra_op)
+                                   intra_op=intra_op, spinning=not self.realtime)
         self.samples: list = []
         self.warmup = 0
         try:
