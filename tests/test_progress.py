@@ -109,3 +109,101 @@ def test_report_and_board_show_progress_when_a_method_traced_it(tmp_path, proble
     board.robust_check.value = False
     board.run()
     assert [w.layout.meta["figure"] for w in board._robust_box.children] == ["progress"]
+
+
+@pytest.fixture(scope="module")
+def pipelined():
+    """A transformer on three GPUs behind a host link: the max-load methods' problem."""
+    from workbench.cluster import Device, Link
+
+    c = wb.Cluster([Device(f"gpu{i}", "gpu", 1e9) for i in range(3)], mode="host",
+                   host_link=Link(0.0, 1e6))
+    g = wb.samples.transformer(40)
+    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp", "local_search", "ip_contig", "dpl"],
+                     progress=False, keep=True, time_limit=5,
+                     params={"pesto_ilp": {"engine": "cpsat"}, "local_search": {"restarts": 3}})
+    return g, c, cmp
+
+
+def test_progress_figure_draws_max_load_methods_on_their_own_panel(pipelined):
+    from widgets.figures.progress import progress_figure
+
+    _g, _c, cmp = pipelined
+    fig = progress_figure(cmp)
+    t = cmp.table.set_index("method")
+    assert fig.layout.meta["panels"] == ["makespan", "max_load"]
+    by = {tr.name: tr for tr in fig.data}
+    # makespan methods in the top panel (y), max-load methods in the second (y2), one time axis
+    assert {by[n].yaxis for n in ("pesto_ilp incumbent", "heuristics", "lower bound")} == {"y"}
+    assert {by[n].yaxis for n in ("local_search incumbent", "ip_contig incumbent",
+                                  "heuristics (max load)", "lower bound (max load)")} == {"y2"}
+    assert fig.layout.xaxis.type == fig.layout.xaxis2.type == "log"
+    assert fig.layout.xaxis.matches == "x2" or fig.layout.xaxis2.matches == "x"
+    # local search: a line with one point per recorded event (+ its end at the solve time)
+    ev = cmp.plans["local_search"].stats["progress"]
+    ls = by["local_search incumbent"]
+    assert len(ls.x) == len(ev) + 1 and ls.x[-1] == pytest.approx(t.loc["local_search",
+                                                                          "solve_s"])
+    assert list(ls.y[:-1]) == pytest.approx([e["objective"] for e in ev])  # each improves
+    assert all(math.isnan(b) for b in by["local_search bound"].y)  # a heuristic proves none
+    # heuristics as points at their solve time and judged value of their own objective
+    heur, hml = by["heuristics"], by["heuristics (max load)"]
+    assert list(heur.text) == ["heft"] and list(hml.text) == ["dpl"]
+    assert hml.y[0] == t.loc["dpl", "max_load_ms"]
+    assert hml.x[0] == pytest.approx(max(t.loc["dpl", "solve_s"], 1e-4))
+    judged = by["judged (max load)"]
+    assert dict(zip(judged.text, judged.y)) == {m: t.loc[m, "max_load_ms"]
+                                                 for m in ("local_search", "ip_contig")}
+    assert by["lower bound (max load)"].y[0] == t["max_load_lb"].iloc[0]
+    assert fig.layout.meta["traced"] == ["pesto_ilp", "local_search", "ip_contig"]
+    lo, hi = fig.layout.yaxis2.range  # the panel shows its lower bound and every incumbent
+    assert lo <= t["max_load_lb"].iloc[0] and hi >= max(ls.y) >= min(ls.y) >= lo
+
+
+def test_the_ips_progress_is_drawn_in_ms(pipelined):
+    """HiGHS runs of the pipeline IPs record in units of their reference time; the figure
+    draws them in ms, ending at the plan's own MILP objective and bound."""
+    from widgets.figures.progress import progress_figure, progress_in_ms
+
+    _g, _c, cmp = pipelined
+    p = cmp.plans["ip_contig"]
+    raw = p.stats["progress"]
+    assert {e["engine"] for e in raw} == {"highs"}
+    by = {tr.name: tr for tr in progress_figure(cmp).data}
+    inc, bnd = by["ip_contig incumbent"], by["ip_contig bound"]
+    assert inc.y[-1] == pytest.approx(p.stats["milp_objective"], rel=1e-9)
+    assert bnd.y[-1] == pytest.approx(p.stats["bound"], rel=1e-9)
+    assert max(b for b in bnd.y if not math.isnan(b)) <= inc.y[-1] * (1 + 1e-9)
+    assert len(inc.x) == len(raw) + (inc.x[-1] > raw[-1]["s"])
+    # a plan of the IPs that reports no MILP figure: units unknown, drawn as a point
+    bare = wb.Plan(p.graph, dict(p.placement), stats={"progress": raw})
+    assert progress_in_ms(bare, "max_load") is None
+    assert progress_in_ms(bare, "makespan") == raw  # CP-SAT/HiGHS makespan models: ms
+
+
+def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound():
+    """Pesto's CP-SAT engine on a coarsened graph: a first coarse solve, then window rounds,
+    each a CP-SAT run (its own ``call``); the incumbent is the best so far over all of them,
+    and no bound (those of coarse models bound nothing of the problem)."""
+    from widgets.figures.progress import progress_figure
+
+    g, c = layered(120, seed=3), wb.Cluster.preset("4xV100-nvlink")
+    cmp = wb.compare(g, c, methods=["heft", "pesto"], progress=False, keep=True,
+                     time_limit=8, params={"pesto": {"engine": "cpsat", "target": 24}})
+    p = cmp.plans["pesto"]
+    ev = p.stats["progress"]
+    assert p.stats["lns_rounds"] >= 1 and len({e["call"] for e in ev}) == 1 + \
+        p.stats["lns_rounds"]
+    fig = progress_figure(cmp)
+    by = {tr.name: tr for tr in fig.data}
+    inc = by["pesto incumbent"]
+    assert fig.layout.meta["traced"] == ["pesto"] and list(by["heuristics"].text) == ["heft"]
+    assert len(inc.x) == len(ev) + (inc.x[-1] > ev[-1]["s"])
+    best, expect = math.inf, []
+    for e in ev:
+        best = min(best, e["objective"]) if e["objective"] is not None else best
+        expect.append(best)
+    assert [y for y in inc.y[:len(ev)] if not math.isnan(y)] == \
+        pytest.approx([y for y in expect if math.isfinite(y)])
+    assert all(math.isnan(b) for b in by["pesto bound"].y)
+    assert by["judged"].y[0] == cmp.table.set_index("method").loc["pesto", "makespan_ms"]

@@ -1,34 +1,56 @@
-"""Quality against solver time: each CP-SAT/MILP method's incumbent and proven bound as they
-changed (``plan.stats["progress"]``, see :mod:`workbench.solvers.progress`), each heuristic as
-a point at its solve time and judged makespan, and the best lower bound of the problem as a
-line; time on a log axis.
+"""Quality against solver time: every method that recorded its progress
+(``plan.stats["progress"]``, see :mod:`workbench.solvers.progress`) as its incumbent (and, where
+it proved one, its bound) against time, each heuristic as a point at its solve time and judged
+value, and the problem's best lower bound as a line; time on a log axis shared by the panels.
 
-Only methods whose engine models the whole problem (registered ``exact``: ``pesto_ilp``, the
-IPs, ``dp``) are drawn as traces, and their bound only where it bounds every plan
-(``stats["bound_valid"]``, default true); a method whose engine runs on sub-problems (Pesto's
-windows on a coarsened graph) reports the sub-problems' figures in its ``progress``, which are
-not makespans of the whole graph: it is drawn as a point like the heuristics.
+One panel per objective, stacked on one time axis: **makespan** (``ms`` per step; the
+makespan methods, and the latency methods, whose single-sample latency is a step time too) and,
+when a max-load method was compared, **max load** (``ms`` per sample, the pipelined methods:
+``local_search``, ``dp``, the IPs, ``dpl``, ``pipedream``, ``metis``). Two panels rather than a
+second y axis on one: the two objectives measure different things (a step against a pipeline's
+time per sample) and differ by up to the number of devices, so on one plot one set of lines
+is flattened against the axis, and a second y axis makes every line read against the wrong
+scale half the time. A method is drawn in the panel of its own objective only.
 
-The incumbent is the engine's model objective (its predicted makespan), the points are the
-judge's makespans: for a method the two can differ (the model's rounding, congestion it does
-not model); the last incumbent is drawn against the method's judged makespan as a hollow
-marker at its end.
+A method is drawn as a **trace** when it recorded progress: exact engines (``pesto_ilp``, the
+IPs), Pesto's CP-SAT engine on a coarsened graph (its first coarse solve and its window rounds,
+each a CP-SAT run whose objective is the model's makespan of the *whole* graph) and
+``local_search`` (its search max load at each improvement). The incumbent is the best model
+objective recorded so far over all of the method's engine runs (the method keeps its best
+plan); the bound is drawn only where it bounds the method's model of the whole problem
+(``stats["bound_valid"]``, default: the method is registered ``exact``): a coarse or window
+model's bound, or a heuristic's (none), is not drawn. The IPs' bound is that of the splits
+their program allows (contiguous ones for ``ip_contig``), so it can lie above the panel's
+lower bound, which holds for every plan. The pipeline IPs' HiGHS runs record in units of
+their reference time (the warm start's value); they are drawn in ms by the scale their
+plan's ``stats["milp_objective"]`` (or ``milp_bound``) gives, and as a point when their plan
+reports neither.
 
-Traces: per method with progress ``<method> incumbent`` and ``<method> bound``; ``heuristics``
-(one marker each); ``judged`` (hollow markers of the traced methods); ``lower bound``.
+The incumbent is the engine's model objective, the points are the judge's values: for a method
+the two can differ (the model's rounding, congestion it does not model); each traced
+method's judged value is drawn as a hollow marker at its solve time. Each panel's y range
+covers these, the lower bound and the proven bounds from 0.9 x the lower bound up: a weaker
+bound (CP-SAT's first, often 0) is drawn but lies below the range until one zooms out.
+
+Traces, per panel in order (makespan first): ``<method> incumbent`` and ``<method> bound``
+per traced method, ``judged`` (hollow markers of the traced methods), ``heuristics`` (one marker
+each), ``lower bound``; in the max-load panel the last three are named ``judged (max load)``,
+``heuristics (max load)`` and ``lower bound (max load)``.
 
 Examples
 --------
 >>> import workbench as wb
 >>> from workbench.workloads import layered
 >>> g, c = layered(20, seed=1), wb.Cluster.preset("2xV100-pcie")
->>> cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False, keep=True,
-...                  time_limit=2)
+>>> cmp = wb.compare(g, c, methods=["heft", "pesto_ilp", "local_search"], progress=False,
+...                  keep=True, time_limit=2)
 >>> fig = progress_figure(cmp)
->>> [t.name for t in fig.data]
-['pesto_ilp incumbent', 'pesto_ilp bound', 'judged', 'heuristics', 'lower bound']
->>> fig.layout.xaxis.type
-'log'
+>>> [t.name for t in fig.data]  # doctest: +NORMALIZE_WHITESPACE
+['pesto_ilp incumbent', 'pesto_ilp bound', 'judged', 'heuristics', 'lower bound',
+ 'local_search incumbent', 'local_search bound', 'judged (max load)',
+ 'heuristics (max load)', 'lower bound (max load)']
+>>> fig.layout.meta["panels"], fig.layout.xaxis.type, fig.layout.xaxis2.type
+(['makespan', 'max_load'], 'log', 'log')
 """
 
 from __future__ import annotations
@@ -37,29 +59,42 @@ import math
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from .methods import method_color
 
-__all__ = ["progress_figure", "progress_steps"]
+__all__ = ["PANELS", "progress_figure", "progress_in_ms", "progress_steps"]
+
+PANELS = {"makespan": ("makespan_ms", "makespan (ms)", ""),
+          "max_load": ("max_load_ms", "max load (ms per sample)", " (max load)")}
+"""Panel -> (the table's column of judged values, y-axis title, suffix of its shared names)."""
+
+_PANEL_OF = {"makespan": "makespan", "latency": "makespan", "max_load": "max_load"}
+_T_MIN = 1e-4  # seconds: the left end of the log axis (a zero time has no place on it)
 
 
 def progress_steps(events: list, end_s: float | None = None) -> dict:
-    """``{"s", "objective", "bound"}`` arrays of a progress list as step functions (each
-    value held until the next event; known values only), extended to ``end_s``.
+    """``{"s", "objective", "bound"}`` arrays of a progress list as step functions: at each
+    event the best objective (lowest) and bound (highest) recorded so far over all of the
+    method's engine runs (NaN until known), the last values extended to ``end_s``.
 
     >>> st = progress_steps([{"s": 1.0, "objective": None, "bound": 2.0},
-    ...                      {"s": 2.0, "objective": 9.0, "bound": 3.0}], end_s=4.0)
+    ...                      {"s": 2.0, "objective": 9.0, "bound": 3.0},
+    ...                      {"s": 3.0, "objective": 9.5, "bound": 1.0}], end_s=4.0)
     >>> st["s"].tolist(), st["objective"].tolist(), st["bound"].tolist()
-    ([1.0, 2.0, 4.0], [nan, 9.0, 9.0], [2.0, 3.0, 3.0])
+    ([1.0, 2.0, 3.0, 4.0], [nan, 9.0, 9.0, 9.0], [2.0, 3.0, 3.0, 3.0])
     """
     s = [float(e["s"]) for e in events]
     obj, bnd = [], []
-    last_o = last_b = math.nan
+    best_o = best_b = math.nan
     for e in events:
-        last_o = e["objective"] if e.get("objective") is not None else last_o
-        last_b = e["bound"] if e.get("bound") is not None else last_b
-        obj.append(last_o)
-        bnd.append(last_b)
+        o, b = e.get("objective"), e.get("bound")
+        if o is not None and not (o >= best_o):  # NaN-safe: the first known value is kept
+            best_o = float(o)
+        if b is not None and not (b <= best_b):
+            best_b = float(b)
+        obj.append(best_o)
+        bnd.append(best_b)
     if end_s is not None and s and end_s > s[-1]:
         s.append(float(end_s))
         obj.append(obj[-1])
@@ -68,68 +103,158 @@ def progress_steps(events: list, end_s: float | None = None) -> dict:
             "bound": np.array(bnd, dtype=float)}
 
 
-def progress_figure(comparison, *, title: str | None = None, height: int | None = None,
-                    fig: go.Figure | None = None) -> go.Figure:
-    """Incumbent and bound against time per traced method, heuristics as points, the
-    problem's best lower bound as a line (from ``compare(..., keep=True)``)."""
+def progress_in_ms(plan, objective: str = "makespan") -> list | None:
+    """``plan.stats["progress"]`` with ``objective`` and ``bound`` in ms, or None when there is
+    none or its units cannot be told.
+
+    CP-SAT runs and ``local_search`` record ms; the HiGHS runs of the pipeline IPs (objective
+    ``max_load`` or ``latency``) record in units of their reference time, and their plan gives
+    the model's objective (``milp_objective``) or bound (``milp_bound``) in ms: the scale is
+    that value over the last one recorded.
+
+    >>> from workbench import Plan, samples
+    >>> p = Plan(samples.diamond(), {}, stats={"milp_objective": 8.0, "progress": [
+    ...     {"s": 0.1, "objective": 1.0, "bound": 0.5, "engine": "highs", "call": 0},
+    ...     {"s": 0.2, "objective": 0.8, "bound": 0.8, "engine": "highs", "call": 0}]})
+    >>> [(e["objective"], e["bound"]) for e in progress_in_ms(p, "max_load")]
+    [(10.0, 5.0), (8.0, 8.0)]
+    >>> progress_in_ms(Plan(samples.diamond(), {}), "makespan") is None
+    True
+    """
+    events = (getattr(plan, "stats", None) or {}).get("progress") or []
+    if not events:
+        return None
+    scaled = objective != "makespan" and any(e.get("engine") == "highs" for e in events)
+    if not scaled:
+        return list(events)
+    st = plan.stats
+    scale = None
+    for key, field in (("milp_objective", "objective"), ("milp_bound", "bound")):
+        last = next((e[field] for e in reversed(events) if e.get(field) is not None), None)
+        if st.get(key) is not None and last:
+            scale = float(st[key]) / float(last)
+            break
+    if scale is None or not math.isfinite(scale):
+        return None
+    return [{**e, **{f: None if e.get(f) is None else e[f] * scale
+                     for f in ("objective", "bound")}} for e in events]
+
+
+def _classify(comparison) -> dict:
+    """Panel -> ``{"traced": [(method, steps, judged, solve_s)], "points": [...]}``."""
     from workbench.solvers import SOLVERS
 
     table, plans = comparison.table, comparison.plans
-    ok = table[(table["status"] != "error") & (table["objective"] == "makespan")]
-    fig = go.Figure() if fig is None else fig
-    fig.data = []
-    traced, points = [], []
-    t_max = 1e-3
-    for _, r in ok.iterrows():
+    panels: dict = {}
+    for _, r in table[table["status"] != "error"].iterrows():
         m = r["method"]
-        p = plans.get(m)
-        if p is None:
+        p, info = plans.get(m), SOLVERS.get(m)
+        panel = _PANEL_OF.get(r.get("objective", "makespan"), "makespan")
+        value = float(r[PANELS[panel][0]])
+        if p is None or not math.isfinite(value):
             continue
-        t_max = max(t_max, float(r["solve_s"]))
-        ev = p.stats.get("progress") or []
-        info = SOLVERS.get(m)
-        if ev and info is not None and info.exact:
-            traced.append((m, progress_steps(ev, end_s=float(r["solve_s"])),
-                           float(r["makespan_ms"]), float(r["solve_s"])))
-        else:
-            points.append((m, float(r["solve_s"]), float(r["makespan_ms"])))
+        solve_s = max(float(r["solve_s"]), _T_MIN)
+        slot = panels.setdefault(panel, {"traced": [], "points": []})
+        ev = progress_in_ms(p, r.get("objective", "makespan"))
+        st = None if not ev else progress_steps(ev, end_s=solve_s)
+        if st is None or np.isnan(st["objective"]).all() and np.isnan(st["bound"]).all():
+            slot["points"].append((m, solve_s, value))
+            continue
+        exact = info is not None and info.exact
+        if not p.stats.get("bound_valid", exact):
+            st = {**st, "bound": np.full(len(st["s"]), np.nan)}
+        st["s"] = np.maximum(st["s"], _T_MIN)
+        slot["traced"].append((m, st, value, solve_s))
+    return {k: panels[k] for k in PANELS if k in panels} or {"makespan": {"traced": [],
+                                                                          "points": []}}
+
+
+def _y_range(slot: dict, lb: float) -> list | None:
+    """The panel's y range: every incumbent, judged value and point, the lower bound, and
+    the proven bounds at or above 0.9 x the lower bound (a weaker one, such as the 0 a
+    CP-SAT run reports before its first propagation, says less than the dashed line and
+    would squash the panel; it stays on the plot's data, shown by zooming out)."""
+    vals = [v for _m, _s, v in slot["points"]] + [j for _m, _st, j, _s in slot["traced"]]
+    for _m, st, _j, _s in slot["traced"]:
+        vals += st["objective"][np.isfinite(st["objective"])].tolist()
+        b = st["bound"][np.isfinite(st["bound"])]
+        vals += (b[b >= 0.9 * lb] if math.isfinite(lb) else b).tolist()
+    vals += [lb] if math.isfinite(lb) else []
+    if not vals:
+        return None
+    lo, hi = min(vals), max(vals)
+    pad = max(hi - lo, 0.02 * abs(hi), 1e-9)
+    return [lo - 0.08 * pad, hi + 0.15 * pad]  # room above for the heuristics' names
+
+
+def _draw_panel(fig, row: int, panel: str, slot: dict, lb: float, t_max: float) -> None:
+    """The traces of one panel (see the module docstring) into ``fig``'s row ``row``."""
+    _col, _title, sfx = PANELS[panel]
+    traced, points = slot["traced"], slot["points"]
     for m, st, _judged, _s in traced:
         col = method_color(m)
-        if not plans[m].stats.get("bound_valid", True):
-            st = {**st, "bound": np.full(len(st["s"]), np.nan)}
         fig.add_trace(go.Scatter(name=f"{m} incumbent", x=st["s"], y=st["objective"],
                                  mode="lines+markers", line=dict(shape="hv", color=col, width=2),
                                  marker=dict(size=5, color=col),
                                  hovertemplate=f"<b>{m}</b> incumbent %{{y:.4g}} ms at "
-                                               f"%{{x:.3g}} s<extra></extra>"))
+                                               f"%{{x:.3g}} s<extra></extra>"), row=row, col=1)
         fig.add_trace(go.Scatter(name=f"{m} bound", x=st["s"], y=st["bound"], mode="lines",
                                  line=dict(shape="hv", color=col, width=1.5, dash="dot"),
                                  hovertemplate=f"<b>{m}</b> proven bound %{{y:.4g}} ms at "
-                                               f"%{{x:.3g}} s<extra></extra>"))
+                                               f"%{{x:.3g}} s<extra></extra>"), row=row, col=1)
     if traced:
         fig.add_trace(go.Scatter(
-            name="judged", x=[s for *_x, s in traced], y=[j for _m, _st, j, _s in traced],
+            name=f"judged{sfx}", x=[s for *_x, s in traced], y=[j for _m, _st, j, _s in traced],
             mode="markers", marker=dict(symbol="circle-open", size=12, line=dict(width=2),
                                         color=[method_color(m) for m, *_x in traced]),
             text=[m for m, *_x in traced],
-            hovertemplate="<b>%{text}</b>: judged makespan %{y:.4g} ms<extra></extra>"))
+            hovertemplate="<b>%{text}</b>: judged %{y:.4g} ms<extra></extra>"), row=row, col=1)
     fig.add_trace(go.Scatter(
-        name="heuristics", x=[max(s, 1e-4) for _m, s, _v in points], y=[v for *_x, v in points],
+        name=f"heuristics{sfx}", x=[s for _m, s, _v in points], y=[v for *_x, v in points],
         mode="markers+text", text=[m for m, *_x in points], textposition="top center",
         marker=dict(size=11, color=[method_color(m) for m, *_x in points], symbol="diamond"),
-        hovertemplate="<b>%{text}</b>: %{y:.4g} ms in %{x:.3g} s<extra></extra>"))
-    lb = float(table["makespan_lb"].iloc[0]) if len(table) else math.nan
-    fig.add_trace(go.Scatter(name="lower bound", x=[1e-4, t_max * 1.5], y=[lb, lb],
+        hovertemplate="<b>%{text}</b>: %{y:.4g} ms in %{x:.3g} s<extra></extra>"),
+        row=row, col=1)
+    fig.add_trace(go.Scatter(name=f"lower bound{sfx}", x=[_T_MIN, t_max * 1.5], y=[lb, lb],
                              mode="lines", line=dict(color="#111111", width=1.5, dash="dash"),
-                             hovertemplate=f"best lower bound {lb:.4g} ms<extra></extra>"))
-    fig.update_xaxes(type="log", title="solver time (s, log)")
-    fig.update_yaxes(title="makespan (ms)")
+                             hovertemplate=f"best lower bound {lb:.4g} ms<extra></extra>"),
+                  row=row, col=1)
+
+
+def progress_figure(comparison, *, title: str | None = None, height: int | None = None,
+                    fig: go.Figure | None = None) -> go.Figure:
+    """Incumbent and bound against time per method that recorded progress, heuristics as
+    points, the problem's best lower bound as a line, one panel per objective (from
+    ``compare(..., keep=True)``, or anything with its ``table`` and ``plans``)."""
+    table = comparison.table
+    panels = _classify(comparison)
+    t_max = max([_T_MIN * 10] + [s for sl in panels.values() for *_x, s in sl["traced"]]
+                + [s for sl in panels.values() for _m, s, _v in sl["points"]])
+    names = list(panels)
+    if fig is not None:
+        fig.data = []
+    fig = make_subplots(rows=len(names), cols=1, shared_xaxes=True, vertical_spacing=0.1,
+                        figure=fig)
+    for row, panel in enumerate(names, start=1):
+        lb_col = PANELS[panel][0].replace("_ms", "_lb")
+        lb = float(table[lb_col].iloc[0]) if len(table) and lb_col in table else math.nan
+        _draw_panel(fig, row, panel, panels[panel], lb, t_max)
+        fig.update_yaxes(title=PANELS[panel][1], range=_y_range(panels[panel], lb),
+                         row=row, col=1)
+        fig.update_xaxes(type="log", row=row, col=1)
+    fig.update_xaxes(title="solver time (s, log)", row=len(names), col=1)
+    traced = [m for p in names for m, *_x in panels[p]["traced"]]
+    lb = float(table["makespan_lb"].iloc[0]) if len(table) else math.nan
     fig.update_layout(
         title=dict(text=title or "quality against solver time: incumbents, bounds and "
                    "heuristics", x=0.01),
-        template="plotly_white", autosize=True, height=height or 420,
+        template="plotly_white", autosize=True,
+        height=height or (420 if len(names) == 1 else 640),
         margin=dict(l=10, r=10, t=60, b=40),
-        legend=dict(orientation="h", y=-0.18, yanchor="top", x=0),
-        meta={"figure": "progress", "traced": [m for m, *_x in traced],
-              "heuristics": [m for m, *_x in points], "lower_bound": lb})
+        legend=dict(orientation="h", y=-0.12 if len(names) > 1 else -0.18, yanchor="top", x=0),
+        meta={"figure": "progress", "panels": names, "traced": traced,
+              "heuristics": [m for p in names for m, *_x in panels[p]["points"]],
+              "lower_bound": lb,
+              "lower_bounds": {p: float(table[PANELS[p][0].replace("_ms", "_lb")].iloc[0])
+                               if len(table) else math.nan for p in names}})
     return fig
