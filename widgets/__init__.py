@@ -12,7 +12,8 @@ Views only show model objects (OpGraph, Cluster, Plan, Schedule, the DataFrame o
 """
 
 from . import figures
-from .board import CompareBoard, verdict_html
+from .board import CompareBoard
+from .verdict import verdict_html
 from .drilldown import ClusterView, HeatmapView
 from .report import write_report
 from .views import CoarsenView, DagView, GanttView, PipelineView, link_selection

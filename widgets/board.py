@@ -7,7 +7,10 @@ HTML report.
 Every view uses the same colour per method (:func:`widgets.figures.method_color`).
 
 The board runs nothing by itself except through the public API (``workbench.compare``, which
-solves and simulates); every figure is a view of what it returns.
+solves and simulates); every figure is a view of the :class:`~workbench.comparison.Comparison`
+it returns (its schedules and bounds: nothing is simulated again, so the Gantt charts show
+exactly what the table measured). Constructing the board runs nothing: the methods it ticks
+come from the registry's metadata (:func:`quick_methods`).
 
 Examples
 --------
@@ -38,29 +41,34 @@ from .figures.compare import compare_figure
 from .fit import CellFit
 from .figures.gantt import gantt_figure
 from .figures.memory import memory_figure
-from .figures.methods import verdict
 from .figures.robust import robust_figure, robust_html
 from .tables import TABLE_CSS, results_table_html
+from .verdict import verdict_html
 from .views import FILL_CSS as VIEW_CSS
 from .views import fill, replace_figure
 
 FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
 """CSS of the board: figures take their cell's width; the results table."""
 
-__all__ = ["CompareBoard", "default_graphs", "build_problem", "serving_methods", "verdict_html",
-           "QUICK_METHODS", "FILL_CSS"]
+__all__ = ["CompareBoard", "default_graphs", "build_problem", "quick_methods",
+           "serving_methods", "verdict_html", "QUICK_METHODS", "ONE_DEVICE", "FILL_CSS"]
 
 QUICK_METHODS = ("single", "round_robin", "m_topo", "heft", "dpos", "m_etf", "celeritas",
                  "pesto", "dp")
-"""Candidates ticked by default: those of them that serve the opening problem
-(:func:`serving_methods`)."""
+"""Candidates ticked by default: those of them that suit the opening problem
+(:func:`quick_methods`)."""
+
+ONE_DEVICE = ("single",)
+"""Methods that put every op on one device by design: they cannot serve a problem that no
+single device holds (:func:`workbench.bounds.min_devices` above 1)."""
 
 
 def default_graphs() -> dict:
     """Name -> graph source offered by the board: the layered pairs of the hard suite
     (:func:`workbench.workloads.hard_suite`, a :class:`~workbench.workloads.Workload` each: its
-    memory pressure and preset come with it) first, then zero-argument factories of bundled
-    graphs.
+    memory pressure and preset come with it) first, then bundled samples by the names
+    :func:`workbench.workloads.resolve` takes (and the training step of a transformer, which
+    no name describes, as a factory).
 
     >>> names = list(default_graphs())
     >>> names[0]
@@ -71,14 +79,14 @@ def default_graphs() -> dict:
 
     out = {f"{w.name} (hard suite)": w for w in hard_suite() if w.name.startswith("layered")}
     out.update({
-        "transformer (200 ops)": lambda: samples.transformer(200, seed=0),
-        "inception (200 ops)": lambda: samples.inception(200, seed=0),
-        "cnn (150 ops)": lambda: samples.cnn(150, seed=0),
-        "lstm grid (200 ops)": lambda: samples.lstm_grid(200, seed=0),
+        "transformer (200 ops)": "transformer:200",
+        "inception (200 ops)": "inception:200",
+        "cnn (150 ops)": "cnn:150",
+        "lstm grid (200 ops)": "lstm:200",
         "transformer training (2 x 150 ops)": lambda: samples.to_training(
             samples.transformer(150, seed=0)),
-        "pesto fig. 2 (7 ops)": samples.pesto_fig2,
-        "diamond (4 ops)": samples.diamond,
+        "pesto fig. 2 (7 ops)": "pesto_fig2",
+        "diamond (4 ops)": "diamond",
     })
     return out
 
@@ -86,19 +94,57 @@ def default_graphs() -> dict:
 def build_problem(source, preset: str):
     """``(graph, cluster)`` of a board entry on a cluster preset.
 
-    ``source`` is an OpGraph, a zero-argument factory of one, or a
+    ``source`` is a workload name as :func:`workbench.workloads.resolve` takes it (a graph,
+    MSR, plan or ``.onnx`` file, a sample ``NAME[:N_OPS]``, ``msr:NAME``, ``suite:NAME``, a
+    PyTorch model name: one that brings its own cluster is run on it, the preset applies to
+    the others), an OpGraph, a zero-argument factory of one, or a
     :class:`~workbench.workloads.Workload`, whose device costs and memory pressure are applied
     to the chosen preset (its own preset gives exactly its pair).
+
+    >>> g, c = build_problem("transformer:50", "2xV100-pcie")
+    >>> g.n_ops, c.name
+    (50, '2xV100-pcie')
+    >>> build_problem("msr:op_bert3_inference", "2xV100-pcie")[1].mode
+    'host'
     """
     import dataclasses
 
     import workbench as wb
-    from workbench.workloads import Workload
+    from workbench.workloads import Workload, resolve
 
     if isinstance(source, Workload):
         return dataclasses.replace(source, cluster=preset).build()
+    if isinstance(source, str):
+        g, own = resolve(source)
+        return g, own if own is not None else wb.Cluster.preset(preset)
     g = source() if callable(source) else source
     return g, wb.Cluster.preset(preset)
+
+
+def quick_methods(graph=None, cluster=None, candidates=QUICK_METHODS, *,
+                  objective: str = "makespan") -> list[str]:
+    """The ``candidates`` that suit a problem, decided without running any of them: registered,
+    needing no extra input, aimed at ``objective`` (:attr:`SolverInfo.objective`), and, given
+    ``graph`` and ``cluster``, not a :data:`ONE_DEVICE` method when no device holds the model
+    (:func:`workbench.bounds.min_devices`). What this cannot see (a method refusing the
+    cluster's link model, say) shows as an error row of the comparison;
+    :func:`serving_methods` tries them instead.
+
+    >>> from workbench.workloads import workload
+    >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
+    >>> quick_methods(g, c, ["single", "round_robin", "dp", "expert"])
+    ['round_robin']
+    """
+    from workbench.solvers import SOLVERS
+
+    out = [m for m in candidates if m in SOLVERS and not SOLVERS[m].needs
+           and SOLVERS[m].objective == objective]
+    if graph is not None and cluster is not None:
+        from workbench.bounds import min_devices
+
+        if min_devices(graph, cluster) > 1:
+            out = [m for m in out if m not in ONE_DEVICE]
+    return out
 
 
 def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str = "makespan",
@@ -146,13 +192,15 @@ class CompareBoard(W.VBox):
     Parameters
     ----------
     graphs : dict, optional
-        Name -> OpGraph, zero-argument factory or :class:`~workbench.workloads.Workload`
-        (default :func:`default_graphs`, which opens on the hard pair ``layered300-4xV100``).
+        Name -> workload name (as :func:`workbench.workloads.resolve` takes it), OpGraph,
+        zero-argument factory or :class:`~workbench.workloads.Workload` (default
+        :func:`default_graphs`, which opens on the hard pair ``layered300-4xV100``); see
+        :func:`build_problem`.
     presets : list of str, optional
         Cluster presets offered (default: all of :data:`workbench.cluster.PRESETS`).
     methods : list of str, optional
-        Methods ticked at start (default: those of :data:`QUICK_METHODS` that serve the first
-        graph on the initial preset, see :func:`serving_methods`).
+        Methods ticked at start (default: those of :data:`QUICK_METHODS` that suit the first
+        graph on the initial preset, see :func:`quick_methods`: no method is run).
     time_limit : float
         Seconds per method.
     preset : str, optional
@@ -162,11 +210,11 @@ class CompareBoard(W.VBox):
     Attributes
     ----------
     table : pandas.DataFrame or None
-        The last result of :func:`workbench.compare`.
+        The last comparison's table.
     plans, schedules : dict
-        Method -> Plan / simulated Schedule of the last run.
-    comparison : workbench.compare.Comparison or None
-        The last run as ``compare(..., keep=True)`` returns it.
+        Method -> Plan / Schedule of the last run (the comparison's own, not simulated again).
+    comparison : workbench.comparison.Comparison or None
+        The last run as :func:`workbench.compare` returns it.
     robust : workbench.robustness.Robustness or None
         The last run's plans replayed under cost noise (when the ``robustness`` box is
         ticked): p5-p95 error bars and P(best) on the bars, its verdict and figure.
@@ -187,9 +235,9 @@ class CompareBoard(W.VBox):
             preset = first.cluster if isinstance(first, Workload) else "4xV100-nvlink"
         preset = preset if preset in presets else presets[0]
         avail = [m for m, info in wb.SOLVERS.items() if not info.needs]
-        if methods is None:  # the quick ones that serve the opening problem
-            methods = serving_methods(*build_problem(first, preset),
-                                      [m for m in QUICK_METHODS if m in avail])
+        if methods is None:  # the quick ones that suit the opening problem (none is run)
+            methods = quick_methods(*build_problem(first, preset),
+                                    [m for m in QUICK_METHODS if m in avail])
         else:
             unknown = [m for m in methods if m not in wb.SOLVERS]
             if unknown:
@@ -310,9 +358,10 @@ class CompareBoard(W.VBox):
                     progress(done, total, method)
 
             cmp = wb.compare(self.graph, self.cluster, methods=methods,
-                             time_limit=float(self.time_box.value), progress=tick, keep=True)
+                             time_limit=float(self.time_box.value), progress=tick)
             df, plans = cmp.table, cmp.plans
             self.comparison, self.table, self.plans = cmp, df, plans
+            self.schedules = cmp.schedules  # what the table measured: drawn, not re-simulated
             self.robust, self._robust_error = None, ""
             if self.robust_check.value and plans:
                 self.status.value = "replaying the plans under cost noise ..."
@@ -321,7 +370,6 @@ class CompareBoard(W.VBox):
                                                 samples=200)
                 except Exception as e:  # shown in the board; the comparison still stands
                     self._robust_error = f"robustness failed: {type(e).__name__}: {e}"
-            self.schedules = {m: wb.simulate(p, self.cluster) for m, p in plans.items()}
             self._draw()
             return df
         finally:
@@ -330,17 +378,13 @@ class CompareBoard(W.VBox):
             self.run_button.description = "Run"
 
     def _draw(self) -> None:
-        df = self.table
-        self.table_view.value = results_table_html(df, plans=self.plans, graph=self.graph,
-                                                   cluster=self.cluster)
-        self.verdict_view.value = verdict_html(verdict(
-            df, schedules=self.schedules, plans=self.plans, cluster=self.cluster,
-            graph=self.graph))
+        df, cmp = self.table, self.comparison
+        self.table_view.value = results_table_html(cmp)
+        self.verdict_view.value = verdict_html(cmp.verdict())
         # a new widget in the box, not an in-place swap of trace types: a swap made before
         # the board is displayed left some figures blank in JupyterLab
         self.bars = _figure_widget(compare_figure(
-            df, plans=self.plans, graph=self.graph, cluster=self.cluster,
-            title=f"{self.graph.name} on {self.cluster.name}", robust=self.robust),
+            cmp, title=f"{self.graph.name} on {self.cluster.name}", robust=self.robust),
             "wb-compare")
         self._bars_box.children = [self.bars]
         if any(p.stats.get("progress") for p in self.plans.values()):
@@ -403,7 +447,9 @@ class CompareBoard(W.VBox):
         from .figures.diff import diff_dag_figure, diff_figure, diff_html
 
         a, b = self._method(a), self._method(b or self.gantt_b_picker.value)
-        d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b))
+        cmp = self.comparison  # the diff judges both plans as the comparison did
+        d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b),
+                    congestion=cmp.congestion, order=cmp.order)
         self.diff_view.value = diff_html(d)
         figs = [_figure_widget(diff_figure(d), "wb-diff-gantt")]
         if self.plans[b].graph.n_ops <= 2000:  # B's DAG, moved ops ringed (light enough)
@@ -452,7 +498,7 @@ class CompareBoard(W.VBox):
 
         self._need_run()
         path = Path(path) if path else self._out(f"{self._stem()}.html")
-        return write_report(path, self.graph, self.cluster, self.table, self.plans,
+        return write_report(path, self.graph, self.cluster, self.comparison,
                             title=f"{self.graph.name} on {self.cluster.name}",
                             robust=self.robust)
 
@@ -483,22 +529,6 @@ class CompareBoard(W.VBox):
                                         f"{_html.escape(str(e))}</span>")
             return
         self.export_status.value = f"wrote <code>{_html.escape(str(p))}</code>"
-
-
-def verdict_html(items: list) -> str:
-    """The verdict (see :func:`widgets.figures.verdict`) as a short HTML panel."""
-    from .figures.methods import method_color
-
-    if not items:
-        return "<div class='wb-verdict'><b>No feasible plan</b>: nothing wins.</div>"
-    rows = []
-    for v in items:
-        col = method_color(v["winner"])
-        rows.append(f"<li><b style='color:{col}'>■ {_html.escape(v['winner'])}</b> "
-                    f"&mdash; {_html.escape(v['why'])}</li>")
-    return ("<div class='wb-verdict' style='border-left:4px solid #888;padding:2px 10px;"
-            "margin:6px 0'><b>Verdict</b><ul style='margin:2px 0'>" + "".join(rows)
-            + "</ul></div>")
 
 
 class _EmptyGantt:

@@ -75,6 +75,23 @@ def _best(table, col: str):
     return str(ok.loc[ok[col].astype(float).idxmin(), "method"])
 
 
+def _schedules(cmp, plans: dict, cluster) -> tuple[dict, dict]:
+    """``(schedules, errors)`` to draw: a comparison's own schedules (nothing simulated, so the
+    Gantt charts show what its table measured), else each plan simulated with the judge's
+    defaults (one that cannot be simulated is reported, not fatal)."""
+    if cmp is not None:
+        return {m: cmp.schedules[m] for m in plans if m in cmp.schedules}, {}
+    from workbench import simulate
+
+    schedules, errors = {}, {}
+    for m, p in plans.items():
+        try:
+            schedules[m] = simulate(p, cluster)
+        except Exception as e:  # a plan that cannot be simulated is reported, not fatal
+            errors[m] = f"{type(e).__name__}: {e}"
+    return schedules, errors
+
+
 def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                 title: str = "Placement report", max_gantts: int = 8,
                 max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
@@ -82,13 +99,16 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
     """The report as an HTML string (see :func:`write_report`)."""
     from plotly.offline import get_plotlyjs
 
-    from workbench import simulate
+    from workbench.comparison import is_comparison, verdict
+    from workbench.comparison import parts as unpack
 
-    from .board import verdict_html
     from .figures import (compare_figure, dag_figure, gantt_figure, gantt_multiples,
-                          pipeline_figure, robust_figure, robust_html, verdict)
+                          pipeline_figure, robust_figure, robust_html)
     from .tables import TABLE_CSS, results_table_html
+    from .verdict import verdict_html
 
+    cmp = table if is_comparison(table) else None
+    table, plans, graph, cluster, _s = unpack(table, plans=plans, graph=graph, cluster=cluster)
     plans = dict(plans or {})
     parts: list[str] = []
     esc = _html.escape
@@ -100,13 +120,7 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                  f"written {stamp}</p>")
     if notes:
         parts.append(f"<p class='note'>{esc(notes)}</p>")
-    schedules = {}
-    errors = {}
-    for m, p in plans.items():
-        try:
-            schedules[m] = simulate(p, cluster)
-        except Exception as e:  # a plan that cannot be simulated is reported, not fatal
-            errors[m] = f"{type(e).__name__}: {e}"
+    schedules, errors = _schedules(cmp, plans, cluster)
     if table is not None and len(table):
         parts.append("<h2>Verdict</h2>")
         parts.append(verdict_html(verdict(table, schedules=schedules, plans=plans,
@@ -125,7 +139,8 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         from .figures.progress import progress_figure
 
         parts.append("<h2>Quality against solver time</h2>")
-        parts.append(_fig_div(progress_figure(SimpleNamespace(table=table, plans=plans)),
+        parts.append(_fig_div(progress_figure(cmp if cmp is not None else
+                                              SimpleNamespace(table=table, plans=plans)),
                               "progress"))
     if robust is not None:
         parts.append("<h2>Can I trust the winner?</h2>")
@@ -198,10 +213,14 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         Output file (parent folders are created).
     graph : OpGraph
     cluster : Cluster
-    table : pandas.DataFrame, optional
-        The frame of :func:`workbench.compare` (one row per method). ``results_df`` is an alias.
+    table : Comparison or pandas.DataFrame, optional
+        What :func:`workbench.compare` returns: its plans and schedules are drawn as they are
+        (nothing is simulated again, so the Gantt charts are those of the table's numbers,
+        under the comparison's order and congestion). A bare table (one row per method) needs
+        ``plans``. ``results_df`` is an alias.
     plans : dict, optional
-        Method -> Plan; each is simulated for its Gantt chart.
+        Method -> Plan (default: the comparison's); plans given without their comparison are
+        simulated with the judge's defaults for their Gantt charts.
     title : str
     max_gantts : int
         At most this many plans in the small multiples (the fastest first); with more plans a

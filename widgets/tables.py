@@ -24,7 +24,9 @@ import math
 
 from .figures._common import fmt_bytes
 from .figures.compare import ranked
-from .figures.methods import FLAGS, flag_label, method_colors, own_bounds, row_flags
+from workbench.comparison import own_bounds, parts, row_flags
+
+from .figures.methods import FLAGS, flag_label, method_colors
 
 __all__ = ["results_table_html", "results_csv", "TABLE_CSS", "SORT_JS"]
 
@@ -103,15 +105,18 @@ def _cell(v, kind: str) -> tuple[str, str]:
 
 def results_table_html(df, *, plans: dict | None = None, graph=None, cluster=None,
                        sortable: bool = False) -> str:
-    """The comparison table as HTML (see the module docstring); ``plans``/``graph`` as for
-    :func:`~widgets.figures.methods.row_flags`; with ``cluster`` too, a method that changed
-    the graph gets the bound of its own graph and its gap to it
-    (:func:`~widgets.figures.methods.own_bounds`)."""
-    if "method" not in df:
+    """The comparison table as HTML (see the module docstring). ``df`` is a
+    :class:`~workbench.comparison.Comparison` (its plans, graph and cluster are used) or a
+    table with ``plans``/``graph`` as for :func:`~workbench.comparison.row_flags`; with
+    ``cluster`` too, a method that changed the graph gets the bound of its own graph and its
+    gap to it (:func:`~workbench.comparison.own_bounds`)."""
+    table, plans, graph, cluster, _s = parts(df, plans=plans, graph=graph, cluster=cluster)
+    if "method" not in table:
         raise ValueError("results_table_html needs a 'method' column (got "
-                         f"{', '.join(map(str, df.columns))})")
-    df = df.copy()
-    for col, lb in own_bounds(df, plans=plans, graph=graph, cluster=cluster).items():
+                         f"{', '.join(map(str, table.columns))})")
+    lbs = own_bounds(df, plans=plans, graph=graph, cluster=cluster)
+    df = table.copy()
+    for col, lb in lbs.items():
         base = col[:-3]
         if f"{base}_lb" in df:
             df[f"{base}_lb"] = lb

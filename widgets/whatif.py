@@ -3,8 +3,9 @@ device memory and speed) and see the chosen methods re-solved: the Gantt charts 
 axis) and the table are redrawn after every change, and two sweeps plot each method's makespan
 against the bandwidth and against the device count over the sliders' ranges.
 
-The panel only builds clusters and calls :func:`workbench.compare`; the figures are
-:func:`~widgets.figures.gantt_multiples` and :func:`whatif_figure`.
+The panel only builds clusters and calls :func:`workbench.compare` (once per slider change, once
+per point of a sweep); it draws the schedules each comparison kept (nothing is simulated again)
+with :func:`~widgets.figures.gantt_multiples` and the sweeps with :func:`whatif_figure`.
 
 Examples
 --------
@@ -103,8 +104,9 @@ class WhatIfPanel(W.VBox):
     ----------
     cluster : Cluster
         The cluster the sliders describe now.
-    table : pandas.DataFrame
-        The last :func:`workbench.compare` result; ``schedules`` the simulated plans.
+    comparison : workbench.comparison.Comparison
+        The last :func:`workbench.compare` result; ``table`` its table, ``schedules`` its
+        schedules (those the table's numbers come from).
     """
 
     def __init__(self, graph, cluster=None, *, methods=("m_topo", "heft", "dpos"),
@@ -163,7 +165,7 @@ class WhatIfPanel(W.VBox):
         from .board import FILL_CSS
         from .fit import CellFit
 
-        self.table, self.schedules, self.sweeps = None, {}, {}
+        self.comparison, self.table, self.schedules, self.sweeps = None, None, {}, {}
         self.update()
         self.children = [W.HTML(FILL_CSS), CellFit(), W.HBox([sliders, W.VBox([self.status,
                                                   W.HBox(list(self.sweep_buttons.values()))])]),
@@ -186,20 +188,17 @@ class WhatIfPanel(W.VBox):
         import workbench as wb
 
         return wb.compare(self.graph, cluster, methods=self.methods,
-                          time_limit=self.time_limit, progress=False, return_plans=True)
+                          time_limit=self.time_limit, progress=False)
 
     def update(self) -> None:
         """Re-solve the methods on the sliders' cluster and redraw the table and Gantts."""
-        import workbench as wb
-
         self.cluster = self.make_cluster()
         self.status.value = f"&#8987; re-solving {len(self.methods)} methods ..."
         t0 = time.perf_counter()
-        df, plans = self._solve_all(self.cluster)
-        self.table = df
-        self.schedules = {m: wb.simulate(p, self.cluster) for m, p in plans.items()}
-        self.table_view.value = results_table_html(df, plans=plans, graph=self.graph,
-                                                   cluster=self.cluster)
+        cmp = self._solve_all(self.cluster)
+        self.comparison, self.table, self.schedules = cmp, cmp.table, cmp.schedules
+        df = cmp.table
+        self.table_view.value = results_table_html(cmp)
         if self.schedules:
             new = gantt_multiples(self.schedules)
             if self.gantts is None:
@@ -233,8 +232,7 @@ class WhatIfPanel(W.VBox):
         for v in values:
             c = (self.make_cluster(bandwidth=float(v)) if what == "bandwidth"
                  else self.make_cluster(devices=int(v)))
-            df, _ = self._solve_all(c)
-            for _, r in df.iterrows():
+            for _, r in self._solve_all(c).table.iterrows():
                 rows.append({"method": r["method"], what: v, "makespan_ms": r["makespan_ms"],
                              "feasible": r["feasible"], "status": r["status"]})
         out = pd.DataFrame(rows)

@@ -8,20 +8,25 @@ Examples
 --------
 >>> import workbench as wb
 >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
->>> df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
->>> df.set_index("method")["makespan_ms"].round(2).to_dict()
+>>> cmp = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+>>> cmp.set_index("method")["makespan_ms"].round(2).to_dict()
 {'single': 6.0, 'round_robin': 5.02, 'm_topo': 5.02}
->>> list(df.columns[:4])
-['method', 'family', 'objective', 'status']
+>>> list(cmp.columns[:4]), type(cmp.table).__name__
+(['method', 'family', 'objective', 'status'], 'DataFrame')
+>>> round(cmp.schedules["m_topo"].makespan, 6) == float(cmp.table["makespan_ms"].iloc[2])
+True
+
+The result is a :class:`~workbench.comparison.Comparison`: the table, the plans, the schedules
+the table's numbers come from, the problem's bounds and the settings; views draw what it holds.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Callable, Iterable
 
+from .comparison import Comparison
 from .errors import SolverError
 from .simulate import evaluate, simulate
 from .solvers import SOLVERS, get, solve
@@ -83,7 +88,8 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
             time_limit: float | None = 30.0, params: dict | None = None, seed: int | None = 0,
             congestion: bool = True, order: str | None = None,
             progress: bool | Callable = True, return_plans: bool = False,
-            measure: bool = False, measure_options: dict | None = None, keep: bool = False):
+            measure: bool = False, measure_options: dict | None = None,
+            keep: bool | None = None) -> Comparison:
     """Run ``methods`` on ``graph``/``cluster`` and tabulate both objectives.
 
     Parameters
@@ -97,25 +103,33 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     params : dict, optional
         ``{method: {param: value}}`` extra parameters per method.
     congestion, order
-        Passed to :func:`workbench.simulate` (order None = each plan's own order, else FIFO).
+        Passed to :func:`workbench.simulate` (order None = each plan's own order, else FIFO);
+        the kept ``schedules`` are simulated under them.
     progress : bool or callable
         A tqdm bar (True), nothing (False), or ``callback(done, total, method)``.
     return_plans : bool
-        Also return ``{method: Plan}`` (failed methods are absent).
+        Return the pair ``(comparison, comparison.plans)`` (kept for code that unpacks it).
     measure : bool
         Also run each plan on local devices with :mod:`workbench.runtime` (TensorFlow needed)
         and add ``measured_ms``, ``measured_std_ms`` and ``sim_error`` (relative).
-    keep : bool
-        Return a :class:`Comparison` (the table as ``.table``, the plans, the problem and the
-        settings), what :func:`workbench.robustness` takes.
+    keep : bool, optional
+        Deprecated and ignored: the result always keeps what it computed (``keep=False``, which
+        asked for a bare DataFrame, warns; use ``.table`` where a real DataFrame is needed).
 
     Returns
     -------
-    pandas.DataFrame, (DataFrame, dict) with ``return_plans=True``, or a :class:`Comparison`
-    with ``keep=True``.
+    Comparison
+        ``table`` (the DataFrame of :data:`COLUMNS`; the Comparison reads and renders as it),
+        ``plans``, ``schedules``, ``bounds`` and ``settings``; a pair
+        ``(Comparison, plans)`` with ``return_plans=True``.
     """
     import pandas as pd
 
+    if keep is False:
+        import warnings
+
+        warnings.warn("compare(keep=False) is deprecated: compare always returns a Comparison "
+                      "(use .table for a bare DataFrame)", DeprecationWarning, stacklevel=2)
     methods = list(default_methods(graph, cluster) if methods is None else methods)
     for m in methods:
         get(m)  # unknown names fail before any work is done
@@ -123,46 +137,19 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     for m in params:
         if m not in methods:
             raise SolverError(f"params given for method {m!r}, which is not being compared")
-    rows, plans = [], {}
-    proven: dict = {}
+    settings = {"methods": methods, "time_limit": time_limit, "params": params, "seed": seed,
+                "congestion": congestion, "order": order, "measure": measure,
+                "measure_options": dict(measure_options or {})}
+    rows, plans, schedules, proven = [], {}, {}, {}
     bar = None
     if progress is True:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=len(methods), desc="compare", leave=False)
     for k, m in enumerate(methods):
-        info = SOLVERS[m]
         if bar is not None:
             bar.set_postfix_str(m)
-        row = {"method": m, "family": info.family, "objective": info.objective}
-        t0 = time.perf_counter()
-        try:
-            plan = solve(graph, cluster, method=m, time_limit=time_limit, seed=seed,
-                         **params.get(m, {}))
-            sched = simulate(plan, cluster, congestion=congestion, order=order)
-            met = evaluate(plan, cluster, schedule=sched)
-            row.update(status=plan.status, makespan_ms=met.makespan_ms,
-                       max_load_ms=met.max_load_ms, makespan_lb=met.makespan_lb,
-                       max_load_lb=met.max_load_lb, makespan_gap=met.makespan_gap,
-                       max_load_gap=met.max_load_gap, comm_ms=met.comm_ms,
-                       comm_bytes=met.comm_bytes, peak_mem_frac=met.memory_fraction,
-                       live_mem_frac=met.live_memory_fraction,
-                       devices_used=met.devices_used, feasible=met.feasible,
-                       violations="; ".join(met.violations),
-                       solve_s=float(plan.stats.get("solve_s", time.perf_counter() - t0)),
-                       error="", proven_bound=math.nan)
-            pb = proven_bound(plan, info, congestion=congestion)
-            if pb is not None and math.isfinite(pb[1]):
-                row["proven_bound"] = pb[1]
-                proven[pb[0]] = max(proven.get(pb[0], -math.inf), pb[1])
-            plans[m] = plan
-        except Exception as e:  # one failing method must not lose the others' results
-            msg = str(e) if hasattr(e, "args") and str(e) else type(e).__name__
-            if not isinstance(e, (ValueError, RuntimeError, ArithmeticError)) and \
-                    not type(e).__module__.startswith("workbench"):
-                msg = f"{type(e).__name__}: {msg}"
-            row.update(status="error", error=msg, solve_s=time.perf_counter() - t0)
-        rows.append(row)
+        rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven))
         if bar is not None:
             bar.update(1)
         elif callable(progress):
@@ -170,58 +157,68 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     if bar is not None:
         bar.close()
     df = pd.DataFrame(rows, columns=COLUMNS)
-    _best_bounds(df, graph, cluster, proven)
+    bounds = _best_bounds(df, graph, cluster, proven)
     if measure:
         df = _add_measurements(df, graph, cluster, plans, measure_options or {})
     df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
                                   "comm_ms")})
-    if keep:
-        return Comparison(df, plans, graph, cluster, congestion=congestion, order=order,
-                          time_limit=time_limit, params=params, seed=seed)
-    return (df, plans) if return_plans else df
+    cmp = Comparison(df, plans, schedules=schedules, bounds=bounds, settings=settings,
+                     graph=graph, cluster=cluster)
+    return (cmp, plans) if return_plans else cmp
 
 
-@dataclass
-class Comparison:
-    """What ``compare(..., keep=True)`` returns: ``table`` (the DataFrame ``compare`` returns
-    otherwise), ``plans`` (method -> Plan; failed methods absent), the problem and the settings
-    the plans were judged (and made) with.
+def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dict,
+             proven: dict) -> dict:
+    """Solve, simulate and judge method ``m``; its row (an error row when it fails). Its plan
+    and schedule go to ``plans``/``schedules``, a proven bound raises ``proven``."""
+    info = SOLVERS[m]
+    row = {"method": m, "family": info.family, "objective": info.objective}
+    congestion = settings["congestion"]
+    t0 = time.perf_counter()
+    try:
+        plan = solve(graph, cluster, method=m, time_limit=settings["time_limit"],
+                     seed=settings["seed"], **settings["params"].get(m, {}))
+        sched = simulate(plan, cluster, congestion=congestion, order=settings["order"])
+        met = evaluate(plan, cluster, schedule=sched)
+        row.update(status=plan.status, makespan_ms=met.makespan_ms,
+                   max_load_ms=met.max_load_ms, makespan_lb=met.makespan_lb,
+                   max_load_lb=met.max_load_lb, makespan_gap=met.makespan_gap,
+                   max_load_gap=met.max_load_gap, comm_ms=met.comm_ms,
+                   comm_bytes=met.comm_bytes, peak_mem_frac=met.memory_fraction,
+                   live_mem_frac=met.live_memory_fraction,
+                   devices_used=met.devices_used, feasible=met.feasible,
+                   violations="; ".join(met.violations),
+                   solve_s=float(plan.stats.get("solve_s", time.perf_counter() - t0)),
+                   error="", proven_bound=math.nan)
+        pb = proven_bound(plan, info, congestion=congestion)
+        if pb is not None and math.isfinite(pb[1]):
+            row["proven_bound"] = pb[1]
+            proven[pb[0]] = max(proven.get(pb[0], -math.inf), pb[1])
+        plans[m], schedules[m] = plan, sched
+    except Exception as e:  # one failing method must not lose the others' results
+        msg = str(e) if hasattr(e, "args") and str(e) else type(e).__name__
+        if not isinstance(e, (ValueError, RuntimeError, ArithmeticError)) and \
+                not type(e).__module__.startswith("workbench"):
+            msg = f"{type(e).__name__}: {msg}"
+        row.update(status="error", error=msg, solve_s=time.perf_counter() - t0)
+    return row
 
-    >>> import workbench as wb
-    >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
-    ...                  methods=["single", "heft"], progress=False, keep=True)
-    >>> sorted(cmp.plans), list(cmp.table["method"]), cmp.congestion
-    (['heft', 'single'], ['single', 'heft'], True)
-    """
 
-    table: Any
-    plans: dict
-    graph: Any
-    cluster: Any
-    congestion: bool = True
-    order: str | None = None
-    time_limit: float | None = None
-    params: dict = field(default_factory=dict)
-    seed: int | None = 0
-
-    def robustness(self, **kw):
-        """:func:`workbench.robustness` of this comparison."""
-        from .robustness import robustness
-
-        return robustness(self, **kw)
-
-
-def _best_bounds(df, graph, cluster, proven: dict) -> None:
-    """Put the best known bound of each objective in every row and each method's gap to it."""
+def _best_bounds(df, graph, cluster, proven: dict) -> dict:
+    """Put the best known bound of each objective in every row and each method's gap to it;
+    returns the bounds (see :attr:`Comparison.bounds`)."""
     from .bounds import lower_bounds
     from .plan import _gap
 
     lb = lower_bounds(graph, cluster)
+    out = {"min_devices": lb["min_devices"], "analytic": lb, "proven": dict(proven)}
     for obj, col in (("makespan", "makespan"), ("max_load", "max_load")):
         best = max(float(lb[f"{col}_ms"]), proven.get(obj, -math.inf))
+        out[f"{col}_ms"] = best
         df[f"{col}_lb"] = best
         df[f"{col}_gap"] = [(math.nan if math.isnan(v) else _gap(v, best))
                             for v in df[f"{col}_ms"].tolist()]
+    return out
 
 
 def _add_measurements(df, graph, cluster, plans: dict, options: dict):

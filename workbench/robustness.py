@@ -63,7 +63,7 @@ Examples
 --------
 >>> import workbench as wb
 >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
->>> cmp = wb.compare(g, c, methods=["single", "m_topo"], progress=False, keep=True)
+>>> cmp = wb.compare(g, c, methods=["single", "m_topo"], progress=False)
 >>> r = robustness(cmp, noise={"compute": 0.0}, samples=20)
 >>> r.table.set_index("method")["p_best"].to_dict()
 {'m_topo': 1.0, 'single': 0.0}
@@ -658,10 +658,10 @@ def _inputs(comparison, cluster) -> tuple:
     """``(plans, cluster, congestion, order, table, comparison-or-None)`` from what
     :func:`workbench.compare` returns (a ``Comparison``, a ``(table, plans)`` pair) or a dict
     of plans."""
-    from .compare import Comparison
+    from .comparison import is_comparison
     from .plan import Plan
 
-    if isinstance(comparison, Comparison):
+    if is_comparison(comparison):
         return (comparison.plans, cluster or comparison.cluster, comparison.congestion,
                 comparison.order, comparison.table, comparison)
     table = None
@@ -669,8 +669,9 @@ def _inputs(comparison, cluster) -> tuple:
         table, comparison = comparison
     if not isinstance(comparison, dict) or not all(isinstance(p, Plan)
                                                    for p in comparison.values()):
-        raise SolverError("robustness: pass compare(..., keep=True), the (table, plans) pair of "
-                          "compare(..., return_plans=True) or a dict method -> Plan; got "
+        raise SolverError("robustness: pass compare(...)'s Comparison, the (table, plans) "
+                          "pair of compare(..., return_plans=True) or a dict method -> Plan; "
+                          "got "
                           f"{type(comparison).__name__}")
     if cluster is None:
         raise SolverError("robustness: plans without their comparison need cluster=")
@@ -692,7 +693,7 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
     Parameters
     ----------
     comparison : Comparison, (table, plans) or dict
-        ``compare(..., keep=True)`` (its cluster, congestion and order are used), the pair of
+        what ``compare(...)`` returns (its cluster, congestion and order are used), the pair of
         ``compare(..., return_plans=True)`` or ``{method: Plan}``; the last two need
         ``cluster`` and are replayed with congestion.
     cluster : Cluster, optional
@@ -733,7 +734,7 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
         raise SolverError("robustness: the comparison has no plan to replay (every method "
                           "failed?)")
     if resolve and cmp is None:
-        raise SolverError("robustness: resolve=True needs compare(..., keep=True) (the "
+        raise SolverError("robustness: resolve=True needs compare(...)'s Comparison (the "
                           "problem and the methods' parameters)")
     t0 = time.perf_counter()
     reps = {m: build_replay(p, cluster, congestion=congestion, order=order)

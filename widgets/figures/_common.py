@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from workbench.comparison import fmt_bytes  # the core's formatter, used by the views too
+
 __all__ = ["KIND_NAMES", "PALETTE", "color_cycle", "device_colors", "fmt_bytes", "fmt_ms",
            "op_times_or_min"]
 
@@ -47,19 +49,6 @@ def fmt_ms(x: float) -> str:
     if abs(x) >= 100:
         return f"{x:.1f} ms"
     return f"{x:.3g} ms"
-
-
-def fmt_bytes(b: float) -> str:
-    """Bytes in binary units.
-
-    >>> fmt_bytes(3 * 2**20), fmt_bytes(12)
-    ('3.0 MiB', '12 B')
-    """
-    b = float(b)
-    for unit, k in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= k:
-            return f"{b / k:.1f} {unit}"
-    return f"{b:.0f} B"
 
 
 def op_times_or_min(graph, cluster=None) -> np.ndarray:

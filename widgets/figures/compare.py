@@ -35,7 +35,9 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .methods import FLAGS, flag_label, method_colors, own_bounds, row_flags
+from workbench.comparison import own_bounds, parts, row_flags
+
+from .methods import FLAGS, flag_label, method_colors
 
 __all__ = ["compare_figure", "ranked"]
 
@@ -69,8 +71,9 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
 
     Parameters
     ----------
-    df : pandas.DataFrame
-        Columns ``method``, ``makespan_ms``, ``max_load_ms`` and optionally ``status``,
+    df : Comparison or pandas.DataFrame
+        What :func:`workbench.compare` returns (its plans, graph and cluster are used), or a
+        table with columns ``method``, ``makespan_ms``, ``max_load_ms`` and optionally ``status``,
         ``feasible``, ``makespan_lb``, ``max_load_lb``, ``solve_s``, ``makespan_gap``,
         ``max_load_gap``, ``graph_changed``.
     plans : dict, optional
@@ -86,6 +89,7 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
         :func:`workbench.robustness` of these plans: p5-p95 error bars on the makespan and
         max-load bars; the range and P(best) in the hover text.
     """
+    df, plans, graph, cluster, _s = parts(df, plans=plans, graph=graph, cluster=cluster)
     if "method" not in df or "makespan_ms" not in df or "max_load_ms" not in df:
         raise ValueError("compare_figure needs columns method, makespan_ms and max_load_ms "
                          f"(got {', '.join(map(str, df.columns))})")
