@@ -335,14 +335,14 @@ def test_pipedream_authors_setting_reproduces_table1(name, principled, authors):
 def test_pruning_is_exact(seed):
     """The DPL bound, the feasibility pass and the stopped descent change nothing: same value
     and same split as the plain DP over every pair."""
-    from workbench.solvers.pipeline.dp import _linear_order, solve_dp
+    from workbench.solvers.pipeline.dp import linear_order, solve_dp
     from workbench.solvers.pipeline.kernel import lattice
 
     g = uniform(samples.inception(90, seed=seed))
     c = host(4, 1)
     p = contract_for_dp(g, c)
     lat = lattice(p.pred, p.succ)
-    ub = solve_dp(p, 4, 1, 1e12, order=_linear_order(p)).value
+    ub = solve_dp(p, 4, 1, 1e12, order=linear_order(p)).value
     plain = solve_dp(p, 4, 1, 1e12, ideals=lat, feasibility=False)
     pruned = solve_dp(p, 4, 1, 1e12, ideals=lat, upper_bound=ub)
     assert pruned.value == plain.value

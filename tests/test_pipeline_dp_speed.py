@@ -19,7 +19,7 @@ from workbench.graph import OpGraph
 from workbench.costs.pipeline import pipeline_model
 from workbench.solvers.pipeline.dp import contract_for_dp
 from workbench.solvers.pipeline.kernel import PY_MAX_IDEALS, solve_lattice
-from workbench.solvers.pipeline.ideals import _linear_order, lattice, linear_lattice
+from workbench.solvers.pipeline.ideals import linear_order, lattice, linear_lattice
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 
@@ -37,9 +37,9 @@ def both(g: OpGraph, c: Cluster, *, linear: bool = False, bound: bool = False, *
     k, l_ = len(model.acc), len(model.cpus)
     cap = min(model.acc_memory, default=math.inf)
     p = contract_for_dp(g, c)
-    lat = linear_lattice(_linear_order(p)) if linear else lattice(p.pred, p.succ)
+    lat = linear_lattice(linear_order(p)) if linear else lattice(p.pred, p.succ)
     if bound:
-        kw["upper_bound"] = solve_lattice(p, k, l_, cap, linear_lattice(_linear_order(p)),
+        kw["upper_bound"] = solve_lattice(p, k, l_, cap, linear_lattice(linear_order(p)),
                                           **kw)[0]
     py = solve_lattice(p, k, l_, cap, lat, kernel="python", **kw)
     jit = solve_lattice(p, k, l_, cap, lat, kernel="compiled", **kw)
@@ -138,9 +138,9 @@ def test_greedy_bound_is_an_upper_bound_and_prunes_exactly(seed):
     assert plain[0] <= pruned[2]["upper_bound"] < math.inf
     assert pruned[2]["ideal_pairs"] < plain[2]["ideal_pairs"]
     arrays = _arrays(p, 3, 1, 1e12, lat, math.inf, False, False, math.inf, False)
-    assert greedy_bound(_linear_order(p), arrays) == pruned[2]["upper_bound"]
+    assert greedy_bound(linear_order(p), arrays) == pruned[2]["upper_bound"]
     arrays["uacc"][0] = 1.0  # an op no accelerator runs: no packing, no bound
-    assert greedy_bound(_linear_order(p), arrays) == math.inf
+    assert greedy_bound(linear_order(p), arrays) == math.inf
 
 
 def test_a_small_solve_does_not_import_numba():

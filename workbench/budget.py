@@ -61,6 +61,11 @@ SHARES: dict[str, float] = {
     # Tarnawski et al.'s IPs: the DP warm starts (workbench.solvers.pipeline.ip)
     "pipeline.dpl_warm": 0.2,
     "pipeline.dp_warm": 0.25,
+    "pipeline.dp_gpipe_warm": 0.25,     # objective="gpipe": the GPipe DP first
+    "pipeline.dp_hier_warm": 0.25,      # hierarchical=True: the hierarchical DP first
+    # the latency IP's DP warm starts (workbench.solvers.pipeline.latency)
+    "latency_ip.dpl_warm": 0.1,
+    "latency_ip.dp_warm": 0.1,
 }
 """Every fraction of a budget a method hands to a phase, by ``"<method>.<phase>"``: one table
 instead of constants scattered over the solvers."""

@@ -26,8 +26,8 @@ __all__ = ["backtrack_moves", "forward"]
 
 
 # the stage load and the cut update are the pure-Python kernel's own functions, compiled
-_stage = njit(cache=True)(_py._stage)
-_apply = njit(cache=True)(_py._apply)
+_stage = njit(cache=True)(_py.stage_load)
+_apply = njit(cache=True)(_py.apply_move)
 
 
 @njit(cache=True)

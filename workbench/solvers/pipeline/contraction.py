@@ -30,7 +30,7 @@ import numpy as np
 from ...errors import GraphError, InfeasibleError, SolverError
 from ...costs.pipeline import out_costs, transfer_tiers
 
-__all__ = ["BACKWARD_KINDS", "DPProblem", "contract_for_dp"]
+__all__ = ["BACKWARD_KINDS", "DPProblem", "class_keys", "contract_for_dp", "device_kinds"]
 
 BACKWARD_KINDS = ("bwd", "update")
 _FWD, _BWD = 0, 1
@@ -87,7 +87,14 @@ class _UF:
             self.p[b] = a
 
 
-def _device_kinds(cluster) -> tuple[str, list[int], list[int], float]:
+def device_kinds(cluster) -> tuple[str, list[int], list[int], float]:
+    """The accelerator kind, the accelerators, the CPUs and the smallest accelerator memory of
+    ``cluster``; SolverError when it has several accelerator kinds (the DPs assume one).
+
+    >>> from workbench import Cluster
+    >>> device_kinds(Cluster.preset("2xV100-pcie"))[:3]
+    ('gpu', [0, 1], [])
+    """
     acc = [i for i, d in enumerate(cluster.devices) if d.kind != "cpu"]
     cpus = [i for i, d in enumerate(cluster.devices) if d.kind == "cpu"]
     kinds = sorted({cluster.devices[i].kind for i in acc})
@@ -103,8 +110,14 @@ def _out_costs(graph, cluster, acc_devs: list[int] | None = None) -> np.ndarray:
     return out_costs(graph, cluster)
 
 
-def _class_keys(graph) -> tuple[np.ndarray, list]:
-    """Colour class index per op (ops without one get their own) and a sort key per class."""
+def class_keys(graph) -> tuple[np.ndarray, list]:
+    """Colour class index per op (ops without one get their own) and a sort key per class.
+
+    >>> from workbench import samples
+    >>> cls, keys = class_keys(samples.diamond())
+    >>> cls.tolist(), keys
+    ([0, 1, 2, 3], [(2, 0), (2, 1), (2, 2), (2, 3)])
+    """
     gc = graph.c
     n = gc.n
     cls = np.empty(n, dtype=np.int64)
@@ -142,7 +155,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     """
     gc = graph.c
     n = gc.n
-    acc_kind, acc_devs, cpu_devs, _cap = _device_kinds(cluster)
+    acc_kind, acc_devs, cpu_devs, _cap = device_kinds(cluster)
     is_bwd = np.isin(gc.op_kind, [["fwd", "bwd", "update", "other"].index(k)
                                   for k in BACKWARD_KINDS])
     src, dst = gc.src, gc.dst
@@ -152,7 +165,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
         raise GraphError(f"edge {gc.names[src[e]]!r} -> {gc.names[dst[e]]!r} goes from a backward "
                          f"op into the forward part ({len(bad)} such edges); the pipelined DP "
                          f"needs the backward pass after the forward pass")
-    cls, keys = _class_keys(graph)
+    cls, keys = class_keys(graph)
     ncls = len(keys)
     uf = _UF(ncls)
     if contract_branches:

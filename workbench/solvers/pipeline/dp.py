@@ -67,6 +67,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...bounds import max_load_lower_bound
+from ...budget import Budget
 from ...errors import InfeasibleError, SolverError
 from ...costs.pipeline import (
     check_finite_costs,
@@ -77,22 +78,23 @@ from ...costs.pipeline import (
 )
 from ...plan import Plan
 from ..registry import register
-from .contraction import (  # noqa: F401 - re-exported (this module's former API)
+from .contraction import (  # some re-exported (this module's former API)
     BACKWARD_KINDS,
     DPProblem,
-    _class_keys,
-    _device_kinds,
+    class_keys,
     contract_for_dp,
 )
-from .kernel import _no_cyclic_gc, interleave_mode, solve_lattice
 from .ideals import (  # some re-exported (this module's former API)
     Lattice,
-    _linear_order,
     count_ideals,
     enumerate_ideals,
     lattice,
     linear_lattice,
+    linear_order,
 )
+from .kernel import interleave_mode, no_cyclic_gc, solve_lattice
+
+_class_keys = class_keys  # the former name (workbench/solvers/pipeline/metis.py still uses it)
 
 __all__ = [
     "BACKWARD_KINDS",
@@ -105,6 +107,7 @@ __all__ = [
     "enumerate_ideals",
     "pipedream",
     "solve_dp",
+    "warm_splits",
 ]
 
 
@@ -122,13 +125,15 @@ class DPResult:
 def solve_dp(p: DPProblem, k: int, l: int, cap: float, *, order: list[int] | None = None,
              upper_bound: float = math.inf, max_ideals: int = 100_000,
              interleave=False, replicate: bool = False,
-             allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
+             allreduce_bandwidth: float = math.inf, time_limit=None,
              progress=None, ideals: Lattice | None = None,
              feasibility: bool = True, backward_contiguous: bool = False) -> DPResult:
     """Run the DP over the ideals of ``p`` (``ideals``, a :class:`Lattice`, else enumerated), or
     over the prefixes of ``order`` for the linearised variant, with the compiled kernel of
     :mod:`workbench.solvers.pipeline.kernel`. ``upper_bound`` prunes transitions that cannot
     be part of a split at most that good (it must be at least the optimum, e.g. the DPL value).
+    ``time_limit``: seconds or a :class:`~workbench.budget.Budget` (TimeLimitError when it runs
+    out before the last ideal).
     """
     t0 = time.perf_counter()
     if ideals is not None:
@@ -239,12 +244,36 @@ def _match_stages(res: DPResult, p: DPProblem, devs: list, mems: list, on: str):
     return [d for si in sorted(pick) for d in pick[si]] + [d for d in devs if d not in used]
 
 
-@_no_cyclic_gc()  # (contraction, lattice and kernels allocate; see _no_cyclic_gc)
+def warm_splits(graph, cluster, budget: Budget, tries: list, **common) -> list[Plan]:
+    """The splits of the DP variants ``tries`` (``(method function, share name, keyword
+    arguments)``, in order), each run within its named share of ``budget``
+    (:data:`workbench.budget.SHARES`), with ``common`` keyword arguments: the warm starts of the
+    room's integer programs. A variant that cannot serve the cluster or runs out of its share
+    (SolverError, InfeasibleError) is left out.
+
+    >>> from workbench import samples, Cluster
+    >>> b = Budget(30.0)
+    >>> out = warm_splits(samples.diamond(), Cluster.preset("2xV100-pcie"), b,
+    ...                   [(dpl, "pipeline.dpl_warm", {}), (dp, "pipeline.dp_warm", {})])
+    >>> [p.method for p in out], sorted(b.report()["shares"])
+    (['dpl', 'dp'], ['pipeline.dp_warm', 'pipeline.dpl_warm'])
+    """
+    out = []
+    for f, share, kw in tries:
+        try:
+            out.append(f(graph, cluster, time_limit=budget.share(share), **kw, **common))
+        except (SolverError, InfeasibleError):
+            continue
+    return out
+
+
+@no_cyclic_gc()  # (contraction, lattice and kernels allocate; see no_cyclic_gc)
 def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool = False,
          skip_span: int | None = None,
          max_ideals: int, interleave: bool, replicate: bool, allreduce_bandwidth: float | None,
          time_limit, progress, prune: bool = True, backward_contiguous: bool = False) -> Plan:
     t0 = time.perf_counter()
+    budget = Budget.of(time_limit, name=method)
     model = pipeline_model(cluster, method=method, cpus_pay=False)
     if allreduce_bandwidth is None:  # a ring all-reduce over the slowest accelerator link
         allreduce_bandwidth = default_allreduce_bandwidth(cluster)
@@ -264,16 +293,16 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     k, l_ = len(acc_devs), len(cpu_devs)
     kw = {"interleave": interleave, "replicate": replicate,
           "backward_contiguous": backward_contiguous,
-          "allreduce_bandwidth": allreduce_bandwidth, "time_limit": time_limit,
+          "allreduce_bandwidth": allreduce_bandwidth, "time_limit": budget,
           "progress": progress}
     ideals = None if linear else lattice(p.pred, p.succ, limit=max_ideals)
 
     def run(cap: float) -> DPResult:
         if linear:
-            return solve_dp(p, k, l_, cap, order=_linear_order(p), **kw)
+            return solve_dp(p, k, l_, cap, order=linear_order(p), **kw)
         ub = math.inf
         if prune and len(ideals) > 4 * (p.n + 1):  # the DPL bound pays off on big lattices
-            ub = solve_dp(p, k, l_, cap, order=_linear_order(p), **kw).value
+            ub = solve_dp(p, k, l_, cap, order=linear_order(p), **kw).value
         res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
         if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
             res = solve_dp(p, k, l_, cap, ideals=ideals, **kw)
@@ -341,7 +370,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
        replicate: bool = False, allreduce_bandwidth: float | None = None,
        hierarchical: bool = False, objective: str = "pipedream",
-       backward_contiguous: bool = False, time_limit: float | None = None,
+       backward_contiguous: bool = False, time_limit: float | Budget | None = None,
        progress=None) -> Plan:
     """Optimal contiguous split minimising the max device load (Section 5.1.1).
 
@@ -378,6 +407,12 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
     backward_contiguous : bool
         Training graphs (Section 5.3): only splits whose backward part on every device is
         contiguous too (checked by :func:`workbench.pipeline.contiguity_violations`).
+    time_limit : float, Budget or None
+        Seconds (or a :class:`~workbench.budget.Budget`) for the whole call: the DPL bound, the
+        exact DP and, with unequal memories, the second pass share one deadline. The DP has
+        no complete split before its last ideal is done (every state is a prefix of a split),
+        so when the deadline passes it raises :class:`~workbench.errors.TimeLimitError`
+        rather than return a partial answer.
     """
     if objective not in ("pipedream", "gpipe"):
         raise SolverError(f"dp: objective must be 'pipedream' or 'gpipe', got {objective!r}")
@@ -407,9 +442,11 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
           description="DP over the prefixes of a DFS topological order (linearisation heuristic)")
 def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = False,
         allreduce_bandwidth: float | None = None, backward_contiguous: bool = False,
-        time_limit: float | None = None, progress=None) -> Plan:
+        time_limit: float | Budget | None = None, progress=None) -> Plan:
     """The linearised DP (Section 5.1.2): add a DFS Hamiltonian path, so the ideals are the
-    |V| + 1 prefixes; polynomial, usually optimal or close. Options as :func:`dp`."""
+    |V| + 1 prefixes; polynomial, usually optimal or close. Options as :func:`dp`;
+    ``time_limit`` (seconds or a Budget) as there: TimeLimitError when it runs out, since the
+    DP has no complete split before its last prefix."""
     return _run(graph, cluster, "dpl", linear=True, max_ideals=0, interleave=interleave,
                 replicate=replicate, allreduce_bandwidth=allreduce_bandwidth,
                 time_limit=time_limit, progress=progress,
@@ -419,8 +456,8 @@ def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = Fal
 @register("pipedream", family="pipeline", paper="PipeDream (SOSP'19) as run by Tarnawski et al.",
           objective="max_load",
           description="PipeDream-style: contract branching regions to a path, then the DP")
-def pipedream(graph, cluster, *, skip_span: int | None = None, time_limit: float | None = None,
-              progress=None) -> Plan:
+def pipedream(graph, cluster, *, skip_span: int | None = None,
+              time_limit: float | Budget | None = None, progress=None) -> Plan:
     """The PipeDream baseline: every biconnected component of the forward graph is merged at its
     edge tails (so branches collapse and the graph becomes a path), then the DP runs.
 
@@ -433,6 +470,8 @@ def pipedream(graph, cluster, *, skip_span: int | None = None, time_limit: float
         the principled variant) skips only edges out of input layers. ``skip_span=10`` gives
         the paper's PipeDream column on all three layer workloads (GNMT 107.35, BERT-24
         17.79, ResNet-50 83.67); every value from 7 to 15 gives 107.35 on GNMT.
+    time_limit : float, Budget or None
+        As in :func:`dpl` (TimeLimitError when it runs out).
     """
     if skip_span is not None and (isinstance(skip_span, bool) or skip_span < 0):
         raise SolverError(f"pipedream: skip_span must be a non-negative integer, got "

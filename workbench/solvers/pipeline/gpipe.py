@@ -38,9 +38,12 @@ import time
 
 import numpy as np
 
-from ...errors import InfeasibleError, SolverError
+from ...budget import Budget
+from ...errors import InfeasibleError, TimeLimitError
 from ...costs.pipeline import transfer_tiers
 from ...plan import Plan
+from .contraction import contract_for_dp, device_kinds
+from .ideals import enumerate_ideals
 from .kernel import interleave_mode
 
 __all__ = ["solve_gpipe"]
@@ -60,13 +63,14 @@ def _pareto(points: list) -> list:
 
 
 def solve_gpipe(graph, cluster, *, interleave=False, max_ideals: int = 1_000,
-                time_limit: float | None = None, method: str = "dp") -> Plan:
-    """Split minimising ``max FW + max BW`` (see the module text)."""
-    from .dp import _device_kinds, contract_for_dp, enumerate_ideals
-
+                time_limit=None, method: str = "dp") -> Plan:
+    """Split minimising ``max FW + max BW`` (see the module text). ``time_limit``: seconds or a
+    :class:`~workbench.budget.Budget`; TimeLimitError when it runs out (the DP over Pareto
+    fronts has no complete split before its last ideal)."""
     t0 = time.perf_counter()
+    budget = Budget.of(time_limit, name=method)
     mode = interleave_mode(interleave)
-    _kind, acc_devs, cpu_devs, cap = _device_kinds(cluster)
+    _kind, acc_devs, cpu_devs, cap = device_kinds(cluster)
     K, L = len(acc_devs), len(cpu_devs)
     p = contract_for_dp(graph, cluster)
     ideals = enumerate_ideals(p.pred, p.succ, limit=max_ideals)
@@ -107,9 +111,9 @@ def solve_gpipe(graph, cluster, *, interleave=False, max_ideals: int = 1_000,
                    for b in range(L + 1)}
     pairs = 0
     for i in range(1, N):
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise SolverError(f"{method}: the GPipe DP ran out of its time limit ({time_limit} s)"
-                              f" after {i:,} of {N:,} ideals")
+        if budget.over():
+            raise TimeLimitError(f"{method}: the GPipe DP ran out of its time limit "
+                                 f"({budget.limit:.3g} s) after {i:,} of {N:,} ideals")
         I = ideals[i]
         subs = [j for j in range(i) if not ideals[j] & ~I]
         pairs += len(subs)

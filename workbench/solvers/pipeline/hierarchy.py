@@ -43,9 +43,12 @@ import time
 
 import numpy as np
 
-from ...errors import InfeasibleError, SolverError
+from ...budget import Budget
+from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...pipeline import hierarchical_costs
 from ...plan import Plan
+from .contraction import contract_for_dp
+from .ideals import enumerate_ideals
 
 __all__ = ["host_groups", "solve_hierarchical"]
 
@@ -81,10 +84,11 @@ def solve_hierarchical(graph, cluster, *, max_ideals: int = 2_000, time_limit=No
                        method: str = "dp") -> Plan:
     """Optimal contiguous split over the hosts and accelerators of ``cluster`` (see the module
     text); ``predicted["max_load_ms"]`` is the largest
-    :func:`~workbench.pipeline.hierarchical_loads` value of the returned plan."""
-    from .dp import contract_for_dp, enumerate_ideals
-
+    :func:`~workbench.pipeline.hierarchical_loads` value of the returned plan. ``time_limit``:
+    seconds or a :class:`~workbench.budget.Budget`; TimeLimitError when it runs out (no
+    complete split exists before the last ideal)."""
     t0 = time.perf_counter()
+    budget = Budget.of(time_limit, name=method)
     groups = host_groups(cluster, method)
     g_per, nh = len(groups[0]), len(groups)
     cap = min(d.memory for d in cluster.devices)
@@ -158,9 +162,9 @@ def solve_hierarchical(graph, cluster, *, max_ideals: int = 2_000, time_limit=No
     F[:, 0] = 0.0
     choice: dict = {}
     for i in range(1, N):
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise SolverError(f"{method}: the hierarchical DP ran out of its time limit "
-                              f"({time_limit} s) after {i:,} of {N:,} ideals")
+        if budget.over():
+            raise TimeLimitError(f"{method}: the hierarchical DP ran out of its time limit "
+                                 f"({budget.limit:.3g} s) after {i:,} of {N:,} ideals")
         seg = [(j, inner(j, i)) for j in range(i) if not ideals[j] & ~ideals[i]]
         for h in range(1, nh + 1):
             best, arg = F[h - 1, i], None

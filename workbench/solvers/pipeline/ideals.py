@@ -120,7 +120,7 @@ def feasible_ideals(lat: Lattice, acc: np.ndarray, cpu: np.ndarray, k: int, l: i
     """
     N = lat.n
     if not math.isfinite(bound) or N == 0:
-        return _all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
+        return all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
     a = np.where(np.isfinite(acc), acc, 0.0)
     okc = np.isfinite(cpu)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -129,7 +129,7 @@ def feasible_ideals(lat: Lattice, acc: np.ndarray, cpu: np.ndarray, k: int, l: i
         ratio[:] = np.inf
     rho = float(ratio.max()) if l > 0 and len(ratio) else 0.0
     if not math.isfinite(rho):
-        return _all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
+        return all_layers(N, k, l) if ranges else np.ones(N, dtype=bool)
     pre = ideal_sums(lat.dptr, lat.dv, lat.dj, a)
     rest = float(a.sum()) - pre
     tol = bound * (1 + 1e-9) + 1e-12
@@ -137,7 +137,7 @@ def feasible_ideals(lat: Lattice, acc: np.ndarray, cpu: np.ndarray, k: int, l: i
     return (lo, hi) if ranges else (lo <= hi).any(axis=0)
 
 
-def _all_layers(N: int, k: int, l: int):
+def all_layers(N: int, k: int, l: int):
     return np.zeros((l + 1, N), dtype=np.int64), np.full((l + 1, N), k, dtype=np.int64)
 
 
@@ -181,7 +181,7 @@ def count_ideals(graph, cluster, *, limit: int = 10_000_000) -> int:
     return len(enumerate_ideals(p.pred, p.succ, limit=limit))
 
 
-def _linear_order(p) -> list[int]:
+def linear_order(p) -> list[int]:
     """DFS-like topological order (a stack of ready nodes; successors pushed by key), as in the
     authors' linearisation."""
     n = p.n

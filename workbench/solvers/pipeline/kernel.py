@@ -66,11 +66,12 @@ import time
 
 import numpy as np
 
+from ...budget import Budget
 from ...errors import SolverError, TimeLimitError
 from .ideals import (  # noqa: F401 - re-exported (the kernel's former API)
     Lattice,
-    _all_layers,
-    _linear_order,
+    all_layers,
+    linear_order,
     feasible_ideals,
     ideal_sums,
     lattice,
@@ -240,7 +241,7 @@ def _arrays(p, k: int, l: int, cap: float, lat: Lattice, tolB: float, interleave
 
 def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: float = math.inf,
                   interleave=False, replicate: bool = False,
-                  allreduce_bandwidth: float = math.inf, time_limit: float | None = None,
+                  allreduce_bandwidth: float = math.inf, time_limit=None,
                   progress=None, feasibility: bool = True, backward_contiguous: bool = False,
                   chunk: int = 4096, kernel: str = "auto"):
     """Run the DP of the module text over ``lat`` for problem ``p`` (a
@@ -256,9 +257,12 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     stages whose backward ops form a contiguous set too (Section 5.3's rule for training
     graphs; :func:`backward_reach`). ``kernel``: ``"auto"`` (pure Python up to
     :data:`PY_MAX_IDEALS` ideals, else compiled), ``"python"`` or ``"compiled"``; every
-    choice gives the same value, split and ``stats["ideal_pairs"]``.
+    choice gives the same value, split and ``stats["ideal_pairs"]``. ``time_limit``: seconds
+    (0 allowed) or a :class:`~workbench.budget.Budget`; TimeLimitError when it runs out before
+    the last ideal.
     """
     t0 = time.perf_counter()
+    budget = time_limit if isinstance(time_limit, Budget) else Budget(time_limit, name="the DP")
     N = lat.n
     use = _pick_kernel(kernel, N)
     interleave_mode(interleave)  # SolverError before any work
@@ -268,20 +272,20 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     if feasibility and not math.isfinite(B) and not backward_contiguous:
         # exact pruning, as with the DPL bound (a greedy packing ignores backward contiguity,
         # so it bounds only the unconstrained optimum)
-        B = greedy_bound(_linear_order(p), arrays)
+        B = greedy_bound(linear_order(p), arrays)
     tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
     arrays["tolB"] = tolB
     if feasibility:
         lo, hi = feasible_ideals(lat, p.acc, p.cpu, k, l, tolB, ranges=True)
     else:
-        lo, hi = _all_layers(N, k, l)
+        lo, hi = all_layers(N, k, l)
     t_feas = time.perf_counter() - t0
     if use == "python":
         run = PyKernel(lat, lo=lo, hi=hi, **{x: arrays[x] for x in _ARGS[3:]})
     else:
         run = _Compiled(lat, arrays, lo, hi)
-    with _no_cyclic_gc():
-        pairs = _forward_chunks(run, N, t0, time_limit, progress, chunk)
+    with no_cyclic_gc():
+        pairs = _forward_chunks(run, N, budget, progress, chunk)
         value = run.value(N - 1, k, l)
         stages = _backtrack(run, lat, p.n, k, l, arrays["reps_max"]) \
             if math.isfinite(value) else []
@@ -295,7 +299,7 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
 
 
 @contextlib.contextmanager
-def _no_cyclic_gc():
+def no_cyclic_gc():
     """Python's cyclic garbage collector paused while the kernels run: the pure-Python one
     allocates a list per pair and creates no reference cycles, and its allocations made the
     first solve in a process pay a full collection over every object the imports created
@@ -310,22 +314,23 @@ def _no_cyclic_gc():
             gc.enable()
 
 
-def _forward_chunks(run, N: int, t0: float, time_limit, progress, chunk: int) -> int:
-    """``run.forward`` over all ideals in chunks (the time limit checked between them);
-    returns the pairs visited."""
+def _forward_chunks(run, N: int, budget: Budget, progress, chunk: int) -> int:
+    """``run.forward`` over all ideals in chunks (``budget`` checked between them); returns the
+    pairs visited."""
     pairs = 0
     start = 0
     # with a time limit the chunks adapt to ~50 ms each (the compiled pass cannot be stopped
     # inside a chunk, and 4,096 ideals of a dense graph can take seconds)
-    size = chunk if time_limit is None else min(chunk, 64)
+    bounded = budget.deadline is not None
+    size = min(chunk, 64) if bounded else chunk
     while start < N:
-        if time_limit is not None and time.perf_counter() - t0 > time_limit:
-            raise TimeLimitError(f"the DP ran out of its time limit ({time_limit} s) after "
+        if budget.over():
+            raise TimeLimitError(f"the DP ran out of its time limit ({budget.limit:.3g} s) after "
                                  f"{start:,} of {N:,} ideals")
         end = min(N, start + size)
         t1 = time.perf_counter()
         pairs += run.forward(start, end)
-        if time_limit is not None:
+        if bounded:
             took = time.perf_counter() - t1
             size = int(min(chunk * 4, max(16, size * min(4.0, 0.05 / max(took, 1e-5)))))
         start = end

@@ -34,102 +34,24 @@ import math
 import numpy as np
 import pulp
 
-from ...errors import InfeasibleError, SolverError
+from ...budget import Budget
 from ...costs.pipeline import contiguous_optimum_status, pipeline_model
+from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
-from ..registry import register
 from ..milp import solve_milp
-from .ip import (
-    _Deadline,
-    _dp_units,
-    _OutOfTime,
-    _placement,
-    _plan_status,
-    _unit_assignment,
-    _Units,
+from ..registry import register
+from .dp import dp, dpl, warm_splits
+from .units import (
+    add_rows,
+    greedy_units,
+    pass_rows,
+    pass_units,
+    plan_status,
+    unit_assignment,
+    unit_placement,
 )
 
 __all__ = ["greedy_latency", "latency_ip"]
-
-
-def _greedy_units(graph, cluster):
-    return _dp_units(graph, cluster, merge_trivial=False, tiers=False)
-
-
-def _pass_units(graph, cluster) -> _Units:
-    """Units for training graphs with separate forward/backward contiguity (Section 4.2):
-    each colour-class unit of :func:`_greedy_units` split into its forward half and its
-    backward half (``bwd``/``update`` ops). ``together``: pairs of halves of one unit (they
-    share a device, as they share weights); ``pass_edges``: the unit edges between two
-    forward halves and between two backward halves (each pass's contiguity is judged on its
-    own edges).
-
-    >>> from workbench import samples, Cluster
-    >>> U = _pass_units(samples.to_training(samples.cnn(8)), Cluster.preset("2xV100-pcie"))
-    >>> U.n, len(U.together), [len(e) for e in U.pass_edges]
-    (16, 8, [7, 7])
-    """
-    U0, _p = _greedy_units(graph, cluster)
-    gc = graph.c
-    bwd = np.isin(gc.op_kind, [1, 2]).astype(np.int64)
-    key = U0.owner.astype(np.int64) * 2 + bwd
-    uniq, owner = np.unique(key, return_inverse=True)
-    U = _Units(graph, cluster, owner.astype(np.int64), len(uniq), tiers=False)
-    half = {int(k): i for i, k in enumerate(uniq.tolist())}
-    U.together = [(half[k], half[k + 1]) for k in half if k % 2 == 0 and k + 1 in half]
-    is_bwd = (uniq % 2).astype(bool)
-    U.pass_edges = ([(a, b) for a, b in U.edges if not is_bwd[a] and not is_bwd[b]],
-                    [(a, b) for a, b in U.edges if is_bwd[a] and is_bwd[b]])
-    return U
-
-
-def pass_rows(U, cluster, slots, x) -> list:
-    """Rows of Section 4.2 for units of :func:`_pass_units` (none for other units):
-    ``(terms, sense, rhs)`` with ``terms`` a list of ``(coefficient, variable or
-    ("z", name))`` and ``sense`` one of ``"=="``, ``"<="``, ``">="``. The two halves of a unit
-    are on one device; on every accelerator the forward halves are contiguous on the forward
-    edges and the backward halves on the backward edges (the paper's rows (11)-(13) per pass,
-    ``z`` an ideal-closure indicator per unit, pass and device; ``("z", name)`` asks the
-    engine for a new variable in [0, 1])."""
-    if not hasattr(U, "pass_edges"):
-        return []
-    by_dev: dict = {}
-    for j, (d, _r) in enumerate(slots):
-        by_dev.setdefault(d, []).append(j)
-    Xd = lambda v, d, c=1: [(c, x[v, j]) for j in by_dev[d] if (v, j) in x]
-    rows = []
-    for a, b in U.together:
-        for d in by_dev:
-            rows.append((Xd(a, d) + Xd(b, d, -1), "==", 0))
-    for d in by_dev:
-        if cluster.devices[d].kind == "cpu":
-            continue
-        for p, edges in enumerate(U.pass_edges):
-            z = {}
-            for v in sorted({v for e in edges for v in e}):
-                z[v] = ("z", f"zpass{p}_{v}_{d}")
-                rows.append(([(1, z[v])] + Xd(v, d, -1), ">=", 0))
-            for a, b in edges:
-                rows.append(([(1, z[b]), (-1, z[a])], "<=", 0))
-                rows.append(([(1, z[b])] + Xd(b, d, -1) + Xd(a, d), "<=", 1))
-    return [r for r in rows if r[0]]
-
-
-def add_rows(rows: list, new_var, add, total=sum) -> None:
-    """Add :func:`pass_rows` to a model: ``new_var(name)`` makes a [0, 1] variable,
-    ``total`` sums terms into an expression (``pulp.lpSum`` for PuLP), ``add(constraint)``
-    adds one comparison of an expression with a number."""
-    made: dict = {}
-    for terms, sense, rhs in rows:
-        out = []
-        for c, v in terms:
-            if isinstance(v, tuple):
-                if v[1] not in made:
-                    made[v[1]] = new_var(v[1])
-                v = made[v[1]]
-            out.append(c * v)
-        e = total(out)
-        add(e == rhs if sense == "==" else (e <= rhs if sense == "<=" else e >= rhs))
 
 
 def _dfs_order(n: int, succ: list) -> list:
@@ -194,7 +116,7 @@ def greedy_latency(graph, cluster) -> Plan:
     from ...pipeline import latency
 
     model = pipeline_model(cluster, method="greedy_latency", identical=False, any_mode=True)
-    U, p = _greedy_units(graph, cluster)
+    U, p = greedy_units(graph, cluster)
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
     gc = graph.c
@@ -237,7 +159,7 @@ def greedy_latency(graph, cluster) -> Plan:
         bad = int(np.flatnonzero(~np.isfinite(U.comp[np.arange(U.n), asg]))[0])
         raise InfeasibleError(f"greedy_latency: op {U.op_of(bad)!r} (with its colour class) can "
                               f"run on no device of cluster {cluster.name!r}")
-    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="greedy_latency",
+    plan = Plan(graph, unit_placement(graph, cluster, asg, U.owner), method="greedy_latency",
                 status=status)
     plan.predicted["latency_ms"] = latency(plan, cluster)
     return plan
@@ -305,7 +227,7 @@ def _critical_path_bounds(U, slots_dev, cluster=None) -> np.ndarray:
 def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float = 0.0,
                warm_start: bool = True, heuristic_effort: float = 0.3, workers: int = 2,
                separate_passes: bool = False, seed: int | None = None,
-               time_limit: float | None = 60.0) -> Plan:
+               time_limit: float | Budget | None = 60.0) -> Plan:
     """Latency-minimising split (Section 4).
 
     Parameters
@@ -336,12 +258,15 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         split and the DP's with ``backward_contiguous=True``. Status ``optimal`` only where
         the judged latency meets the critical-path bound (the program's pieces may differ
         from the judge's fewest pieces).
-    time_limit : float, optional
-        Seconds for the whole call (warm starts and model build included).
+    time_limit : float, Budget or None
+        Seconds (or a :class:`~workbench.budget.Budget`) for the whole call: the DP warm
+        starts get their shares (``latency_ip.dpl_warm``, ``latency_ip.dp_warm`` in
+        :data:`workbench.budget.SHARES`), the model build checks it, CP-SAT or HiGHS gets what
+        is left; ``plan.stats["budget"]`` says where it went.
     """
     from ...pipeline import latency
 
-    dl = _Deadline(time_limit)
+    budget = Budget.of(time_limit, name="latency_ip")
     if q < 1:
         raise SolverError(f"latency_ip: q must be >= 1, got {q}")
     if engine not in ("cpsat", "milp"):
@@ -350,14 +275,17 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if separate_passes and not graph.is_training():
         raise SolverError(f"latency_ip: separate_passes=True is for training graphs; graph "
                           f"{graph.name!r} has no backward ops")
-    U = _pass_units(graph, cluster) if separate_passes else _greedy_units(graph, cluster)[0]
+    U = pass_units(graph, cluster) if separate_passes else greedy_units(graph, cluster)[0]
     per_acc = 2 * q if separate_passes else q  # subgraphs (slots) per accelerator
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
     greedy = greedy_latency(graph, cluster)
     cands = [greedy] if greedy.status != "infeasible" else []
     if warm_start:
-        cands.extend(_dp_split(graph, cluster, dl, backward_contiguous=separate_passes))
+        cands.extend(warm_splits(graph, cluster, budget,
+                                 [(dpl, "latency_ip.dpl_warm", {}),
+                                  (dp, "latency_ip.dp_warm", {"max_ideals": 20_000})],
+                                 backward_contiguous=separate_passes))
     warm, wval = None, math.inf
     for c in cands:
         pl = _to_slots(c, U, cluster, acc, cpus, per_acc)
@@ -368,7 +296,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
             if v < wval - 1e-12:
                 warm, wval = pl, v
     if warm is not None and wval <= 1e-300:
-        return _keep(warm, wval, dl, "the warm start has zero latency", optimal=True)
+        return _keep(warm, wval, budget, "the warm start has zero latency", optimal=True)
     # slots: CPUs first (each a pool of cores), then q per accelerator
     slots = [(d, 0) for d in cpus] + [(d, r) for d in acc for r in range(per_acc)]
     ncpu = len(cpus)
@@ -384,16 +312,15 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         H = 2.0
     if engine == "cpsat":
         return _via_cpsat(graph, cluster, U, slots, ncpu, per_acc, caps, lb, T, warm, wval,
-                          greedy, dl, time_limit, workers, seed)
+                          greedy, budget, workers, seed)
     try:
         prob, x, ws = _build(U, cluster, slots, ncpu, acc_slots, per_acc, caps, lb / T, T, H,
-                             warm, dl)
-    except _OutOfTime:
-        return _keep(warm, wval, dl, "building the model")
-    left = dl.left()
-    if left <= 0.05:
-        return _keep(warm, wval, dl, "building the model")
-    res = solve_milp(prob, time_limit=None if time_limit is None else left, gap=gap,
+                             warm, budget)
+    except TimeLimitError:
+        return _keep(warm, wval, budget, "building the model")
+    if budget.left() <= 0.05:
+        return _keep(warm, wval, budget, "building the model")
+    res = solve_milp(prob, time_limit=budget.seconds(), gap=gap,
                      warm_start=ws, options={"mip_heuristic_effort": float(heuristic_effort)})
     if not res.has_solution:
         if res.status == "infeasible" and warm is None:
@@ -401,19 +328,19 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
                                   f"subgraph(s) per accelerator fits the memory of cluster "
                                   f"{cluster.name!r}")
         if warm is not None:
-            return _keep(warm, wval, dl, f"the MILP ({res.status})")
+            return _keep(warm, wval, budget, f"the MILP ({res.status})")
         raise SolverError(f"latency_ip: no solution ({res.status}: {res.message})")
     asg = np.empty(U.n, dtype=np.int64)
     for (v, j), var in x.items():
         if res.value(var) > 0.5:
             asg[v] = slots[j][0]
-    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="latency_ip")
+    plan = Plan(graph, unit_placement(graph, cluster, asg, U.owner), method="latency_ip")
     judged = latency(plan, cluster)
     if warm is not None and wval < judged - 1e-9 * max(1.0, judged):
-        return _keep(warm, wval, dl, "the MILP (its solution was worse than the warm start)",
+        return _keep(warm, wval, budget, "the MILP (its solution was worse than the warm start)",
                      res=res, T=T,
                      coarse=_coarse_cpu_units(U, slots, ncpu) or int(separate_passes))
-    status, note = _plan_status(res, judged, res.objective * T)
+    status, note = plan_status(res, judged, res.objective * T)
     why = {}
     # the paper's program sums a unit's CPU times; the judge runs the ops of a unit placed on
     # a CPU as their inputs arrive, so with such units its bound is not one of the judge's
@@ -434,7 +361,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
                   "greedy_latency_ms": greedy.predicted.get("latency_ms"),
                   "warm_start": warm.method if warm is not None else None,
                   "warm_start_ms": wval if warm is not None else None, "q": q,
-                  "evaluated_latency_ms": judged, "total_s": dl.elapsed()}
+                  "evaluated_latency_ms": judged, "total_s": budget.elapsed(),
+                  "budget": budget.report()}
     if separate_passes:
         plan.stats["separate_passes"] = True
     plan.stats.update(why)
@@ -444,24 +372,22 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     return plan
 
 
-def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy, dl,
-               time_limit, workers, seed) -> Plan:
+def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy,
+               budget: Budget, workers, seed) -> Plan:
     from ...pipeline import latency
     from .latency_cpsat import solve_latency_cpsat
 
     allowed = {(v, j) for v in range(U.n) for j, (d, _r) in enumerate(slots)
                if math.isfinite(U.comp[v, d]) and U.mem[v] <= caps[d] * (1 + 1e-12)}
     wslot = _warm_slot(U, warm, cluster, slots, allowed) if warm is not None else None
-    left = dl.left()
-    if left <= 0.05:
-        return _keep(warm, wval, dl, "the warm starts")
+    if budget.left() <= 0.05:
+        return _keep(warm, wval, budget, "the warm starts")
     out = solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, wslot,
-                              time_limit=None if time_limit is None else left,
-                              workers=workers, seed=0 if seed is None else int(seed),
-                              deadline=dl if time_limit is not None else None)
+                              time_limit=budget, workers=workers,
+                              seed=0 if seed is None else int(seed))
     if out["slot"] is None:
         if warm is not None:
-            return _keep(warm, wval, dl, f"CP-SAT found nothing ({out['status']})")
+            return _keep(warm, wval, budget, f"CP-SAT found nothing ({out['status']})")
         if out["status"] == "INFEASIBLE":
             raise InfeasibleError(f"latency_ip: no split of {graph.name!r} into {q} contiguous "
                                   f"subgraph(s) per accelerator fits the memory of cluster "
@@ -469,10 +395,10 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
         raise SolverError(f"latency_ip: CP-SAT found no solution ({out['status']}) within "
                           f"the time limit")
     asg = np.array([slots[j][0] for j in out["slot"]], dtype=np.int64)
-    plan = Plan(graph, _placement(graph, cluster, asg, U.owner), method="latency_ip")
+    plan = Plan(graph, unit_placement(graph, cluster, asg, U.owner), method="latency_ip")
     judged = latency(plan, cluster)
     if warm is not None and wval < judged - 1e-9 * max(1.0, judged):
-        return _keep(warm, wval, dl, "CP-SAT's rounded model preferred a worse split")
+        return _keep(warm, wval, budget, "CP-SAT's rounded model preferred a worse split")
     cp = float(lb.max(initial=0.0))
     bound = max(cp, out["bound_ms"]) if math.isfinite(out["bound_ms"]) else cp
     proved = out["status"] == "OPTIMAL"
@@ -496,7 +422,8 @@ def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greed
                   "greedy_latency_ms": greedy.predicted.get("latency_ms"),
                   "warm_start": warm.method if warm is not None else None,
                   "warm_start_ms": wval if warm is not None else None,
-                  "q": q // 2 if passes else q, "total_s": dl.elapsed()}
+                  "q": q // 2 if passes else q, "total_s": budget.elapsed(),
+                  "budget": budget.report()}
     if proved and not out["exact"]:
         plan.stats["note"] = "optimal for the rounded model (times to ~1e-6 of the latency)"
     if passes:
@@ -514,37 +441,22 @@ def _coarse_cpu_units(U, slots, ncpu) -> int:
                    and any(math.isfinite(U.comp[v, slots[j][0]]) for j in range(ncpu))))
 
 
-def _keep(warm, wval, dl, where, *, res=None, T=1.0, optimal: bool = False,
+def _keep(warm, wval, budget, where, *, res=None, T=1.0, optimal: bool = False,
           coarse: int = 0) -> Plan:
     if warm is None:
-        raise SolverError(f"latency_ip: the time limit ({dl.limit} s) ran out while {where}, "
+        raise SolverError(f"latency_ip: the time limit ({budget.limit} s) ran out while {where}, "
                           f"before any solution was found; raise time_limit")
     plan = Plan(warm.graph, dict(warm.placement), method="latency_ip",
                 status="optimal" if optimal else "time_limit")
     plan.predicted = {"latency_ms": wval}
     plan.stats = {"note": f"{where}; the warm start ({warm.method}) is returned",
-                  "warm_start": warm.method, "total_s": dl.elapsed()}
+                  "warm_start": warm.method, "total_s": budget.elapsed(),
+                  "budget": budget.report()}
     if res is not None:
         plan.stats.update(milp_bound=res.bound * T, milp_status=res.status)
         if not coarse:
             plan.stats["bound"] = res.bound * T
     return plan
-
-
-def _dp_split(graph, cluster, dl, *, backward_contiguous: bool = False) -> list:
-    """The linearised DP's split and the exact DP's, each within a small share of the budget
-    (whichever can serve the cluster in time)."""
-    from .dp import dp, dpl
-
-    out = []
-    for f, share, kw in ((dpl, 0.1, {}), (dp, 0.1, {"max_ideals": 20_000})):
-        left = dl.left()
-        try:
-            out.append(f(graph, cluster, time_limit=left * share if math.isfinite(left) else None,
-                         backward_contiguous=backward_contiguous, **kw))
-        except (SolverError, InfeasibleError):
-            continue
-    return out
 
 
 def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
@@ -565,7 +477,7 @@ def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
             if cluster.devices[cluster.index[d]].kind == "cpu" and cluster.index[d] not in cpuset:
                 place[v] = names[cpus[0]]
     out = Plan(plan.graph, place, method=plan.method)
-    asg = _unit_assignment(U, out, cluster)
+    asg = unit_assignment(U, out, cluster)
     if not np.isfinite(U.comp[np.arange(U.n), asg]).all():
         return None
     return out
@@ -583,12 +495,12 @@ def _pass_violations(plan, cluster) -> bool:
 
 
 def _fits(plan, U, cluster, caps) -> bool:
-    asg = _unit_assignment(U, plan, cluster)
+    asg = unit_assignment(U, plan, cluster)
     used = np.bincount(asg, weights=U.mem, minlength=len(cluster))
     return bool((used <= np.array(caps) * (1 + 1e-12) + 1e-9).all())
 
 
-def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
+def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, budget):
     """The PuLP model (times divided by ``T``) and the warm start's values."""
     prob = pulp.LpProblem("latency_ip", pulp.LpMinimize)
     x = {}
@@ -611,8 +523,7 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
     fi = {j: pulp.LpVariable(f"finish_{j}", lowBound=0, upBound=H) for j in acc_slots}
     cin, cout, z = {}, {}, {}
     for h, (a, T_, w) in enumerate(U.hyper):
-        if dl.over():
-            raise _OutOfTime
+        budget.check("building the model")
         for j in acc_slots:
             cin[h, j] = pulp.LpVariable(f"cin_{h}_{j}", lowBound=0, upBound=1)
             cout[h, j] = pulp.LpVariable(f"cout_{h}_{j}", lowBound=0, upBound=1)
@@ -630,8 +541,7 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, dl):
             if sum(c for c, _ in used) > 1:
                 prob += pulp.lpSum(c * var for c, var in used) <= 1, f"mem_{d}"
     for j in acc_slots:
-        if dl.over():
-            raise _OutOfTime
+        budget.check("building the model")
         d = slots[j][0]
         prob += fi[j] == st[j] + pulp.lpSum(w / T * (cin[h, j] + cout[h, j])
                                             for h, (_a, _T, w) in enumerate(U.hyper)) \
@@ -673,7 +583,7 @@ def _warm_slot(U, plan, cluster, slots, allowed) -> np.ndarray | None:
     dev = plan.device_array(cluster)
     staged = np.array([d.kind != "cpu" for d in cluster.devices])
     piece = latency_pieces(plan.graph, dev, staged)
-    asg = _unit_assignment(U, plan, cluster)
+    asg = unit_assignment(U, plan, cluster)
     upiece = np.zeros(U.n, dtype=np.int64)
     upiece[U.owner] = np.maximum(piece, 0)
     slot_of = {(d, r): j for j, (d, r) in enumerate(slots)}

@@ -34,43 +34,36 @@ import math
 
 import numpy as np
 
-from ...errors import SolverError
+from ...budget import Budget
+from ...errors import SolverError, TimeLimitError
+from .units import add_rows, pass_rows
 
 __all__ = ["solve_latency_cpsat"]
 
 
-class _BuildTimeout(Exception):
-    """The time limit passed while the model was built."""
-
-
 def solve_latency_cpsat(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit,
-                        workers: int = 2, resolution: float = 1e6, seed: int = 0,
-                        deadline=None) -> dict:
+                        workers: int = 2, resolution: float = 1e6, seed: int = 0) -> dict:
     """Solve the latency program; ``lb``: per-unit lower bounds (ms); ``T``: the warm start's
     latency (ms, the scale); ``warm_slot``: slot per unit of the warm start (or None).
 
-    Returns ``{"slot": per-unit slot or None, "status", "bound_ms", "exact", "seconds"}``;
-    ``status`` is ``"BUILD_TIMEOUT"`` when ``deadline`` (an object with ``over()`` and
-    ``left()``) passes while the model is built.
+    ``time_limit``: seconds or a :class:`~workbench.budget.Budget` (None: no limit), checked
+    while the model is built; CP-SAT gets what is left. Returns ``{"slot": per-unit slot or
+    None, "status", "bound_ms", "exact", "seconds"}``; ``status`` is ``"BUILD_TIMEOUT"`` when
+    the budget runs out (or keeps under 0.05 s) before CP-SAT can start.
     """
+    budget = Budget.of(time_limit, name="latency_ip (CP-SAT)")
     try:
-        return _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, time_limit=time_limit,
-                      workers=workers, resolution=resolution, seed=seed, deadline=deadline)
-    except _BuildTimeout:
+        return _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, budget=budget,
+                      workers=workers, resolution=resolution, seed=seed)
+    except TimeLimitError:
         return {"status": "BUILD_TIMEOUT", "exact": False, "seconds": 0.0, "slot": None,
                 "bound_ms": math.nan}
 
 
-def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, workers,
-           resolution, seed, deadline) -> dict:
+def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, budget: Budget, workers,
+           resolution, seed) -> dict:
     """The model and the solve of :func:`solve_latency_cpsat`."""
-    import time
-
-    t_start = time.perf_counter()
-
-    def check():
-        if deadline is not None and deadline.over():
-            raise _BuildTimeout
+    check = budget.check
 
     try:
         from ortools.sat.python import cp_model
@@ -156,8 +149,6 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
         for (a, b) in U.edges:
             m.Add(z[b, j] <= z[a, j])
             m.Add(z[b, j] <= X(b, j) - X(a, j) + 1)
-    from .latency import add_rows, pass_rows  # Section 4.2 rows (training graphs)
-
     add_rows(pass_rows(U, cluster, slots, x), m.NewBoolVar, m.Add)
 
     def cpu_t(o):  # CPU time of op o where its unit is on a CPU slot (0 elsewhere)
@@ -184,11 +175,10 @@ def _solve(U, cluster, slots, ncpu, q, caps, lb, T, warm_slot, *, time_limit, wo
         for var, val in vals:
             m.AddHint(var, val)
     s = cp_model.CpSolver()
-    if time_limit is not None:
-        left = float(time_limit) - (time.perf_counter() - t_start)
-        if left <= 0.05:
-            raise _BuildTimeout
-        s.parameters.max_time_in_seconds = left
+    if budget.deadline is not None:
+        if budget.left() <= 0.05:
+            raise TimeLimitError("no time left for CP-SAT")
+        s.parameters.max_time_in_seconds = budget.seconds()
     s.parameters.num_workers = workers
     s.parameters.random_seed = seed
     code = s.Solve(m)

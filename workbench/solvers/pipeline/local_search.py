@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...budget import Budget
 from ...errors import InfeasibleError
 from ...plan import Plan
 from ..registry import register
+from .units import class_units
 
 __all__ = ["local_search"]
 
@@ -34,23 +36,20 @@ __all__ = ["local_search"]
           objective="max_load", contract_params={"restarts": 2},
           description="Random restarts + best single colour-class move (max-load)")
 def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
-                 seed: int | None = None, time_limit: float | None = None) -> Plan:
+                 seed: int | None = None, time_limit: float | Budget | None = None) -> Plan:
     """Best-improvement local search over colour classes; ``restarts`` random starts (the paper
     used 10), deterministic for a fixed ``seed``. Loads use the paper's accounting.
 
-    ``time_limit`` (seconds) bounds the whole call: when it runs out the search stops after the
-    current move and returns the best assignment seen (every state of the search is a complete
-    split), with status ``time_limit``.
+    ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`) bounds the whole call:
+    when it runs out the search stops after the current move and returns the best assignment
+    seen (every state of the search is a complete split), with status ``time_limit``.
     """
-    import time
-
     from ...simulate import max_load
 
-    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+    budget = Budget.of(time_limit, name="local_search")
     stopped = False
-    from .ip import _class_units
 
-    U = _class_units(graph, cluster)
+    U = class_units(graph, cluster)
     acc = [i for i, d in enumerate(cluster.devices) if d.kind != "cpu"]
     cpus = [i for i, d in enumerate(cluster.devices) if d.kind == "cpu"]
     rng = np.random.default_rng(seed)
@@ -117,7 +116,7 @@ def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
         cur = load.max()
         improved(cur)
         for _m in range(max_moves):
-            if deadline is not None and time.perf_counter() > deadline:
+            if budget.over():
                 stopped = True
                 break
             best = (cur - 1e-5, -1, -1, None)

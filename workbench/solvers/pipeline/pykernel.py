@@ -44,7 +44,7 @@ def _bitsets(rows: np.ndarray) -> list | None:
     return [sum(int(w) << (64 * i) for i, w in enumerate(row.tolist())) for row in rows]
 
 
-def _stage(comp, cin, cout, mem, r, mode, replicate, sync_inv):
+def stage_load(comp, cin, cout, mem, r, mode, replicate, sync_inv):
     """Load of one accelerator stage on ``r`` replicas. ``mode``: 0 compute + communication,
     1 max(compute, communication) (App. C.1), 2 max(in-transfer, compute, out-transfer)
     (full duplex, App. C.1). Compiled as is for the numba kernels."""
@@ -62,7 +62,7 @@ def _stage(comp, cin, cout, mem, r, mode, replicate, sync_inv):
     return base / r + syn
 
 
-def _apply(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
+def apply_move(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
     """Add (sign=1) or remove (sign=-1) supernode ``v`` from the stage; ``cio`` holds the in- and
     out-communication of the stage and is updated in place (lists here; compiled, the same
     function on arrays)."""
@@ -108,7 +108,7 @@ class PyKernel:
         self.cio = [0.0, 0.0]
         self._none = [INF] * ((self.K + 1) * self.L1)
         # per supernode its hyperedges as (id, size, cost, produced here): the cut update of
-        # _apply without the index lookups
+        # apply_move without the index lookups
         self.rows = [tuple((h, self.hsize[h], self.hcost[h], self.hsrc[h] == v)
                            for h in self.nh[self.nptr[v]:self.nptr[v + 1]])
                      for v in range(len(self.nptr) - 1)]
@@ -144,7 +144,7 @@ class PyKernel:
         self.walks += 1
         walk = self.walks
 
-        def add(v):  # _apply(v, 1, ...): the same float operations
+        def add(v):  # apply_move(v, 1, ...): the same float operations
             for h, size, cost, own in rows[v]:
                 c = cnt[h]
                 if 0 < c < size:
@@ -156,7 +156,7 @@ class PyKernel:
                 if c < size:
                     cio[srcin[h]] += cost
 
-        def remove(v):  # _apply(v, -1, ...)
+        def remove(v):  # apply_move(v, -1, ...)
             for h, size, cost, own in rows[v]:
                 c = cnt[h]
                 if c < size:
@@ -236,7 +236,7 @@ class PyKernel:
             if acc_alive:
                 for r in range(1, rmax + 1):
                     c = comp + cin + cout if simple else \
-                        _stage(comp, cin, cout, mm, r, mode, repl, sinv)
+                        stage_load(comp, cin, cout, mm, r, mode, repl, sinv)
                     if c > tolB:
                         continue
                     for d, s in amoves[r]:
@@ -285,7 +285,7 @@ class PyKernel:
             src = dp[j] or none
             if acc_alive:
                 for r in range(1, min(self.reps_max, a) + 1):
-                    c = _stage(comp, cin, cout, mm, r, mode, repl, sinv)
+                    c = stage_load(comp, cin, cout, mm, r, mode, repl, sinv)
                     if c > tolB:
                         continue
                     x = max(src[(a - r) * L1 + b], c)
@@ -339,9 +339,9 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
         comp = mm = load = worst = 0.0
         used = 1
         for v in order:
-            _apply(v, 1, *hyper, cnt, srcin, cio)
+            apply_move(v, 1, *hyper, cnt, srcin, cio)
             c2, m2 = comp + acc[v], mm + mem[v]
-            new = _stage(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
+            new = stage_load(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
             if stage and (new > B or m2 > cap):
                 worst = max(worst, load)
                 used += 1
@@ -349,9 +349,9 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
                     return INF
                 stage = []
                 cnt, srcin, cio = [0] * H, [0] * H, [0.0, 0.0]
-                _apply(v, 1, *hyper, cnt, srcin, cio)
+                apply_move(v, 1, *hyper, cnt, srcin, cio)
                 c2, m2 = acc[v], mem[v]
-                new = _stage(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
+                new = stage_load(c2, cio[0], cio[1], m2, 1, mode, repl, sinv)
             if m2 > cap:
                 return INF
             stage.append(v)
