@@ -15,6 +15,12 @@ Usage::
     .venv/bin/python bench/workloads.py                 # everything (a few minutes)
     .venv/bin/python bench/workloads.py --suite         # only the hard suite
     .venv/bin/python bench/workloads.py --max-ops 3000  # skip the largest graphs
+    .venv/bin/python bench/workloads.py --torch         # the bundled PyTorch steps, suite-style
+    .venv/bin/python bench/workloads.py --build-times   # seconds to build each suite pair
+
+``--torch`` measures the bundled PyTorch training steps (``sample_graphs/torch_*.json.gz``) on
+each cluster as the suite builds its pairs (roofline costs of the preset's GPUs, memory
+pressure 1.6): the candidates for :func:`workbench.workloads.hard_suite`.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]
 CLUSTERS = ["2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink"]
 REAL = ["mlp", "resnet_small", "inception_small", "transformer_small", "lstm_seq2seq",
         "resnet50", "inception_v3", "bert_base", "gnmt", "rnnlm", "transformer_base"]
+TORCH = ["torch_gpt2", "torch_bert_base", "torch_vit_b16", "torch_llama"]
 MSR = ["op_bert3_inference", "op_bert3_training", "layer_bert24_inference",
        "layer_gnmt_training", "layer_resnet50_training"]
 
@@ -84,6 +91,32 @@ def all_workloads(max_ops: int, real: bool = True):
     yield "layered300", layered(300), False
 
 
+def torch_candidates(clusters: list[str]):
+    """The bundled PyTorch steps on ``clusters`` as suite pairs would be built."""
+    from workbench.workloads import HARD_DEFAULTS
+
+    for name in TORCH:
+        for cl in clusters:
+            yield Workload(f"{name}-{cl}", lambda n=name: wb.samples.load_sample(n), cl,
+                           HARD_DEFAULTS["memory_pressure"], device_costs=True)
+
+
+def build_times(repeats: int = 3) -> None:
+    """Seconds to build each pair of the hard suite (median and range of ``repeats``)."""
+    total = 0.0
+    for w in hard_suite():
+        ts = []
+        for _ in range(repeats):
+            t = time.perf_counter()
+            g, _c = w.build()
+            ts.append(time.perf_counter() - t)
+        ts.sort()
+        total += ts[len(ts) // 2]
+        print(f"{w.name:32s} {g.n_ops:6d} ops  build {ts[len(ts) // 2]:.3f} s "
+              f"(range {ts[0]:.3f}-{ts[-1]:.3f} over {repeats})", flush=True)
+    print(f"all {len(hard_suite())} pairs: {total:.2f} s (sum of medians)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--suite", action="store_true", help="only the hard suite")
@@ -91,9 +124,24 @@ def main(argv=None) -> int:
     ap.add_argument("--max-ops", type=int, default=10_000)
     ap.add_argument("--no-real", action="store_true", help="skip the real samples")
     ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--torch", action="store_true",
+                    help="only the bundled PyTorch steps as suite candidates")
+    ap.add_argument("--build-times", action="store_true",
+                    help="only the time to build each suite pair")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     n_hard = 0
+    if args.build_times:
+        build_times()
+        return 0
+    if args.torch:
+        print("PyTorch steps as suite candidates (device memory = model / 1.6)\n")
+        print(HEADER)
+        for w in torch_candidates(args.clusters.split(",")):
+            g, c = w.build()
+            print(fmt(row(w.name, g, c, time_limit=args.time_limit)), flush=True)
+        print(f"\n{time.perf_counter() - t0:.0f} s")
+        return 0
     if not args.suite:
         print("All workloads (device memory as in the preset)\n")
         print(HEADER)

@@ -93,3 +93,28 @@ def test_cli_solves_a_cpu_profiled_sample_on_gpu_presets(capsys):
     for preset in ("4xV100-nvlink", "8xA100-nvlink", "2x4xV100"):
         assert main(["solve", str(path), "--cluster", preset, "-m", "heft"]) == 0
         assert "simulated makespan" in capsys.readouterr().out
+
+
+TORCH_PAIRS = ["torch_gpt2-4xV100", "torch_bert_base-4xV100", "torch_vit_b16-4xV100",
+               "torch_llama-4xV100", "torch_llama-8xA100"]
+
+
+def test_suite_holds_the_bundled_pytorch_steps_with_preset_costs():
+    """Issue 25: the PyTorch training steps join the suite, costed for the pair's GPUs and
+    under its memory pressure."""
+    names = [w.name for w in hard_suite()]
+    assert [n for n in names if n.startswith("torch_")] == TORCH_PAIRS
+    g, c = workload("torch_llama-8xA100").build()
+    assert g.meta["source"] == "torch" and g.meta["model_spec"] == "hf:llama"
+    assert c.name == "8xA100-nvlink"
+    assert g.total_memory() / c.devices[0].memory == pytest.approx(
+        HARD_DEFAULTS["memory_pressure"])
+    assert g.meta["device_costs"]["gpu"].startswith("roofline:A100")  # re-costed for A100s
+    g4, _ = workload("torch_llama-4xV100").build()
+    assert g4.meta["device_costs"]["gpu"].startswith("roofline:V100")
+
+
+@pytest.mark.parametrize("name", ["torch_llama-4xV100", "torch_llama-8xA100"])
+def test_pytorch_suite_pairs_separate_the_methods(name):
+    """The suite's criteria, re-measured on the smallest PyTorch step (312 ops)."""
+    test_suite_pairs_separate_the_methods(name)
