@@ -207,3 +207,26 @@ def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound():
         pytest.approx([y for y in expect if math.isfinite(y)])
     assert all(math.isnan(b) for b in by["pesto bound"].y)
     assert by["judged"].y[0] == cmp.table.set_index("method").loc["pesto", "makespan_ms"]
+
+
+def test_a_run_without_an_incumbent_or_a_valid_bound_is_a_point(problem):
+    """Pesto's coarse MILP can stop before its first solution: only a bound of the coarse
+    model was recorded, which bounds nothing of the problem; the method is a point."""
+    from types import SimpleNamespace
+
+    from widgets.figures.progress import progress_figure
+
+    g, c = problem
+    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False, keep=True,
+                     time_limit=2, params={"pesto_ilp": {"engine": "cpsat"}})
+    p = cmp.plans["pesto_ilp"]
+    bare = wb.Plan(p.graph, dict(p.placement), method="pesto_ilp", order=p.order,
+                   stats={"progress": [{**e, "objective": None} for e in p.stats["progress"]],
+                          "bound_valid": False})
+    fig = progress_figure(SimpleNamespace(table=cmp.table,
+                                          plans={**cmp.plans, "pesto_ilp": bare}))
+    assert fig.layout.meta["traced"] == [] and fig.layout.meta["heuristics"] == ["heft",
+                                                                                 "pesto_ilp"]
+    bare.stats["bound_valid"] = True  # a valid bound alone is worth a line
+    assert progress_figure(SimpleNamespace(table=cmp.table, plans={
+        **cmp.plans, "pesto_ilp": bare})).layout.meta["traced"] == ["pesto_ilp"]

@@ -24,7 +24,8 @@ their program allows (contiguous ones for ``ip_contig``), so it can lie above th
 lower bound, which holds for every plan. The pipeline IPs' HiGHS runs record in units of
 their reference time (the warm start's value); they are drawn in ms by the scale their
 plan's ``stats["milp_objective"]`` (or ``milp_bound``) gives, and as a point when their plan
-reports neither.
+reports neither. A method whose runs recorded no incumbent and no bound that may be drawn
+(Pesto's coarse MILP before its first solution, say) is a point like the heuristics.
 
 The incumbent is the engine's model objective, the points are the judge's values: for a method
 the two can differ (the model's rounding, congestion it does not model); each traced
@@ -157,12 +158,11 @@ def _classify(comparison) -> dict:
         slot = panels.setdefault(panel, {"traced": [], "points": []})
         ev = progress_in_ms(p, r.get("objective", "makespan"))
         st = None if not ev else progress_steps(ev, end_s=solve_s)
+        if st is not None and not p.stats.get("bound_valid", info is not None and info.exact):
+            st["bound"] = np.full(len(st["s"]), np.nan)
         if st is None or np.isnan(st["objective"]).all() and np.isnan(st["bound"]).all():
-            slot["points"].append((m, solve_s, value))
+            slot["points"].append((m, solve_s, value))  # nothing to draw over time
             continue
-        exact = info is not None and info.exact
-        if not p.stats.get("bound_valid", exact):
-            st = {**st, "bound": np.full(len(st["s"]), np.nan)}
         st["s"] = np.maximum(st["s"], _T_MIN)
         slot["traced"].append((m, st, value, solve_s))
     return {k: panels[k] for k in PANELS if k in panels} or {"makespan": {"traced": [],
