@@ -1,3 +1,5 @@
+import numpy as np
+import pandas as pd
 import pytest
 
 import workbench as wb
@@ -33,3 +35,113 @@ def test_unknown_method_fails_fast_and_progress_callback():
     seen = []
     wb.compare(g, c, methods=["single", "m_topo"], progress=lambda i, n, m: seen.append((i, m)))
     assert seen == [(1, "single"), (2, "m_topo")]
+
+
+# ------------------------------------------------- the Comparison: what compare computed, kept
+def forbid_simulate(monkeypatch):
+    """Make every way a view could re-simulate a plan raise (``compare`` keeps its own binding,
+    so a comparison can still be made)."""
+    import sys
+
+    def boom(*a, **k):
+        raise AssertionError("a view simulated a plan again")
+
+    monkeypatch.setattr(sys.modules["workbench.simulate"], "simulate", boom)
+    monkeypatch.setattr(wb, "simulate", boom)
+
+
+@pytest.fixture(scope="module")
+def fifo_cmp():
+    """A comparison judged under non-default settings (FIFO order, no congestion), on a problem
+    where those settings change some makespans: views must show these schedules."""
+    from workbench.workloads import resolve
+
+    g, c = resolve("transformer:60")[0], wb.Cluster.preset("2xV100-pcie")
+    return wb.compare(g, c, methods=["heft", "dpos", "m_topo"], progress=False, order="fifo",
+                      congestion=False, time_limit=5, seed=3)
+
+
+def test_comparison_keeps_schedules_bounds_and_settings(fifo_cmp):
+    from workbench.bounds import lower_bounds
+    from workbench.comparison import Comparison
+
+    cmp = fifo_cmp
+    assert isinstance(cmp, Comparison) and isinstance(cmp.table, pd.DataFrame)
+    assert sorted(cmp.schedules) == sorted(cmp.plans) == ["dpos", "heft", "m_topo"]
+    t = cmp.table.set_index("method")
+    for m, s in cmp.schedules.items():
+        assert s.makespan == pytest.approx(t.loc[m, "makespan_ms"], abs=1e-6)
+    # the kept schedules are those of compare's settings, not of the judge's defaults
+    default = {m: wb.simulate(p, cmp.cluster).makespan for m, p in cmp.plans.items()}
+    assert any(abs(default[m] - cmp.schedules[m].makespan) > 1e-6 for m in default)
+    assert cmp.settings == {"methods": ["heft", "dpos", "m_topo"], "time_limit": 5,
+                            "params": {}, "seed": 3, "congestion": False, "order": "fifo",
+                            "measure": False, "measure_options": {}}
+    assert (cmp.congestion, cmp.order, cmp.seed, cmp.time_limit) == (False, "fifo", 3, 5)
+    lb = lower_bounds(cmp.graph, cmp.cluster)
+    assert cmp.bounds["analytic"] == lb and cmp.bounds["min_devices"] == lb["min_devices"]
+    assert set(t["makespan_lb"]) == {round(cmp.bounds["makespan_ms"], 6)}
+    assert set(t["max_load_lb"]) == {round(cmp.bounds["max_load_ms"], 6)}
+
+
+def test_comparison_reads_and_renders_as_its_table(fifo_cmp):
+    cmp, t = fifo_cmp, fifo_cmp.table
+    assert len(cmp) == len(t) == 3 and list(cmp) == list(t) == COLUMNS
+    assert "makespan_ms" in cmp and "nope" not in cmp
+    assert cmp["method"].tolist() == t["method"].tolist()
+    assert cmp.iloc[1]["method"] == "dpos" and cmp.shape == t.shape
+    assert cmp.to_csv(index=False) == t.to_csv(index=False)
+    assert cmp._repr_html_() == t._repr_html_() and repr(cmp) == repr(t)
+    assert np.asarray(cmp[["makespan_ms"]]).shape == (3, 1)
+    assert len(pd.concat([cmp.table, cmp.table])) == 6  # a real DataFrame where one is needed
+    g, c = samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+    pair = wb.compare(g, c, methods=["single"], progress=False, return_plans=True)
+    assert isinstance(pair, tuple) and pair[1] is pair[0].plans
+    assert type(wb.compare(g, c, methods=["single"], progress=False, keep=True)) is type(cmp)
+    with pytest.warns(DeprecationWarning, match="keep=False"):
+        out = wb.compare(g, c, methods=["single"], progress=False, keep=False)
+    assert out["method"].tolist() == ["single"]
+
+
+def test_verdict_flags_and_bounds_live_in_the_core_and_use_the_kept_schedules(fifo_cmp,
+                                                                               monkeypatch):
+    import workbench.comparison as core
+    from widgets.figures import methods
+
+    assert methods.verdict is core.verdict and methods.row_flags is core.row_flags
+    assert methods.own_bounds is core.own_bounds
+    cmp = fifo_cmp
+
+    forbid_simulate(monkeypatch)
+    v = cmp.verdict()
+    from workbench.diff import critical_breakdown
+
+    w = v[0]["winner"]
+    b = critical_breakdown(cmp.schedules[w])
+    assert f"{w}'s critical path: {b['compute_ms']:.3g} ms compute" in v[0]["why"]
+    assert v == core.verdict(cmp.table, schedules=cmp.schedules, plans=cmp.plans,
+                             cluster=cmp.cluster, graph=cmp.graph)
+    assert cmp.flags() == {"heft": [], "dpos": [], "m_topo": []}
+    assert cmp.own_bounds()["makespan_ms"] == pytest.approx([cmp.bounds["makespan_ms"]] * 3)
+
+
+def test_compare_and_robustness_import_one_way():
+    import ast
+    from pathlib import Path
+
+    root = Path(wb.__file__).parent.parent
+
+    def imports(rel):
+        out = set()
+        for n in ast.walk(ast.parse((root / rel).read_text())):
+            if isinstance(n, ast.ImportFrom):
+                out |= {(n.module or "")} | {f"{n.module}.{a.name}" for a in n.names}
+            elif isinstance(n, ast.Import):
+                out |= {a.name for a in n.names}
+        return out
+
+    core = imports("workbench/comparison.py")
+    assert not any(x.startswith(("compare", "robustness", "widgets")) for x in core), core
+    assert not any("compare" == x or x.startswith("compare.")
+                   for x in imports("workbench/robustness.py"))
+    assert not any("board" in x for x in imports("widgets/report.py"))

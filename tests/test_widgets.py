@@ -317,3 +317,93 @@ def test_heatmap_and_cluster_views_drill_down_on_click():
     assert cv.selected_cluster == "5" and cv.figure.layout.meta["selected"] == "5"
     members = next(t for t in cv.figure.data if t.name == "members")
     assert list(members.customdata) == g.ops[200:240]
+
+
+# ------------------------------------------- views draw the comparison, the board runs nothing
+def _forbid(monkeypatch, *, solvers: bool = False):
+    """Make re-simulating a plan (and, with ``solvers``, running any solver) raise in views;
+    ``workbench.compare`` keeps its own bindings, so comparisons can still be made."""
+    import sys
+
+    def boom(*a, **k):
+        raise AssertionError("a view simulated or solved")
+
+    monkeypatch.setattr(sys.modules["workbench.simulate"], "simulate", boom)
+    monkeypatch.setattr(wb, "simulate", boom)
+    if solvers:
+        import workbench.solvers
+        import workbench.solvers.registry
+
+        for mod in (workbench.solvers.registry, workbench.solvers, wb):
+            monkeypatch.setattr(mod, "solve", boom)
+
+
+def test_compare_board_constructs_without_running_anything(monkeypatch):
+    from widgets.board import QUICK_METHODS
+
+    _forbid(monkeypatch, solvers=True)
+    board = CompareBoard(time_limit=1)  # the default, memory-capped hard pair
+    ticked = board.method_picker.value
+    assert set(ticked) <= set(QUICK_METHODS) and "single" not in ticked and "dp" not in ticked
+    assert all(wb.SOLVERS[m].objective == "makespan" for m in ticked)
+    small = CompareBoard({"t": "transformer:60"}, presets=["2xV100-pcie"])
+    assert "single" in small.method_picker.value  # one device holds this one
+    assert small.table is None and small.comparison is None
+
+
+def test_board_and_report_draw_exactly_the_comparisons_schedules(monkeypatch, tmp_path):
+    import widgets.figures
+    from widgets.report import write_report
+    from workbench.workloads import resolve
+
+    g, c = resolve("transformer:60")[0], wb.Cluster.preset("2xV100-pcie")
+    cmp = wb.compare(g, c, methods=["heft", "dpos", "m_topo"], progress=False, order="fifo",
+                     congestion=False, time_limit=5)
+    default = {m: wb.simulate(p, c).makespan for m, p in cmp.plans.items()}
+    assert any(abs(default[m] - cmp.schedules[m].makespan) > 1e-6 for m in default)
+    _forbid(monkeypatch)
+    board = CompareBoard({"t": "transformer:60"}, presets=["2xV100-pcie"], methods=["heft"])
+    board.show(cmp)
+    for which, picker in (("a", board.gantt_a_picker), ("b", board.gantt_b_picker)):
+        for m in cmp.schedules:
+            picker.value = m
+            view = board.gantt_a if which == "a" else board.gantt_b
+            assert view.schedule is cmp.schedules[m]
+            assert view.figure.layout.meta["makespan"] == pytest.approx(
+                cmp.schedules[m].makespan)
+    assert board.schedules is cmp.schedules and board.table is cmp.table
+    assert "wins makespan" in board.verdict_view.value
+    drawn = {}
+    real = widgets.figures.gantt_multiples
+
+    def spy(schedules, **kw):
+        drawn.update(schedules)
+        return real(schedules, **kw)
+
+    monkeypatch.setattr(widgets.figures, "gantt_multiples", spy)
+    out = write_report(tmp_path / "r.html", g, c, cmp, title="fifo, no congestion")
+    assert drawn and all(drawn[m] is cmp.schedules[m] for m in cmp.schedules)
+    assert "Verdict" in out.read_text()
+    board.export_dir.value = str(tmp_path)
+    assert board.export_report().exists()  # the board's report: the same schedules
+
+
+def test_board_run_and_whatif_do_not_simulate_again(monkeypatch):
+    from widgets import WhatIfPanel
+
+    _forbid(monkeypatch)
+    board = CompareBoard({"t": "transformer:40", "msr": "msr:op_bert3_inference"},
+                         presets=["2xV100-pcie"], methods=["m_topo", "heft"], time_limit=5)
+    board.robust_check.value = False
+    df = board.run()
+    assert df["method"].tolist() == ["m_topo", "heft"] and board.graph.n_ops == 40
+    assert board.gantt_a.schedule is board.comparison.schedules[board.gantt_a_picker.value]
+    board.graph_picker.value = "msr"  # a resolve() name with its own cluster
+    board.run()
+    assert board.graph.n_ops == 235 and board.cluster.mode == "host"
+    panel = WhatIfPanel(wb.samples.inception(40, seed=0), wb.Cluster.preset("2xV100-pcie"),
+                        methods=["m_topo", "heft"])
+    panel.devices.value = 3
+    assert panel.schedules is panel.comparison.schedules
+    assert len(panel.schedules["heft"].cluster.names) == 3
+    assert panel.table is panel.comparison.table

@@ -359,23 +359,38 @@ class CompareBoard(W.VBox):
 
             cmp = wb.compare(self.graph, self.cluster, methods=methods,
                              time_limit=float(self.time_box.value), progress=tick)
-            df, plans = cmp.table, cmp.plans
-            self.comparison, self.table, self.plans = cmp, df, plans
-            self.schedules = cmp.schedules  # what the table measured: drawn, not re-simulated
-            self.robust, self._robust_error = None, ""
-            if self.robust_check.value and plans:
+            robust, self._robust_error = None, ""
+            if self.robust_check.value and cmp.plans:
                 self.status.value = "replaying the plans under cost noise ..."
                 try:
-                    self.robust = wb.robustness(cmp, noise=self.noise_picker.value,
-                                                samples=200)
+                    robust = wb.robustness(cmp, noise=self.noise_picker.value, samples=200)
                 except Exception as e:  # shown in the board; the comparison still stands
                     self._robust_error = f"robustness failed: {type(e).__name__}: {e}"
-            self._draw()
-            return df
+            self.show(cmp, robust=robust)
+            return cmp.table
         finally:
             self.run_button.disabled = False
             self.run_button.icon = "play"
             self.run_button.description = "Run"
+
+    def show(self, comparison, *, robust=None) -> None:
+        """Draw ``comparison`` (what :func:`workbench.compare` returns, made here by
+        :meth:`run` or elsewhere with any settings, e.g. ``order="fifo"``): its table, verdict,
+        bars and its own schedules in the Gantt charts (nothing is simulated again, so they are
+        those the table's numbers come from). ``robust``: its :func:`workbench.robustness`.
+
+        >>> import workbench as wb
+        >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
+        ...                  methods=["single", "m_topo"], progress=False, congestion=False)
+        >>> board = CompareBoard({"diamond": "diamond"}, methods=["single"])
+        >>> board.show(cmp)
+        >>> board.gantt_a.schedule is cmp.schedules["m_topo"]
+        True
+        """
+        self.comparison, self.table, self.plans = comparison, comparison.table, comparison.plans
+        self.schedules = comparison.schedules  # what the table measured: not re-simulated
+        self.graph, self.cluster, self.robust = comparison.graph, comparison.cluster, robust
+        self._draw()
 
     def _draw(self) -> None:
         df, cmp = self.table, self.comparison
