@@ -83,9 +83,9 @@ def test_replica_graph_hand_computed_loads_and_timeline():
     assert ring["duration_ms"].tolist() == pytest.approx([2.0] * 8)
 
 
-def _brute_force_replicated(g: OpGraph, c: Cluster, B: float) -> float:
+def _brute_force_replicated(g: OpGraph, c: Cluster, B: float, judge=max_load) -> float:
     """Every split of a chain into consecutive stages, each on r >= 1 accelerators (at most
-    k in all), judged by max_load on its replica graph."""
+    k in all), judged by ``judge`` (max_load) on its replica graph."""
     ops = g.ops
     k = len(c.devices)
     best = math.inf
@@ -106,7 +106,7 @@ def _brute_force_replicated(g: OpGraph, c: Cluster, B: float) -> float:
                 if r > 1:
                     replicas[devs[0]] = devs
             h, hp = replica_graph(g, pl, replicas, c, allreduce_bandwidth=B)
-            best = min(best, max_load(Plan(h, hp), c))
+            best = min(best, judge(Plan(h, hp), c))
     return best
 
 
@@ -123,6 +123,47 @@ def test_dp_replicated_optimum_equals_brute_force_under_the_judge(bw):
     assert max_load(plan, c) == pytest.approx(plan.predicted["max_load_ms"], rel=1e-9)
     assert plan.predicted["max_load_ms"] == pytest.approx(_brute_force_replicated(g, c, B),
                                                           rel=1e-9)
+
+
+def test_interleaved_replica_loads_by_hand():
+    """Issue 29 point 4: under App. C.1's interleaving the ring all-reduce travels the links
+    with the activations. a on gpu0, b (8 ms, 4 MB) on gpu1/gpu2, c on gpu3 (see the
+    hand-computed test above): a replica computes 4, moves 0.5 in and 0.5 out, and the ring
+    charges 4 ms on each channel. Half duplex: max(4, 0.5 + 0.5 + 8) = 9; full duplex:
+    max(4, 0.5 + 4, 0.5 + 4) = 4.5 (the DP used max(load / r, sync): 8 for both)."""
+    from workbench.solvers.pipeline.pykernel import stage_load
+
+    g, c = chain(), host(4)
+    B = default_allreduce_bandwidth(c)
+    h, pl = replica_graph(g, {"a": "gpu0", "b": "gpu1", "c": "gpu3"},
+                          {"gpu1": ["gpu1", "gpu2"]}, c, allreduce_bandwidth=B)
+    plan = Plan(h, pl)
+    assert pipelined_time(plan, c, interleave=True) == pytest.approx(9.0)
+    assert pipelined_time(plan, c, interleave="full_duplex") == pytest.approx(4.5)
+    # the DP's stage load of b on two replicas: compute 8, in 1, out 1, 4 MB of weights
+    assert stage_load(8.0, 1.0, 1.0, 4e6, 2, 1, True, 1 / B) == pytest.approx(9.0)
+    assert stage_load(8.0, 1.0, 1.0, 4e6, 2, 2, True, 1 / B) == pytest.approx(4.5)
+    assert stage_load(8.0, 1.0, 1.0, 4e6, 2, 0, True, 1 / B) == pytest.approx(13.0)
+
+
+@pytest.mark.parametrize("mode", [True, "full_duplex"])
+@pytest.mark.parametrize("graph", ["c4", "chain"])
+def test_interleaved_replicated_dp_equals_pipelined_time_and_brute_force(mode, graph):
+    """The DP's interleaved replicated value is pipelined_time of its replica graph, and the
+    best of every replicated split of the chain under that judge."""
+    if graph == "chain":
+        g = chain()
+    else:
+        g = OpGraph.from_ops(
+            [(f"o{i}", {"compute": {"gpu": t}, "memory": m})
+             for i, (t, m) in enumerate([(1.0, 0.0), (12.0, 2e6), (3.0, 5e5), (9.0, 6e6)])],
+            [(f"o{i}", f"o{i + 1}", {"comm": 0.5 + 0.25 * i}) for i in range(3)], name="c4")
+    c = host(4)
+    plan = solve(g, c, method="dp", replicate=True, interleave=mode)
+    judge = lambda pl, cl: pipelined_time(pl, cl, interleave=mode)  # noqa: E731
+    assert judge(plan, c) == pytest.approx(plan.predicted["max_load_ms"], rel=1e-9)
+    best = _brute_force_replicated(g, c, default_allreduce_bandwidth(c), judge)
+    assert plan.predicted["max_load_ms"] == pytest.approx(best, rel=1e-9)
 
 
 def test_default_synchronisation_is_never_free():

@@ -93,6 +93,7 @@ from .ideals import (  # some re-exported (this module's former API)
     linear_order,
 )
 from .kernel import interleave_mode, no_cyclic_gc, solve_lattice
+from .pykernel import stage_load
 
 _class_keys = class_keys  # the former name (workbench/solvers/pipeline/metis.py still uses it)
 
@@ -168,14 +169,9 @@ def stage_cost(p: DPProblem, S: list[int], on: str, *, interleave=False,
         inside = sum(1 for x in h if x in Sset)
         if 0 < inside < len(h):
             cio[u in Sset] += c
-    comm = cio[0] + cio[1]
-    base = (comp + comm, max(comp, comm), max(comp, cio[0], cio[1]))[mode]
-    if replicas > 1:
-        mem = float(sum(p.mem[s] for s in S))
-        sync = (replicas - 1) * mem / (replicas * allreduce_bandwidth) \
-            if math.isfinite(allreduce_bandwidth) else 0.0
-        return max(base / replicas, sync) if mode else base / replicas + sync
-    return base
+    mem = float(sum(p.mem[s] for s in S))
+    sync_inv = 1.0 / allreduce_bandwidth if math.isfinite(allreduce_bandwidth) else 0.0
+    return float(stage_load(comp, cio[0], cio[1], mem, replicas, mode, replicas > 1, sync_inv))
 
 
 def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_devs, cpu_devs,

@@ -47,19 +47,31 @@ def _bitsets(rows: np.ndarray) -> list | None:
 def stage_load(comp, cin, cout, mem, r, mode, replicate, sync_inv):
     """Load of one accelerator stage on ``r`` replicas. ``mode``: 0 compute + communication,
     1 max(compute, communication) (App. C.1), 2 max(in-transfer, compute, out-transfer)
-    (full duplex, App. C.1). Compiled as is for the numba kernels."""
-    if mode == 0:
-        base = comp + cin + cout
-    elif mode == 1:
-        base = max(comp, cin + cout)
-    else:
-        base = max(comp, max(cin, cout))
+    (full duplex, App. C.1). Compiled as is for the numba kernels.
+
+    A replica does ``1 / r`` of the stage's compute and transfers, and the ring all-reduce of
+    the stage's weights, ``syn = (r - 1) * mem / (r * B)`` (App. C.2), travels the same links
+    as its activations, as the judge (:func:`workbench.pipeline.pipelined_time` on the replica
+    graph) charges it: added to the communication under ``mode`` 1, half on each channel under
+    ``mode`` 2 (the ring sends and receives as much; issue 29).
+
+    >>> stage_load(8.0, 1.0, 1.0, 4e6, 2, 1, True, 1 / 2.5e5)   # max(8/2, 2/2 + 8)
+    9.0
+    >>> stage_load(8.0, 1.0, 1.0, 4e6, 2, 2, True, 1 / 2.5e5)   # max(8/2, 1/2 + 4, 1/2 + 4)
+    4.5
+    """
     if r == 1 and not replicate:
-        return base
+        if mode == 0:
+            return comp + cin + cout
+        if mode == 1:
+            return max(comp, cin + cout)
+        return max(comp, max(cin, cout))
     syn = (r - 1) * mem * sync_inv / r
-    if mode > 0:
-        return max(base / r, syn)
-    return base / r + syn
+    if mode == 0:
+        return (comp + cin + cout) / r + syn
+    if mode == 1:
+        return max(comp / r, (cin + cout) / r + syn)
+    return max(comp / r, max(cin / r, cout / r) + 0.5 * syn)
 
 
 def apply_move(v, sign, nptr, nh, hsize, hcost, hsrc, cnt, srcin, cio):
