@@ -120,7 +120,7 @@ def pipelined():
                    host_link=Link(0.0, 1e6))
     g = wb.samples.transformer(40)
     cmp = wb.compare(g, c, methods=["heft", "pesto_ilp", "local_search", "ip_contig", "dpl"],
-                     progress=False, keep=True, time_limit=5,
+                     progress=False, time_limit=5,
                      params={"pesto_ilp": {"engine": "cpsat"}, "local_search": {"restarts": 3}})
     return g, c, cmp
 
@@ -188,7 +188,7 @@ def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound():
     from widgets.figures.progress import progress_figure
 
     g, c = layered(120, seed=3), wb.Cluster.preset("4xV100-nvlink")
-    cmp = wb.compare(g, c, methods=["heft", "pesto"], progress=False, keep=True,
+    cmp = wb.compare(g, c, methods=["heft", "pesto"], progress=False,
                      time_limit=8, params={"pesto": {"engine": "cpsat", "target": 24}})
     p = cmp.plans["pesto"]
     ev = p.stats["progress"]
@@ -217,7 +217,7 @@ def test_a_run_without_an_incumbent_or_a_valid_bound_is_a_point(problem):
     from widgets.figures.progress import progress_figure
 
     g, c = problem
-    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False, keep=True,
+    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False,
                      time_limit=2, params={"pesto_ilp": {"engine": "cpsat"}})
     p = cmp.plans["pesto_ilp"]
     bare = wb.Plan(p.graph, dict(p.placement), method="pesto_ilp", order=p.order,

@@ -44,7 +44,7 @@ Examples
 >>> from workbench.workloads import layered
 >>> g, c = layered(20, seed=1), wb.Cluster.preset("2xV100-pcie")
 >>> cmp = wb.compare(g, c, methods=["heft", "pesto_ilp", "local_search"], progress=False,
-...                  keep=True, time_limit=2)
+...                  time_limit=2)
 >>> fig = progress_figure(cmp)
 >>> [t.name for t in fig.data]  # doctest: +NORMALIZE_WHITESPACE
 ['pesto_ilp incumbent', 'pesto_ilp bound', 'judged', 'heuristics', 'lower bound',
@@ -225,7 +225,8 @@ def progress_figure(comparison, *, title: str | None = None, height: int | None 
                     fig: go.Figure | None = None) -> go.Figure:
     """Incumbent and bound against time per method that recorded progress, heuristics as
     points, the problem's best lower bound as a line, one panel per objective (from
-    ``compare(..., keep=True)``, or anything with its ``table`` and ``plans``)."""
+    a :class:`~workbench.comparison.Comparison` from ``compare``, or anything with its
+    ``table`` and ``plans``)."""
     table = comparison.table
     panels = _classify(comparison)
     t_max = max([_T_MIN * 10] + [s for sl in panels.values() for *_x, s in sl["traced"]]
