@@ -1,0 +1,18 @@
+"""The judge's internals, behind its public front :mod:`workbench.simulate`.
+
+* :mod:`~workbench.judge.events`: the discrete-event core (devices, channels, the event heap);
+* :mod:`~workbench.judge.policies`: the three order policies (``"plan"``, ``"fifo"``,
+  ``"rank"``) that pick each idle device's next op;
+* :mod:`~workbench.judge.schedule`: the :class:`~workbench.plan.Schedule` built from a run;
+* :mod:`~workbench.judge.loads`: the pipelined loads and max-load.
+
+The package imports only the model layer (graph, cluster, plan, errors, analysis, liveness,
+:mod:`workbench.costs`), never solvers, transforms, compare or widgets. Use it through
+:func:`workbench.simulate`:
+
+>>> from workbench import samples, Cluster, Plan
+>>> from workbench.simulate import simulate
+>>> g = samples.diamond()
+>>> simulate(Plan(g, {v: "gpu0" for v in g.ops}), Cluster.preset("2xV100-pcie")).makespan
+6.0
+"""
