@@ -383,7 +383,8 @@ def test_board_and_report_draw_exactly_the_comparisons_schedules(monkeypatch, tm
     monkeypatch.setattr(widgets.figures, "gantt_multiples", spy)
     out = write_report(tmp_path / "r.html", g, c, cmp, title="fifo, no congestion")
     assert drawn and all(drawn[m] is cmp.schedules[m] for m in cmp.schedules)
-    assert "Verdict" in out.read_text()
+    html = out.read_text()
+    assert "Verdict" in html and "judged with order fifo, congestion off" in html
     board.export_dir.value = str(tmp_path)
     assert board.export_report().exists()  # the board's report: the same schedules
 

@@ -75,6 +75,19 @@ def _best(table, col: str):
     return str(ok.loc[ok[col].astype(float).idxmin(), "method"])
 
 
+def _settings_line(cmp) -> str:
+    """How a comparison judged its plans, in words.
+
+    >>> from types import SimpleNamespace
+    >>> _settings_line(SimpleNamespace(order="fifo", congestion=False, time_limit=5, seed=0))
+    'judged with order fifo, congestion off; 5 s per method, seed 0'
+    """
+    order = cmp.order or "each plan's own (else FIFO)"
+    tl = "no time limit" if cmp.time_limit is None else f"{cmp.time_limit:g} s per method"
+    return (f"judged with order {order}, congestion {'on' if cmp.congestion else 'off'}; "
+            f"{tl}, seed {cmp.seed}")
+
+
 def _schedules(cmp, plans: dict, cluster) -> tuple[dict, dict]:
     """``(schedules, errors)`` to draw: a comparison's own schedules (nothing simulated, so the
     Gantt charts show what its table measured), else each plan simulated with the judge's
@@ -118,6 +131,8 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                  f"{graph.n_edges} edges &middot; cluster <b>{esc(cluster.name)}</b>: "
                  f"{len(cluster.names)} devices ({esc(', '.join(cluster.names))}) &middot; "
                  f"written {stamp}</p>")
+    if cmp is not None:
+        parts.append(f"<p class='meta'>{esc(_settings_line(cmp))}</p>")
     if notes:
         parts.append(f"<p class='note'>{esc(notes)}</p>")
     schedules, errors = _schedules(cmp, plans, cluster)
