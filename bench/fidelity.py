@@ -12,6 +12,10 @@ single-device run (``--no-fit``: none); the probe is not among the evaluated pla
 in the same interleaved rounds as the plans, its receive overhead refitted to that time.
 Printed per plan: the fidelity ladder -- step time predicted with roofline costs, with profiled
 costs, by the calibrated model, and measured (median, spread = half the interquartile range);
+``alone`` (rung ``probe-alone``) is the calibrated model before its receive overhead is refitted
+to the probe timed in the interleaved rounds (fitted to the probe timed alone); ``overlap``
+(rung ``overlap``) the calibrated model with the optional ``overlap`` change in place of
+``contention`` (``JudgeModel.with_overlap``, fitted from the same traces);
 at the end per rung the median and worst error, pairwise order agreement (all pairs and those
 beyond the measured spread) and the models whose predicted best is within the spread of the
 measured best. ``--residuals`` traces each model's worst plan and prints its error parts
@@ -147,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
-          f"{'calibrated':>10s} {'measured':>9s} {'spread':>7s} {'error':>7s} {'ticks':>6s}")
+          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'measured':>9s} {'spread':>7s} "
+          f"{'error':>7s} {'ticks':>6s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -176,7 +181,11 @@ def main(argv: list[str] | None = None) -> int:
         probe = {} if model is None else {"(probe)": model.probe}
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
+        alone = model  # fitted to the probe timed alone (calibration), before the refit
+        # the optional 'overlap' change in place of 'contention', on the same measurements
+        over = model.with_overlap() if model and "overlap_slope" in model.details else None
         if model is not None and "recv_fit" in model.changes and res["(probe)"].ok:
+            over = over and over.refit_recv(model.probe, res["(probe)"].median_ms)
             # refit to the probe timed in the same interleaved rounds as the plans
             model = model.refit_recv(model.probe, res["(probe)"].median_ms)
             print(f"{name:18s} receive overhead refitted to the interleaved probe "
@@ -193,14 +202,18 @@ def main(argv: list[str] | None = None) -> int:
                    "roofline": wb.simulate(Plan(roof, plan.placement, order=plan.order),
                                            cluster).makespan,
                    "profiled": wb.simulate(plan, cluster).makespan,
-                   "calibrated": model.makespan(plan) if model else math.nan}
+                   "calibrated": model.makespan(plan) if model else math.nan,
+                   "probe-alone": alone.makespan(plan) if alone else math.nan,
+                   "overlap": over.makespan(plan) if over else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             errors.append((err, name, m))
             model_rows.append((err, plan, meas))
             rows.append(row)
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
-                  f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {meas.median_ms:9.2f} "
+                  f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
+                  f"{row['overlap']:7.2f} "
+                  f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
             err, plan, _ = max(model_rows, key=lambda x: x[0])
@@ -236,7 +249,7 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = ["roofline", "profiled", "calibrated"]
+    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

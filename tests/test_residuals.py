@@ -197,3 +197,70 @@ def test_traced_measurement_needs_a_trace():
     g, c, p, s = _diamond()
     with pytest.raises(RuntimeBridgeError, match="traces must be >= 1"):
         traced_measurement(p, traces=0)
+
+
+def test_busy_overlap_counts_time_another_device_computes():
+    from workbench.runtime.judging import busy_overlap
+
+    # d0 runs [0, 2] and [2, 4]; d1 runs [1, 3]; d2 runs [0, 4]
+    ov = busy_overlap([0, 0, 1, 2], [0.0, 2.0, 1.0, 0.0], [2.0, 4.0, 3.0, 4.0])
+    assert ov.tolist() == [1.0, 1.0, 1.0, 1.0]          # capped at the op's run
+    ov = busy_overlap([0, 0, 1], [0.0, 2.0, 1.0], [2.0, 4.0, 1.5])
+    assert ov.tolist() == [0.25, 0.0, 1.0]
+    assert busy_overlap([0, 1], [0.0, 5.0], [0.0, 6.0]).tolist() == [0.0, 0.0]  # zero-length op
+
+
+def test_overlap_slope_from_overlapping_ops_only():
+    from workbench.runtime.judging import overlap_slope
+
+    alone = {"a": ("d0", 0.0, 1.0), "b": ("d0", 1.0, 2.0), "c": ("d0", 2.0, 3.0)}
+    # a and b overlap fully and take 1.4x; c runs alone at 3x (preempted): not counted
+    busy = {"a": ("d0", 0.0, 1.4), "b": ("d1", 0.0, 1.4), "c": ("d0", 1.4, 4.4)}
+    assert overlap_slope(busy, alone) == pytest.approx(0.4)
+    assert overlap_slope(busy, alone, min_overlap=1.1) == 0.0       # nothing overlaps enough
+    assert overlap_slope(alone, {"a": ("d0", 0.0, 2.0)}) == 0.0     # never negative
+
+
+def test_overlap_change_slows_only_concurrent_ops():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.runtime.judging import simulate_overlap
+
+    g = samples.diamond()
+    one = Plan(g, {v: "cpu0" for v in g.ops})
+    two = Plan(g, {"a": "cpu0", "b": "cpu0", "c": "cpu1", "d": "cpu0"})
+    base = JudgeModel(local_cluster(2))
+    m = JudgeModel(local_cluster(2), overlap=0.5, details={"overlap_slope": 0.5})
+    assert m.makespan(one) == base.makespan(one)            # one device: no overlap
+    assert m.makespan(two) > base.makespan(two)
+    s = simulate_overlap(two, local_cluster(2), 0.5)
+    plain = simulate(two, local_cluster(2))
+    i_b, i_c = g.index["b"], g.index["c"]
+    # b and c ran side by side: both slowed by at most 1.5x of their cost
+    for i in (i_b, i_c):
+        d_plain, d = plain.end[i] - plain.start[i], s.end[i] - s.start[i]
+        assert d_plain < d <= 1.5 * d_plain + 1e-9
+    cm = JudgeModel(local_cluster(2), contention={2: 1.3}, changes=("contention",),
+                    details={"overlap_slope": 0.5})
+    ov = cm.with_overlap()
+    assert ov.contention == {} and ov.overlap == 0.5 and ov.changes == ("overlap",)
+    with pytest.raises(RuntimeBridgeError, match="no fitted overlap slope"):
+        base.with_overlap()
+
+
+def test_contention_and_overlap_are_exclusive():
+    from workbench.runtime.calibrate import calibrate_model, local_cluster
+
+    with pytest.raises(RuntimeBridgeError, match="'contention' and 'overlap'"):
+        calibrate_model(samples.diamond(), local_cluster(2), changes=["contention", "overlap"])
+
+
+@tf_only
+def test_calibrated_model_fits_the_overlap_slope(rt, mlp):
+    from workbench.runtime.calibrate import calibrate_model, local_cluster
+
+    m = calibrate_model(mlp, local_cluster(2), changes=("shared_memory", "overlap"), steps=3,
+                        warmup=1, traces=3)
+    assert m.changes == ("shared_memory", "overlap") and m.contention == {}
+    assert m.overlap == m.details["overlap_slope"] >= 0.0
+    assert m.details["contention_factor"] >= 1.0   # both fitted from the same traces
+    assert m.with_overlap().overlap == m.overlap

@@ -36,7 +36,7 @@ from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
 from .realtime import realtime as realtime_scheduling
 
-__all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
+__all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "OPTIONAL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
            "contention_factor",
            "fit_link", "fit_recv_overhead", "local_cluster",
            "probe_plan"]
@@ -370,6 +370,19 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
+OPTIONAL_CHANGES = ("overlap",)
+"""Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
+
+``overlap``
+    Instead of ``contention``'s one factor for every op of a multi-device plan, an op is slowed
+    by the time another device computes while it runs: ``t * (1 + s * x)``, ``x`` its overlap
+    fraction in the simulated schedule (fixed point, :func:`~workbench.runtime.judging.
+    simulate_overlap`), ``s`` fitted from the same probe and single-device traces as
+    ``contention`` (:func:`~workbench.runtime.judging.overlap_slope`). A random probe keeps
+    devices waiting on each other, so its median slowdown understates that of a balanced plan
+    whose devices compute at the same time. Excludes ``contention``.
+"""
+
 
 @dataclass
 class JudgeModel:
@@ -378,7 +391,8 @@ class JudgeModel:
     ``congestion``: FIFO links (False under ``shared_memory``); ``contention``: devices used ->
     compute slowdown factor (plans on that many devices run at ``1 / factor`` speed);
     ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures;
-    ``probe``: the probe plan it was fitted to.
+    ``probe``: the probe plan it was fitted to; ``overlap``: the slope of the ``overlap``
+    change (0: off, see :data:`OPTIONAL_CHANGES`).
 
     >>> from workbench import samples, Plan
     >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
@@ -397,6 +411,7 @@ class JudgeModel:
     changes: tuple = ()
     details: dict = field(default_factory=dict)
     probe: object = None
+    overlap: float = 0.0
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -410,8 +425,24 @@ class JudgeModel:
     def simulate(self, plan, **kw):
         """:func:`workbench.simulate` of ``plan`` under this model."""
         from ..simulate import simulate
+        from .judging import simulate_overlap
 
+        if self.overlap > 0:
+            return simulate_overlap(plan, self.cluster_for(plan), self.overlap,
+                                    congestion=self.congestion, **kw)
         return simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
+
+    def with_overlap(self) -> JudgeModel:
+        """This model with ``overlap`` in place of ``contention``, its slope read from
+        ``details["overlap_slope"]`` (fitted by :func:`calibrate_model` whenever it traces the
+        single-device reference run), so both can be judged on the same measurements."""
+        if "overlap_slope" not in self.details:
+            raise RuntimeBridgeError("with_overlap: this model has no fitted overlap slope "
+                                     "(calibrate it with 'contention' or 'overlap')")
+        changes = tuple(c for c in self.changes if c != "contention")
+        changes += () if "overlap" in changes else ("overlap",)
+        return replace(self, contention={}, overlap=float(self.details["overlap_slope"]),
+                       changes=changes)
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
@@ -491,16 +522,20 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap)
     """
     from ..plan import Plan
-    from .judging import residuals, traced_measurement
+    from .judging import overlap_slope, residuals, traced_measurement
 
     changes = tuple(changes)
-    bad = [c for c in changes if c not in MODEL_CHANGES]
+    known = MODEL_CHANGES + OPTIONAL_CHANGES
+    bad = [c for c in changes if c not in known]
     if bad:
         raise RuntimeBridgeError(f"calibrate_model: unknown model change {bad[0]!r} (known: "
-                                 f"{', '.join(MODEL_CHANGES)})")
+                                 f"{', '.join(known)})")
+    if "overlap" in changes and "contention" in changes:
+        raise RuntimeBridgeError("calibrate_model: changes 'contention' and 'overlap' model "
+                                 "the same slowdown; name one of them")
     probe = probe or probe_plan(graph, cluster, seed=seed)
     run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program, "cluster": cluster,
                "realtime": realtime}
@@ -521,15 +556,20 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         model = replace(model, cluster=cl, congestion=False,
                         changes=model.changes + ("shared_memory",))
         details["tensor_latency_ms"] = lat
-    if "contention" in changes:
+    if "contention" in changes or "overlap" in changes:
         first = cluster.names[0]
         single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
         ref = traced_measurement(single, **run)
         factor = contention_factor(meas.trace, ref.trace)
+        slope = overlap_slope(meas.trace, ref.trace)
         k = len(probe.devices_used())
-        model = replace(model, contention={k: factor},
-                        changes=model.changes + ("contention",))
-        details.update(contention_factor=factor, single_measured_ms=ref.median_ms)
+        if "contention" in changes:
+            model = replace(model, contention={k: factor},
+                            changes=model.changes + ("contention",))
+        else:
+            model = replace(model, overlap=slope, changes=model.changes + ("overlap",))
+        details.update(contention_factor=factor, overlap_slope=slope,
+                       single_measured_ms=ref.median_ms)
     model = replace(model, details=details)
     if "recv_fit" in changes:
         return model.refit_recv(probe, meas.median_ms, max_ms=max_ms)

@@ -56,8 +56,8 @@ import numpy as np
 
 from ..errors import RuntimeBridgeError
 
-__all__ = ["Residuals", "ladder_stats", "median_timeline", "residuals", "step_spread",
-           "tick_share", "traced_measurement"]
+__all__ = ["Residuals", "busy_overlap", "ladder_stats", "median_timeline", "overlap_slope",
+           "residuals", "simulate_overlap", "step_spread", "tick_share", "traced_measurement"]
 
 
 @dataclass
@@ -441,3 +441,102 @@ def ladder_stats(rows, rungs) -> dict:
                 st["best_ok"] += pb["measured"] - mb["measured"] <= pb["spread"] + mb["spread"]
         out[rung] = st
     return out
+
+
+# ---------------------------------------------------------------------- overlap contention
+def busy_overlap(device, start, end) -> np.ndarray:
+    """Per op, the fraction of its run during which another device was running an op (0-1):
+    ``device``, ``start``, ``end`` are per-op arrays (a device runs one op at a time). With
+    more than two devices the other devices' busy times are added (capped at the op's run).
+
+    >>> busy_overlap([0, 0, 1], [0.0, 2.0, 1.0], [2.0, 4.0, 3.0]).tolist()
+    [0.5, 0.5, 1.0]
+    """
+    dev = np.asarray(device)
+    st, en = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+    dur = en - st
+    busy = np.zeros(len(dev))
+    for d in np.unique(dev):
+        on = dev == d
+        order = np.argsort(st[on], kind="stable")
+        s_d, e_d = st[on][order], en[on][order]
+        cum = np.concatenate([[0.0], np.cumsum(e_d - s_d)])
+
+        def upto(x, s_d=s_d, e_d=e_d, cum=cum):  # busy time of device d before x
+            k = np.searchsorted(s_d, x, side="right")
+            last = np.clip(np.minimum(x, e_d[np.maximum(k - 1, 0)]) - s_d[np.maximum(k - 1, 0)],
+                           0.0, None)
+            return cum[np.maximum(k - 1, 0)] + np.where(k > 0, last, 0.0)
+
+        other = ~on
+        busy[other] += upto(en[other]) - upto(st[other])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(dur > 0, np.clip(busy / np.where(dur > 0, dur, 1.0), 0.0, 1.0), 0.0)
+
+
+def overlap_slope(busy: dict, alone: dict, *, min_ms: float = 0.01,
+                  min_overlap: float = 0.5) -> float:
+    """The ``overlap`` model change's slope ``s``: an op that runs while another device computes
+    for a fraction ``x`` of its time takes ``1 + s * x`` times its single-device time. From two
+    traces (node -> (device, start, end)) of the same ops: a multi-device probe and a
+    single-device run; ``s`` is the median over the probe's ops with overlap at least
+    ``min_overlap`` (and at least ``min_ms`` alone) of ``(ratio - 1) / overlap``, at least 0.
+
+    >>> busy = {"a": ("d0", 0.0, 2.0), "b": ("d1", 0.0, 2.0), "c": ("d0", 2.0, 3.0)}
+    >>> alone = {"a": ("d0", 0.0, 1.6), "b": ("d0", 1.6, 3.2), "c": ("d0", 3.2, 4.2)}
+    >>> round(overlap_slope(busy, alone), 3)
+    0.25
+    """
+    names = [v for v in busy if v in alone and alone[v][2] - alone[v][1] >= min_ms]
+    if not names:
+        return 0.0
+    devs = {d: i for i, d in enumerate(sorted({busy[v][0] for v in busy}))}
+    allv = list(busy)
+    ov = busy_overlap([devs[busy[v][0]] for v in allv], [busy[v][1] for v in allv],
+                      [busy[v][2] for v in allv])
+    ov = dict(zip(allv, ov))
+    vals = [((busy[v][2] - busy[v][1]) / (alone[v][2] - alone[v][1]) - 1.0) / ov[v]
+            for v in names if ov[v] >= min_overlap]
+    return max(0.0, float(statistics.median(vals))) if vals else 0.0
+
+
+class _SlowedOps:
+    """A cluster whose op times carry extra ms per op of one graph (``op_times`` + ``extra``);
+    every other attribute is the base cluster's."""
+
+    def __init__(self, base, extra: np.ndarray):
+        self._base, self._extra = base, extra
+
+    def __getattr__(self, name):
+        return getattr(self._base, name)
+
+    def op_times(self, graph):
+        return self._base.op_times(graph) + self._extra[:, None]
+
+
+def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, **sim_kw):
+    """:func:`workbench.simulate` with the ``overlap`` contention: each op's compute time
+    ``t`` becomes ``t * (1 + slope * x)``, ``x`` its overlap with other devices' ops
+    (:func:`busy_overlap`) in the previous iteration's schedule (starting from the plain
+    simulation; ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets
+    a cluster whose op times carry the extra time.
+
+    >>> from workbench import samples, Plan, Cluster, simulate
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
+    >>> p = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"})
+    >>> simulate_overlap(p, c, 0.0).makespan == simulate(p, c).makespan
+    True
+    >>> simulate_overlap(p, c, 0.5).makespan > simulate(p, c).makespan   # b and c overlap
+    True
+    """
+    from ..simulate import simulate
+
+    if not slope > 0:
+        return simulate(plan, cluster, **sim_kw)
+    g = plan.graph
+    base = cluster.op_times(g)[np.arange(g.n_ops), plan.device_array(cluster)]
+    s = simulate(plan, cluster, **sim_kw)
+    for _ in range(max(1, int(iterations))):
+        extra = base * slope * busy_overlap(s.device, s.start, s.end)
+        s = simulate(plan, _SlowedOps(cluster, extra), **sim_kw)
+    return s
