@@ -171,7 +171,8 @@ class Coarsening:
         Every member goes to its coarse vertex's device; when the plan has an order, the
         members of a coarse vertex run consecutively in topological order at its place.
 
-        >>> from workbench import samples, Cluster, Plan, simulate
+        >>> from workbench import samples, Cluster, Plan
+        >>> from workbench.simulate import simulate
         >>> g = samples.pesto_fig2()
         >>> cg = coarsen(g, 4)
         >>> [list(m) for m in cg.members]
@@ -277,6 +278,55 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     workbench.errors.GraphError: cannot coarsen graph 'random60_s2' to 1 vertices: its ops run on 2 different sets of device kinds ({cpu}, {cpu, gpu}), which never merge
     """
     t0 = time.perf_counter()
+    kinds0 = _check_args(graph, target, cluster, balance, cp_slack)
+    cur, uf = _initial_state(graph, kinds0, _edge_costs(graph, cluster))
+    memcap = max(d.memory for d in cluster.devices) if cluster is not None else math.inf
+    total_work = float(sum(cur.work))
+    cap = math.inf if balance is None or total_work <= 0 else balance * total_work / target
+    cp0 = _critical_path(cur.succ, cur.pred, cur.work) if cur.n else 0.0
+    slack = cp_slack
+    rounds = 0
+    history = [cur.n]
+    stopped = "target"
+    while cur.n > target:
+        if rounds >= max_rounds:
+            stopped = "no_feasible_edge"
+            break
+        rounds += 1
+        if deadline is not None and (cap < math.inf or slack is not None) \
+                and time.perf_counter() > deadline:
+            cap, slack = math.inf, None
+        h, topo = heights([list(s) for s in cur.succ], [len(p) for p in cur.pred])
+        guard = None
+        if slack is not None:
+            tl, bl = _levels(cur.succ, cur.pred, cur.work, topo)
+            guard = (tl, bl, cp0 * (1.0 + slack) * (1 + 1e-12))
+        mate, acc = _match(cur, h, cur.n - target, cap, memcap, uf, guard)
+        if not acc:
+            if cap < math.inf or slack is not None:
+                cap, slack = _relax(cap, slack, total_work, cur.n)
+                continue
+            stopped = "no_feasible_edge"
+            break
+        if guard is not None:
+            slack = _guard_batch(cur, acc, mate, guard[2], slack)
+        cur = _contract(cur, mate)
+        history.append(cur.n)
+    if cur.n > target:
+        stopped = "no_feasible_edge"
+        if strict:
+            raise InfeasibleError(
+                f"cannot coarsen graph {graph.name!r} below {cur.n} vertices (target {target}): "
+                f"no remaining edge can merge without a cycle, mixing device kinds, or joining "
+                f"colocation groups that share no device kind or memory")
+    coarse, members_t, vertex_of = _build_coarse(graph, cur.members, cur.grp, uf)
+    return Coarsening(graph=graph, coarse=coarse, members=members_t, vertex_of=vertex_of,
+                      rounds=rounds, seconds=time.perf_counter() - t0, stopped=stopped,
+                      history=tuple(history))
+
+
+def _check_args(graph: OpGraph, target, cluster, balance, cp_slack) -> list[frozenset]:
+    """Check :func:`coarsen`'s arguments; return each op's runnable device kinds."""
     if isinstance(target, bool) or not isinstance(target, int) or target < 1:
         raise GraphError(f"coarsening target must be an integer >= 1, got {target!r}")
     if cp_slack is not None and not cp_slack >= 0:
@@ -284,10 +334,9 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     if balance is not None and not balance > 0:
         raise GraphError(f"balance must be a positive number or None, got {balance!r}")
     gc = graph.c
-    n0 = gc.n
     kinds0 = _kinds_of(graph, cluster)
     classes = sorted(set(kinds0), key=lambda s: sorted(s))
-    if n0 and target < len(classes):
+    if gc.n and target < len(classes):
         shown = ", ".join("{" + ", ".join(sorted(s)) + "}" for s in classes[:6])
         raise GraphError(
             f"cannot coarsen graph {graph.name!r} to {target} vertices: its ops run on "
@@ -295,8 +344,13 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     for i, ks in enumerate(kinds0):
         if not ks:
             raise InfeasibleError(f"op {gc.names[i]!r} runs on no device kind of the cluster")
+    return kinds0
 
-    # --- edge costs
+
+def _edge_costs(graph: OpGraph, cluster) -> list[float]:
+    """Per edge: its fixed ``comm``, else latency plus bytes over bandwidth of the cluster's
+    mean link (or bytes over :data:`~workbench.cluster.REF_BANDWIDTH` without a cluster)."""
+    gc = graph.c
     if cluster is not None and len(cluster) > 1:
         lat, bw = cluster.mean_link()
     else:
@@ -304,15 +358,35 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
 
         lat, bw = 0.0, REF_BANDWIDTH
     inv = 0.0 if math.isinf(bw) else 1.0 / bw
-    ecost = [lat + b * inv if math.isnan(c) else c
-             for b, c in zip(gc.bytes.tolist(), gc.comm.tolist())]
-    memcap = max(d.memory for d in cluster.devices) if cluster is not None else math.inf
+    return [lat + b * inv if math.isnan(c) else c
+            for b, c in zip(gc.bytes.tolist(), gc.comm.tolist())]
 
-    # --- vertex state (current graph); vertex ids are positions in a topological order
+
+@dataclass
+class _Current:
+    """The current (partly coarsened) graph; vertex ids are positions in a topological order.
+    Per vertex: memory, work (fastest compute), runnable kinds, original ops, the original
+    colocation group of one member (-1 = none), and successor/predecessor -> summed edge cost."""
+
+    mem: list
+    work: list
+    ksets: list
+    members: list
+    grp: list
+    succ: list
+    pred: list
+
+    @property
+    def n(self) -> int:
+        return len(self.work)
+
+
+def _initial_state(graph: OpGraph, kinds0: list, ecost: list) -> tuple[_Current, _UnionFind]:
+    """The original graph as a :class:`_Current`, and the colocation groups (kinds they can
+    all run on, summed memory) in a union-find."""
+    gc = graph.c
+    n0 = gc.n
     mem = gc.memory.tolist()
-    work = gc.min_compute().tolist()
-    ksets = list(kinds0)
-    members: list = [[i] for i in range(n0)]
     coloc = gc.coloc.tolist()
     ngroups = len(gc.coloc_groups)
     gk = [frozenset.intersection(*(kinds0[i] for i in range(n0) if coloc[i] == g_))
@@ -321,191 +395,198 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     for i in range(n0):
         if coloc[i] >= 0:
             gm[coloc[i]] += mem[i]
-    uf = _UnionFind(gk, gm)
-    grp = list(coloc)  # original group id of a vertex (any member's), -1 = none
     succ: list = [{} for _ in range(n0)]
     pred: list = [{} for _ in range(n0)]
     for e, (s, d) in enumerate(zip(gc.src.tolist(), gc.dst.tolist())):
         succ[s][d] = succ[s].get(d, 0.0) + ecost[e]
         pred[d][s] = pred[d].get(s, 0.0) + ecost[e]
+    cur = _Current(mem=mem, work=gc.min_compute().tolist(), ksets=list(kinds0),
+                   members=[[i] for i in range(n0)], grp=list(coloc), succ=succ, pred=pred)
+    return cur, _UnionFind(gk, gm)
 
-    total_work = float(sum(work))
-    cap = math.inf if balance is None or total_work <= 0 else balance * total_work / target
-    cp0 = _critical_path(succ, pred, work) if n0 else 0.0
-    slack = cp_slack
-    rounds = 0
-    history = [n0]
-    stopped = "target"
-    n = n0
-    while n > target:
-        if rounds >= max_rounds:
-            stopped = "no_feasible_edge"
+
+def _match(cur: _Current, h: list, need: int, cap: float, memcap: float, uf: _UnionFind,
+           guard: tuple | None) -> tuple[list, list]:
+    """One round's matching: edges in descending cost, each accepted when its ends are free,
+    run on the same kinds, fit the balance cap, memory and (``guard`` = top levels, bottom
+    levels, limit) the critical-path limit, keep colocation groups feasible and satisfy
+    Theorem 3.5's conditions (see the module notes); at most ``need`` pairs. Accepted pairs
+    update ``uf`` at once. Returns ``mate`` (per vertex its partner or -1) and the pairs."""
+    succ, pred, work, mem, ksets, grp = cur.succ, cur.pred, cur.work, cur.mem, cur.ksets, cur.grp
+    n = cur.n
+    edges = [(w, u, v) for u in range(n) for v, w in succ[u].items()]
+    edges.sort(key=lambda t: (-t[0], t[1], t[2]))
+    mate = [-1] * n
+    a_only_v: set = set()   # v of accepted pairs that satisfy condition (a) alone
+    acc: list = []
+    for _w, u, v in edges:
+        if len(acc) >= need:
             break
-        rounds += 1
-        if deadline is not None and (cap < math.inf or slack is not None) \
-                and time.perf_counter() > deadline:
-            cap, slack = math.inf, None
-        h, topo = heights([list(s) for s in succ], [len(p) for p in pred])
-        if slack is not None:
-            tl, bl = _levels(succ, pred, work, topo)
-            cp_limit = cp0 * (1.0 + slack) * (1 + 1e-12)
-        edges = [(w, u, v) for u in range(n) for v, w in succ[u].items()]
-        edges.sort(key=lambda t: (-t[0], t[1], t[2]))
-        mate = [-1] * n
-        a_only_v = set()   # v of accepted pairs that satisfy condition (a) alone
-        need = n - target
-        merged = 0
-        acc: list = []
-        for _w, u, v in edges:
-            if merged >= need:
-                break
-            if mate[u] >= 0 or mate[v] >= 0:
-                continue
-            if ksets[u] != ksets[v]:
-                continue
-            if work[u] + work[v] > cap:
-                continue
-            if mem[u] + mem[v] > memcap:
-                continue
-            if slack is not None:
-                top = tl[u]
-                for p_ in pred[v]:
-                    if p_ != u and tl[p_] + work[p_] > top:
-                        top = tl[p_] + work[p_]
-                bot = 0.0
-                for s_ in succ[u]:
-                    if s_ != v and bl[s_] > bot:
-                        bot = bl[s_]
-                for s_ in succ[v]:
-                    bot = max(bot, bl[s_])
-                if top + work[u] + work[v] + bot > cp_limit:
-                    continue
-            gu = uf.find(grp[u]) if grp[u] >= 0 else -1
-            gv = uf.find(grp[v]) if grp[v] >= 0 else -1
-            if gu >= 0 and gv >= 0 and gu != gv:
-                if not (uf.kinds[gu] & uf.kinds[gv]) or uf.mem[gu] + uf.mem[gv] > memcap:
-                    continue
-            elif gu >= 0 and gv < 0 and uf.mem[gu] + mem[v] > memcap or gv >= 0 and gu < 0 and uf.mem[gv] + mem[u] > memcap:
-                continue
-            su = succ[u]
-            c_ok = len(su) == 1
-            d_ok = len(pred[v]) == 1
-            a_only = False
-            if not (c_ok or d_ok):
-                hv = h[v]
-                b_ok = all(h[x] > hv for x in su if x != v)
-                if not b_ok:
-                    if hv != h[u] + 1:
-                        continue
-                    # condition (a) alone: no cross edge to an earlier such pair
-                    if any(x in a_only_v for x in su if x != v):
-                        continue
-                    a_only = True
-            mate[u], mate[v] = v, u
-            acc.append((u, v))
-            if a_only:
-                a_only_v.add(v)
-            if gu >= 0 and gv >= 0:
-                uf.union(gu, gv)
-            elif gu >= 0:
-                uf.mem[gu] += mem[v]
-            elif gv >= 0:
-                uf.mem[gv] += mem[u]
-            merged += 1
-        if merged == 0:
-            if cap < math.inf or slack is not None:
-                cap *= 2.0
-                if cap > 2 * total_work:
-                    cap = math.inf
-                if slack is not None:
-                    # small steps on small graphs (quality), doubling on large ones (speed)
-                    slack = slack + 0.1 if n <= _CP_BISECT_MAX else 2 * slack + 0.1
-                    if slack > 64:
-                        slack = None
-                continue
-            stopped = "no_feasible_edge"
-            break
-        # --- parallelism guard on the whole batch: keep the longest prefix of the accepted
-        # pairs (highest communication first) whose contraction keeps the critical path
-        # within the limit (a single pair always does: its check is exact)
-        if (slack is not None and len(acc) > 1 and n <= _CP_CHECK_MAX
-                and _quotient_cp(succ, work, acc) > cp_limit):
-            lo, hi = 1, len(acc) - 1
-            if n > _CP_BISECT_MAX:  # large graph: halve until it fits (fewer checks)
-                hi = len(acc) // 2
-                while hi > 1 and _quotient_cp(succ, work, acc[:hi]) > cp_limit:
-                    hi //= 2
-                lo = hi
-            while lo < hi:  # longest prefix that fits
-                mid = (lo + hi + 1) // 2
-                if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
-                    lo = mid
-                else:
-                    hi = mid - 1
-            for u, v in acc[lo:]:
-                mate[u] = mate[v] = -1
-            if n > _CP_BISECT_MAX and lo < 0.1 * n:
-                slack = 2 * slack + 0.1  # large graph, slow progress: relax the guard
-        # --- contract matched pairs
-        rep = [0] * n
-        nn = 0
-        for i in range(n):
-            m = mate[i]
-            if m < 0 or m > i:
-                rep[i] = nn
-                nn += 1
-            else:
-                rep[i] = rep[m]
-        n_mem = [0.0] * nn
-        n_work = [0.0] * nn
-        n_ks: list = [None] * nn
-        n_members: list = [None] * nn
-        n_grp = [-1] * nn
-        for i in range(n):
-            r = rep[i]
-            n_mem[r] += mem[i]
-            n_work[r] += work[i]
-            n_ks[r] = ksets[i]
-            if n_members[r] is None:
-                n_members[r] = members[i]
-            else:
-                n_members[r] = n_members[r] + members[i]
-            if grp[i] >= 0:
-                n_grp[r] = grp[i]
-        n_succ: list = [{} for _ in range(nn)]
-        n_pred: list = [{} for _ in range(nn)]
-        for u in range(n):
-            ru = rep[u]
-            for v, w in succ[u].items():
-                rv = rep[v]
-                if ru != rv:
-                    n_succ[ru][rv] = n_succ[ru].get(rv, 0.0) + w
-                    n_pred[rv][ru] = n_pred[rv].get(ru, 0.0) + w
-        # relabel in a topological order so that ids stay deterministic
-        _, order = heights([list(s) for s in n_succ], [len(p) for p in n_pred])
-        pos = [0] * nn
-        for k, i in enumerate(order):
-            pos[i] = k
-        mem = [n_mem[i] for i in order]
-        work = [n_work[i] for i in order]
-        ksets = [n_ks[i] for i in order]
-        members = [n_members[i] for i in order]
-        grp = [n_grp[i] for i in order]
-        succ = [{pos[v]: w for v, w in n_succ[i].items()} for i in order]
-        pred = [{pos[v]: w for v, w in n_pred[i].items()} for i in order]
-        n = nn
-        history.append(n)
-    if n > target:
-        stopped = "no_feasible_edge"
-        if strict:
-            raise InfeasibleError(
-                f"cannot coarsen graph {graph.name!r} below {n} vertices (target {target}): no "
-                f"remaining edge can merge without a cycle, mixing device kinds, or joining "
-                f"colocation groups that share no device kind or memory")
-    coarse, members_t, vertex_of = _build_coarse(graph, members, grp, uf)
-    return Coarsening(graph=graph, coarse=coarse, members=members_t, vertex_of=vertex_of,
-                      rounds=rounds, seconds=time.perf_counter() - t0, stopped=stopped,
-                      history=tuple(history))
+        if mate[u] >= 0 or mate[v] >= 0 or ksets[u] != ksets[v]:
+            continue
+        if work[u] + work[v] > cap or mem[u] + mem[v] > memcap:
+            continue
+        if guard is not None and not _path_fits(guard, succ, pred, work, u, v):
+            continue
+        gu = uf.find(grp[u]) if grp[u] >= 0 else -1
+        gv = uf.find(grp[v]) if grp[v] >= 0 else -1
+        if (gu >= 0 or gv >= 0) and not _groups_fit(uf, gu, gv, mem[u], mem[v], memcap):
+            continue
+        a_only = _acyclic(h, succ[u], pred[v], u, v, a_only_v)
+        if a_only is None:
+            continue
+        mate[u], mate[v] = v, u
+        acc.append((u, v))
+        if a_only:
+            a_only_v.add(v)
+        if gu >= 0 and gv >= 0:
+            uf.union(gu, gv)
+        elif gu >= 0:
+            uf.mem[gu] += mem[v]
+        elif gv >= 0:
+            uf.mem[gv] += mem[u]
+    return mate, acc
+
+
+def _path_fits(guard: tuple, succ: list, pred: list, work: list, u: int, v: int) -> bool:
+    """The longest compute path through ``u`` and ``v`` merged stays within the limit."""
+    tl, bl, cp_limit = guard
+    top = tl[u]
+    for p_ in pred[v]:
+        if p_ != u and tl[p_] + work[p_] > top:
+            top = tl[p_] + work[p_]
+    bot = 0.0
+    for s_ in succ[u]:
+        if s_ != v and bl[s_] > bot:
+            bot = bl[s_]
+    for s_ in succ[v]:
+        bot = max(bot, bl[s_])
+    return not top + work[u] + work[v] + bot > cp_limit
+
+
+def _groups_fit(uf: _UnionFind, gu: int, gv: int, mem_u: float, mem_v: float,
+                memcap: float) -> bool:
+    """Merging keeps colocation groups feasible: two groups united share a device kind and
+    fit in memory; a group joined by an ungrouped vertex still fits."""
+    if gu >= 0 and gv >= 0 and gu != gv:
+        return bool(uf.kinds[gu] & uf.kinds[gv]) and not uf.mem[gu] + uf.mem[gv] > memcap
+    return not (gu >= 0 and gv < 0 and uf.mem[gu] + mem_v > memcap
+                or gv >= 0 and gu < 0 and uf.mem[gv] + mem_u > memcap)
+
+
+def _acyclic(h: list, su: dict, pv: dict, u: int, v: int, a_only_v: set) -> bool | None:
+    """Theorem 3.5 for edge ``(u, v)``: ``None`` = may close a cycle; ``True`` = it holds by
+    condition (a) alone (no cross edge to an earlier such pair); ``False`` = by (b), (c) or (d).
+
+    >>> h = [1, 2, 2, 3]                    # a diamond 0 -> {1, 2} -> 3
+    >>> _acyclic(h, {1: 1.0, 2: 1.0}, {0: 1.0}, 0, 1, set())      # (d): 1 has one input
+    False
+    >>> _acyclic(h, {3: 1.0}, {1: 1.0, 2: 1.0}, 2, 3, set())      # (c): 2 has one output
+    False
+    """
+    if len(su) == 1 or len(pv) == 1:  # (c) or (d)
+        return False
+    hv = h[v]
+    if all(h[x] > hv for x in su if x != v):  # (b)
+        return False
+    if hv != h[u] + 1:
+        return None
+    if any(x in a_only_v for x in su if x != v):
+        return None
+    return True
+
+
+def _relax(cap: float, slack: float | None, total_work: float, n: int) -> tuple:
+    """No edge fits under the guards: double the balance cap (dropped beyond twice the total
+    work) and widen the critical-path slack (dropped beyond 64).
+
+    >>> _relax(10.0, 0.1, 100.0, 50)
+    (20.0, 0.2)
+    >>> _relax(150.0, 63.95, 100.0, 50000)
+    (inf, None)
+    """
+    cap *= 2.0
+    if cap > 2 * total_work:
+        cap = math.inf
+    if slack is not None:
+        # small steps on small graphs (quality), doubling on large ones (speed)
+        slack = slack + 0.1 if n <= _CP_BISECT_MAX else 2 * slack + 0.1
+        if slack > 64:
+            slack = None
+    return cap, slack
+
+
+def _guard_batch(cur: _Current, acc: list, mate: list, cp_limit: float, slack: float) -> float:
+    """Parallelism guard on the whole batch: keep the longest prefix of the accepted pairs
+    (highest communication first) whose contraction keeps the critical path within the limit
+    (a single pair always does: its check is exact); unmatch the rest in ``mate``. Returns the
+    slack, widened when a large graph progresses slowly."""
+    succ, work, n = cur.succ, cur.work, cur.n
+    if not (len(acc) > 1 and n <= _CP_CHECK_MAX and _quotient_cp(succ, work, acc) > cp_limit):
+        return slack
+    lo, hi = 1, len(acc) - 1
+    if n > _CP_BISECT_MAX:  # large graph: halve until it fits (fewer checks)
+        hi = len(acc) // 2
+        while hi > 1 and _quotient_cp(succ, work, acc[:hi]) > cp_limit:
+            hi //= 2
+        lo = hi
+    while lo < hi:  # longest prefix that fits
+        mid = (lo + hi + 1) // 2
+        if _quotient_cp(succ, work, acc[:mid]) <= cp_limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    for u, v in acc[lo:]:
+        mate[u] = mate[v] = -1
+    if n > _CP_BISECT_MAX and lo < 0.1 * n:
+        slack = 2 * slack + 0.1  # large graph, slow progress: relax the guard
+    return slack
+
+
+def _contract(cur: _Current, mate: list) -> _Current:
+    """Contract the matched pairs; relabel the vertices in a topological order so that ids
+    stay deterministic."""
+    n = cur.n
+    rep = [0] * n
+    nn = 0
+    for i in range(n):
+        m = mate[i]
+        if m < 0 or m > i:
+            rep[i] = nn
+            nn += 1
+        else:
+            rep[i] = rep[m]
+    n_mem = [0.0] * nn
+    n_work = [0.0] * nn
+    n_ks: list = [None] * nn
+    n_members: list = [None] * nn
+    n_grp = [-1] * nn
+    for i in range(n):
+        r = rep[i]
+        n_mem[r] += cur.mem[i]
+        n_work[r] += cur.work[i]
+        n_ks[r] = cur.ksets[i]
+        n_members[r] = cur.members[i] if n_members[r] is None else n_members[r] + cur.members[i]
+        if cur.grp[i] >= 0:
+            n_grp[r] = cur.grp[i]
+    n_succ: list = [{} for _ in range(nn)]
+    n_pred: list = [{} for _ in range(nn)]
+    for u in range(n):
+        ru = rep[u]
+        for v, w in cur.succ[u].items():
+            rv = rep[v]
+            if ru != rv:
+                n_succ[ru][rv] = n_succ[ru].get(rv, 0.0) + w
+                n_pred[rv][ru] = n_pred[rv].get(ru, 0.0) + w
+    _, order = heights([list(s) for s in n_succ], [len(p) for p in n_pred])
+    pos = [0] * nn
+    for k, i in enumerate(order):
+        pos[i] = k
+    return _Current(mem=[n_mem[i] for i in order], work=[n_work[i] for i in order],
+                    ksets=[n_ks[i] for i in order], members=[n_members[i] for i in order],
+                    grp=[n_grp[i] for i in order],
+                    succ=[{pos[v]: w for v, w in n_succ[i].items()} for i in order],
+                    pred=[{pos[v]: w for v, w in n_pred[i].items()} for i in order])
 
 
 def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]:
