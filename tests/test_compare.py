@@ -94,6 +94,11 @@ def test_comparison_reads_and_renders_as_its_table(fifo_cmp):
     assert cmp._repr_html_() == t._repr_html_() and repr(cmp) == repr(t)
     assert np.asarray(cmp[["makespan_ms"]]).shape == (3, 1)
     assert len(pd.concat([cmp.table, cmp.table])) == 6  # a real DataFrame where one is needed
+    import pickle
+
+    back = pickle.loads(pickle.dumps(cmp))  # e.g. from a worker process
+    assert back["method"].tolist() == cmp["method"].tolist() and back.settings == cmp.settings
+    assert sorted(back.schedules) == sorted(cmp.schedules)
     g, c = samples.diamond(), wb.Cluster.preset("2xV100-pcie")
     pair = wb.compare(g, c, methods=["single"], progress=False, return_plans=True)
     assert isinstance(pair, tuple) and pair[1] is pair[0].plans

@@ -76,6 +76,12 @@ class Comparison:
         seed, congestion, order, measure, measure_options).
     graph, cluster
         The problem.
+
+    >>> import workbench as wb
+    >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
+    ...                  methods=["heft"], progress=False, congestion=False)
+    >>> cmp.congestion, cmp.bounds["min_devices"], cmp.table.shape[0]
+    (False, 1, 1)
     """
 
     _is_comparison = True  # a class marker: see is_comparison
