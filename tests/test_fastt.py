@@ -30,7 +30,8 @@ def real(name: str) -> OpGraph:
 
 
 def _dp_compute(h: OpGraph, kind: str = "gpu") -> float:
-    return sum(h.op(v)["compute"][kind] for v in h.ops if h.op(v)["op_type"] != "AllReduce")
+    return sum(h.op(v)["compute"][kind] for v in h.ops
+               if h.op(v)["op_type"] not in ("AllReduce", "AllReduceDone"))
 
 
 # ---------------------------------------------------------------------- split dimensions
@@ -115,9 +116,11 @@ def test_dp_graph_aggregates_parameter_bytes_and_keeps_compute(name):
     n_vars = sum(g.op(v)["op_type"] in _VARS and "batch" not in g.op(v)["splits"]
                  for v in g.ops)
     assert len(ar) == R * n_vars
-    for v in ar:   # before its update, after every replica's gradient
-        assert all(h.op(s)["kind"] == "update" for s in h.successors(v))
+    for v in ar:   # after every replica's gradient, before its update (through its done op)
         assert {p.rsplit("@", 1)[1] for p in h.predecessors(v)} == {str(r) for r in range(R)}
+        assert h.op(v)["compute"]["gpu"] == 0.0          # the ring runs on the links
+        done = f"{v.rsplit('@', 1)[0]}/done@{v.rsplit('@', 1)[1]}"
+        assert all(h.op(s)["kind"] == "update" for s in h.successors(done))
     # batch ops are cut, not copied: the replicas do the model's work; the only extra work is
     # the copies of batch-free ops (parameter updates, constants), which every replica runs
     free = sum(g.op(v)["compute"]["gpu"] for v in g.ops
@@ -141,9 +144,8 @@ def test_ring_allreduce_cost_hand_computed():
     assert ring_allreduce_ms(80e6, 8, h) == pytest.approx(14 * (0.03 + 10e6 / 11e6))
 
 
-def test_batch_split_of_a_weighted_op_pays_broadcast_and_gradient_sum():
-    """FastT Table 5: splitting an op that reads weights along the batch sends the weights
-    to every part, and its weight gradient comes back as partial sums."""
+def _one_weight() -> OpGraph:
+    """x -> fc (reads the 64 MiB weight w) -> dy -> dw -> upd: one variable."""
     ops = [("x", {"compute": {"gpu": 0.0}, "op_type": "ReadVariableOp", "kind": "other",
                   "shapes": [[8, 4096]]}),
            ("w", {"compute": {"gpu": 0.0}, "op_type": "ReadVariableOp", "kind": "other",
@@ -155,9 +157,17 @@ def test_batch_split_of_a_weighted_op_pays_broadcast_and_gradient_sum():
            ("upd", {"compute": {"gpu": 0.1}, "op_type": "ResourceApplyGradientDescent",
                     "kind": "update", "colocate": "var:w"})]
     act, wb = 8 * 4096 * 4.0, 4096 * 4096 * 4.0
-    edges = [("x", "fc", {"bytes": act}), ("w", "fc", {"bytes": wb}), ("fc", "dy", {"bytes": act}),
-             ("x", "dw", {"bytes": act}), ("dy", "dw", {"bytes": act}), ("dw", "upd", {"bytes": wb})]
-    g = with_split_dims(OpGraph.from_ops(ops, edges, meta={"batch": 8}))
+    edges = [("x", "fc", {"bytes": act}), ("w", "fc", {"bytes": wb}),
+             ("fc", "dy", {"bytes": act}), ("x", "dw", {"bytes": act}),
+             ("dy", "dw", {"bytes": act}), ("dw", "upd", {"bytes": wb})]
+    return with_split_dims(OpGraph.from_ops(ops, edges, meta={"batch": 8}))
+
+
+def test_batch_split_of_a_weighted_op_pays_broadcast_and_gradient_sum():
+    """FastT Table 5: splitting an op that reads weights along the batch sends the weights
+    to every part, and its weight gradient comes back as partial sums."""
+    act, wb = 8 * 4096 * 4.0, 4096 * 4096 * 4.0
+    g = _one_weight()
     assert g.op("dw")["splits"]["batch"] == 8 and g.op("dw")["batch_out"] is False
     h = split_op(g, "fc", "batch", 2)
     assert h.edge("fc/split_in:w", "fc/split0")["bytes"] == wb          # weights broadcast
@@ -238,3 +248,104 @@ def test_os_dpos_strictly_better_by_splitting_matmuls():
     assert all(g.op(op)["op_type"] == "MatMul" for op, _, _ in o.info["splits"])
     assert o.predicted["makespan_ms"] < d.predicted["makespan_ms"]
     assert simulate(o, c).makespan < simulate(d, c).makespan
+
+
+# ---------------------------------------------------------------------- aggregation on the links
+def _ring_transfers(plan, c):
+    """(bytes, ms) of every transfer an AllReduce op sends, congestion off."""
+    s = simulate(plan, c, congestion=False)
+    g = plan.graph
+    return sorted((float(b), float(e - t)) for k, b, t, e in zip(
+        s.t_op.tolist(), s.t_bytes.tolist(), s.t_start.tolist(), s.t_end.tolist())
+        if g.op(g.c.names[k])["op_type"] == "AllReduce")
+
+
+def test_ring_on_links_depends_on_where_the_replicas_are():
+    """Hand-computed: a 64 MiB gradient, 4 replicas, 10 GB/s links without latency. On four
+    devices each link carries 2(4-1)/4 x 64 MiB (10.07 ms); on two devices (replicas 0, 1 and
+    2, 3 together) a ring of two, 64 MiB each way (6.71 ms); on one device nothing."""
+    from workbench import Device, Link, Plan
+    from workbench.solvers.list.data_parallel import ring_plan
+
+    g, wb = _one_weight(), 4096 * 4096 * 4.0
+    c = Cluster([Device(f"gpu{i}") for i in range(4)], intra_host=Link(0.0, 1e7))
+    h = data_parallel_graph(g, 4)
+    dev = {v: f"gpu{v.rsplit('@', 1)[1]}" for v in h.ops}
+    four = _ring_transfers(Plan(h, dev), c)
+    assert four == [pytest.approx((1.5 * wb, 1.5 * wb / 1e7))] * 4
+    two = ring_plan(Plan(h, {v: "gpu0" if d in ("gpu0", "gpu1") else "gpu1"
+                             for v, d in dev.items()}), c)
+    assert _ring_transfers(two, c) == [pytest.approx((wb, wb / 1e7))] * 2
+    one = ring_plan(Plan(h, {v: "gpu0" for v in h.ops}), c)
+    assert _ring_transfers(one, c) == []
+    # the plan's prediction is the simulation of the re-drawn graph
+    assert two.predicted["makespan_ms"] == pytest.approx(
+        simulate(two, c, congestion=False).makespan)
+    # the model before: an op per replica that takes the ring time on its device
+    old = data_parallel_graph(g, 4, cluster=c, aggregation="device")
+    ar = next(v for v in old.ops if old.op(v)["op_type"] == "AllReduce")
+    assert old.op(ar)["compute"]["gpu"] == pytest.approx(6 * wb / 4 / 1e7)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "bert_base"])
+def test_colocated_replicas_pay_no_aggregation(name):
+    """Real models: every replica on one device sends nothing (the step is the sum of the
+    ops' times); replicas on their own devices send the parameters' ring traffic."""
+    from workbench import Plan
+    from workbench.solvers.list.data_parallel import ring_plan
+
+    g = real(name)
+    c = Cluster.preset("2xV100-pcie")
+    h = data_parallel_graph(g, 2, cluster=c)
+    one = ring_plan(Plan(h, {v: "gpu0" for v in h.ops}), c)
+    s = simulate(one, c)
+    assert len(s.t_op) == 0
+    assert s.makespan == pytest.approx(sum(one.graph.op(v)["compute"]["gpu"]
+                                           for v in one.graph.ops) / c.devices[0].speed)
+    spread = Plan(h, {v: f"gpu{v.rsplit('@', 1)[1]}" for v in h.ops})
+    ring = sum(b for b, _ in _ring_transfers(spread, c))
+    # a ring of two: each device sends 2(2-1)/2 x the parameters
+    assert ring == pytest.approx(2 * g.meta["param_bytes"], rel=0.01)
+
+
+def test_aggregation_on_links_overlaps_compute():
+    """ResNet-50 at a batch of 32 on 4 V100s: ring transfers run while the devices compute
+    (backward ops of earlier layers), so pure data parallelism is faster than with the
+    all-reduce occupying the device."""
+    from workbench import Plan
+    from workbench.solvers.list.data_parallel import ensure_split_dims
+
+    g = with_batch(samples.load_sample("resnet50"), 32)
+    c = Cluster.preset("4xV100-nvlink")
+    p = solve(g, c, method="data_parallel")
+    s = simulate(p, c)
+    h = p.graph
+    names = h.c.names
+    ring = [(t, e) for k, t, e in zip(s.t_op.tolist(), s.t_start.tolist(), s.t_end.tolist())
+            if h.op(names[k])["op_type"] == "AllReduce" and e > t]
+    busy = [(t, e) for v, t, e in zip(names, s.start.tolist(), s.end.tolist())
+            if h.op(v)["compute"]["gpu"] > 0]
+    assert any(t < e2 and t2 < e for t, e in ring for t2, e2 in busy)
+    old = data_parallel_graph(ensure_split_dims(g), 4, cluster=c, aggregation="device")
+    dev = Plan(old, {v: f"gpu{v.rsplit('@', 1)[1]}" for v in old.ops})
+    assert s.makespan < simulate(dev, c).makespan
+
+
+def test_replica_colocation_finds_fastt_fig4_on_bert():
+    """BERT-base at a global batch of 16 on 4 V100s: the word embedding (94 MB of parameters,
+    a gather's compute) is the most parameter-heavy unit; gathering its four replicas on one
+    GPU skips its aggregation and the measured step drops below pure data parallelism (FastT's
+    Fig. 4). Without the extension OS-DPOS returns pure data parallelism."""
+    from workbench.solvers.list.os_dpos import replica_units
+
+    g = with_batch(samples.load_sample("bert_base"), 16)
+    units = replica_units(real("bert_base"))
+    assert units[0][3] == "var:word_emb/table"
+    c = Cluster.preset("4xV100-nvlink")
+    dp = simulate(solve(g, c, method="data_parallel"), c).makespan
+    o = solve(g, c, method="os_dpos", max_split_ops=0)
+    assert o.info["start"] == "dp_colocated"
+    assert "var:word_emb/table" in o.info["starts"]["dp_colocated"]["colocated"]
+    ms = simulate(o, c).makespan
+    assert ms < 0.95 * dp
+    assert len({o.placement[f"allreduce:var:word_emb/table@{r}"] for r in range(4)}) == 1

@@ -91,9 +91,11 @@ def test_split_unknown_and_unsplittable_op():
 
 
 def test_data_parallel_graph_training():
+    """The all-reduce as an op on its device (``aggregation="device"``, the model before the
+    ring moved to the links; tests/test_fastt.py covers the default)."""
     g = samples.to_training(samples.cnn(16, seed=0), update=True)
-    h = data_parallel_graph(g, 3)
-    assert h.meta["data_parallel"] == 3
+    h = data_parallel_graph(g, 3, aggregation="device")
+    assert h.meta["data_parallel"] == 3 and h.meta["aggregation"] == "device"
     for v in g.ops:
         for r in range(3):
             assert f"{v}@{r}" in h
@@ -125,3 +127,5 @@ def test_data_parallel_graph_inference_has_no_allreduce():
     assert h.n_ops == 8 and not any(v.startswith("allreduce") for v in h.ops)
     with pytest.raises(GraphError):
         data_parallel_graph(samples.diamond(), 0)
+    with pytest.raises(GraphError, match="aggregation must be"):
+        data_parallel_graph(samples.diamond(), 2, aggregation="ps")

@@ -5,7 +5,8 @@ all-reduce of every variable's gradient -- on device ``r``
 (:func:`workbench.transforms.data_parallel.data_parallel_graph`). Strong scaling (default)
 keeps the global batch and gives each replica ``1/R`` of it; weak scaling gives each replica the
 whole batch (``R`` times the samples per step). Each device runs its replica in the order of a
-FIFO simulation of the plan. The plan refers to the data-parallel graph (ops ``v@r``);
+FIFO simulation of the plan with tensors queued on the links (a FIFO executor's order; the
+ring all-reduce runs on the links and overlaps compute). The plan refers to the data-parallel graph (ops ``v@r``);
 ``info["global_batch"]`` is the samples per step, for samples/s.
 
 Graphs without split dimensions but with shapes (extracted, ONNX) get them first
@@ -31,13 +32,13 @@ from ...errors import InfeasibleError, SolverError
 from ...graph import OpGraph
 from ...plan import Plan
 from ...simulate import simulate
-from ...transforms.data_parallel import data_parallel_graph
+from ...transforms.data_parallel import data_parallel_graph, ring_over_devices
 from ...transforms.split_dims import has_split_dims, with_split_dims
 from ..params import Param
 from ..registry import register
 from ..common import order_by_start
 
-__all__ = ["batch_of", "data_parallel", "ensure_split_dims"]
+__all__ = ["batch_of", "data_parallel", "ensure_split_dims", "fifo_plan", "ring_plan"]
 
 
 def ensure_split_dims(graph: OpGraph) -> OpGraph:
@@ -74,6 +75,56 @@ def batch_of(graph: OpGraph) -> int | None:
     return max(sizes) if sizes else None
 
 
+def ring_plan(plan: Plan, cluster) -> Plan:
+    """``plan`` on the graph whose all-reduce rings run over the devices its placement gives the
+    replicas (:func:`~workbench.transforms.data_parallel.ring_over_devices`: co-located replicas
+    aggregate for free), ``predicted["makespan_ms"]`` the simulated makespan of that graph
+    (congestion off, plan order; a DPOS plan predicts exactly that on its own graph). ``plan``
+    itself when its rings already match.
+
+    >>> from workbench import samples, Cluster
+    >>> from workbench.transforms.data_parallel import data_parallel_graph
+    >>> c = Cluster.preset("2xV100-pcie")
+    >>> h = data_parallel_graph(samples.to_training(samples.cnn(12), update=True), 2)
+    >>> p = ring_plan(Plan(h, {v: "gpu0" for v in h.ops}), c)
+    >>> [u for u in p.graph.successors("allreduce:cc:stem@0")]
+    ['allreduce:cc:stem/done@0']
+    """
+    g = ring_over_devices(plan.graph, plan.placement)
+    if g is plan.graph:
+        return plan
+    out = Plan(g, dict(plan.placement), method=plan.method, order=plan.order,
+               status=plan.status, predicted=dict(plan.predicted), stats=dict(plan.stats),
+               info=dict(plan.info))
+    out.predicted["makespan_ms"] = float(simulate(out, cluster, congestion=False,
+                                                  order="plan" if plan.order else None).makespan)
+    return out
+
+
+def fifo_plan(graph: OpGraph, placement: dict, cluster, method: str) -> Plan:
+    """``placement`` on ``graph`` (its all-reduce rings drawn over the replicas' devices, see
+    :func:`ring_plan`) with the per-device order of a FIFO simulation (congestion on: what a
+    FIFO executor does when tensors queue on the links) and ``predicted["makespan_ms"]`` that
+    order's simulated makespan with congestion off (as every plan predicts).
+
+    >>> from workbench import samples, Cluster
+    >>> from workbench.transforms.data_parallel import data_parallel_graph
+    >>> c = Cluster.preset("2xV100-pcie")
+    >>> h = data_parallel_graph(samples.to_training(samples.cnn(12), update=True), 2)
+    >>> p = fifo_plan(h, {v: "gpu0" for v in h.ops}, c, "x")
+    >>> p.predicted["makespan_ms"] == simulate(p, c, congestion=False).makespan
+    True
+    """
+    g = ring_over_devices(graph, placement)
+    plan = Plan(g, placement, method=method)
+    s = simulate(plan, cluster, order="fifo")
+    plan = Plan(g, placement, method=method,
+                order=order_by_start(g, cluster, plan.device_array(cluster), s.start))
+    plan.predicted["makespan_ms"] = simulate(plan, cluster, congestion=False,
+                                             order="plan").makespan
+    return plan
+
+
 def _replica_devices(graph: OpGraph, cluster, replicas: int | None) -> list[int]:
     """The devices that can run every op, fastest first (ties: cluster order)."""
     times = cluster.op_times(graph)
@@ -94,7 +145,7 @@ def _replica_devices(graph: OpGraph, cluster, replicas: int | None) -> list[int]
 def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "strong",
             method: str = "data_parallel") -> Plan:
     """The data-parallel plan of ``graph`` with one replica on each of ``devices`` (indices),
-    ordered by a FIFO simulation; ``predicted["makespan_ms"]`` is its simulated makespan
+    ordered by a FIFO simulation (:func:`fifo_plan`); ``predicted["makespan_ms"]`` is its simulated makespan
     (congestion off, plan order). Raises InfeasibleError when a replica does not fit."""
     R = len(devices)
     names = [cluster.names[d] for d in devices]
@@ -111,12 +162,7 @@ def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "stro
             raise InfeasibleError(f"{method}: a replica of graph {graph.name!r} needs "
                                   f"{need / 1e6:.1f} MB, device {names[r]} holds "
                                   f"{cap / 1e6:.1f} MB")
-    plan = Plan(g, placement, method=method)
-    s = simulate(plan, cluster, congestion=False, order="fifo")
-    plan = Plan(g, placement, method=method,
-                order=order_by_start(g, cluster, plan.device_array(cluster), s.start))
-    plan.predicted["makespan_ms"] = simulate(plan, cluster, congestion=False,
-                                             order="plan").makespan
+    plan = fifo_plan(g, placement, cluster, method)
     b = batch_of(graph)
     gb = None if b is None else (b * R if scaling == "weak" else b)
     plan.info.update(replicas=R, scaling=scaling, global_batch=gb, data_parallel=R,

@@ -21,6 +21,14 @@ returned is the fastest, as the simulator measures it (congestion on), of pure d
 parallelism and each start with and without its splits. ``info["start"]`` names the start,
 ``info["starts"]`` gives each start's measured step without and with its splits.
 
+Gradient aggregation runs on the links (a ring over the devices that hold a variable's
+replicas, free when they share one; :func:`~workbench.transforms.data_parallel.ring_over_devices`):
+every DPOS plan of a data-parallel graph is returned on the graph whose rings match its
+placement (:func:`~workbench.solvers.list.data_parallel.ring_plan`). *Replica co-location*
+(``colocate=True``, an extension: :func:`colocate_replicas`) adds FastT's Fig. 4 strategy as a
+candidate: the pure data-parallel plan with the replicas of parameter-heavy ops gathered on one
+device wherever the simulator measures it faster (start ``"dp_colocated"``).
+
 The plan refers to the transformed graph; ``info["splits"]`` lists ``(op, dim, n)`` decisions
 and ``info["data_parallel"]`` the number of replicas (ops ``v@r`` are replica ``r`` of ``v``).
 
@@ -46,10 +54,11 @@ from ...simulate import simulate
 from ...transforms.split import split_op
 from ..params import Param
 from ..registry import register
-from .data_parallel import batch_of, dp_plan, ensure_split_dims
+from ...transforms.data_parallel import variables
+from .data_parallel import batch_of, dp_plan, ensure_split_dims, fifo_plan, ring_plan
 from .scheduling import ListCore, dpos, static_list_schedule
 
-__all__ = ["dpos_given", "os_dpos"]
+__all__ = ["colocate_replicas", "dpos_given", "os_dpos", "replica_units"]
 
 
 def dpos_given(graph, cluster, placement: dict) -> Plan:
@@ -80,6 +89,80 @@ def dpos_given(graph, cluster, placement: dict) -> Plan:
 
     static_list_schedule(core, lv.blevel, choose=choose)
     return core.plan("os_dpos", info={"given": True})
+
+
+def replica_units(graph) -> list:
+    """FastT's Fig. 4 units of a model with update ops: per variable ``(bytes / ms, bytes,
+    ops, variable)``, ``ops`` its colocation group, the ops that read its weights (a batch-free edge out
+    of the group) and the ops that produce its gradient, by decreasing bytes per ms of their
+    compute (parameter-heavy, compute-light first).
+
+    >>> from workbench import samples
+    >>> g = samples.to_training(samples.cnn(12), update=True)
+    >>> u = replica_units(g)
+    >>> [x[3] for x in u[:2]], u[0][0] >= u[-1][0]
+    (['cc:logits', 'cc:stem'], True)
+    """
+    nodes = graph.nx.nodes
+    groups = graph.colocation_groups
+    out = []
+    for key, (nbytes, edges) in variables(graph).items():
+        members = set(groups.get(key, []))
+        ops = set(members) | {u for u, _ in edges}
+        for m in members:
+            ops |= {x for x in graph.successors(m) if x not in members
+                    and not graph.edge(m, x).get("batch", nodes[x]["kind"] != "update")}
+        comp = sum(min(nodes[x]["compute"].values(), default=0.0) for x in ops)
+        out.append((nbytes / max(comp, 1e-9), float(nbytes), sorted(ops), key))
+    out.sort(key=lambda t: (-t[0], t[3]))
+    return out
+
+
+def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3, t0: float | None = None,
+                      time_limit: float | None = None) -> tuple:
+    """*Replica co-location* (an extension of OS-DPOS; FastT's Fig. 4 as a measured search):
+    from the pure data-parallel plan ``p_dp`` of ``graph``, the replicas of each unit of
+    :func:`replica_units` (parameter-heavy, compute-light first) move together to one device,
+    devices taken in turn, their all-reduce ring redrawn over the devices that now hold them
+    (free on one) and the plan re-ordered by a FIFO simulation; a move is kept when the
+    simulator (congestion on) measures a faster step and every device still holds its ops
+    (FastT's rollback rule), and the search stops after ``patience`` rejected moves in a row.
+    Returns ``(plan, measured ms, variables moved)``."""
+    from ...simulate import simulate
+
+    h, nd = p_dp.graph, int(p_dp.info["replicas"])
+    names = [cluster.names[i] for i in range(len(cluster))
+             if cluster.names[i] in set(p_dp.placement.values())]
+    caps = {d.name: d.memory for d in cluster.devices}
+    mem = {v: h.nx.nodes[v]["memory"] for v in h.ops}
+    best, best_ms = p_dp, float(simulate(p_dp, cluster).makespan)
+    moved: list = []
+    misses = 0
+    for _, _, ops, key in replica_units(graph):
+        if misses >= patience or (time_limit is not None and t0 is not None
+                                  and time.perf_counter() - t0 > time_limit):
+            break
+        d = names[len(moved) % len(names)]
+        trial = dict(best.placement)
+        ring = [f"allreduce:{key}{part}@{r}" for part in ("", "/done") for r in range(nd)]
+        for v in [f"{o}@{r}" for o in ops for r in range(nd)] + ring:
+            if v in trial:
+                trial[v] = d
+        used = {x: 0.0 for x in caps}
+        for v, x in trial.items():
+            used[x] += mem[v]
+        if any(used[x] > caps[x] for x in used):
+            misses += 1
+            continue
+        q = fifo_plan(h, trial, cluster, best.method)
+        ms = float(simulate(q, cluster).makespan)
+        if ms < best_ms:
+            q.info.update(best.info)
+            best, best_ms, misses = q, ms, 0
+            moved.append(key)
+        else:
+            misses += 1
+    return best, best_ms, moved
 
 
 def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float,
@@ -114,8 +197,8 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
                 g2 = split_op(g, op, dim, n)
                 for how in (("given", "fresh") if resched == "both" else (resched,)):
                     try:
-                        p2 = dpos(g2, cluster) if how == "fresh" else \
-                            dpos_given(g2, cluster, best.placement)
+                        p2 = ring_plan(dpos(g2, cluster) if how == "fresh" else
+                                       dpos_given(g2, cluster, best.placement), cluster)
                     except InfeasibleError:
                         continue
                     tried += 1
@@ -136,11 +219,12 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
 @register("os_dpos", family="list", paper="FastT (Middleware'20), Algorithm 2", memory=True,
           orders=True, contract_params={"max_split_ops": 1},
           params={"resched": Param(("str",), choices=("given", "fresh", "both")),
-                  "search": Param(("str",), choices=("paper", "all"))},
+                  "search": Param(("str",), choices=("paper", "all")),
+                  "colocate": Param(("bool",))},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
-            time_limit: float | None = None, progress=None) -> Plan:
+            colocate: bool = True, time_limit: float | None = None, progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
 
     Parameters
@@ -162,6 +246,13 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         ``paper``: Algorithm 2 runs from its one input graph (the data-parallel graph when a
         replica fits, else the model); DPOS on the model is then an unsplit candidate of the
         rollback only. ``all`` (an extension, slower): Algorithm 2 from both starts.
+    colocate : bool
+        *Replica co-location* (an extension, default on; :func:`colocate_replicas`): the
+        data-parallel plan with the replicas of parameter-heavy, compute-light variables
+        moved together onto one device (FastT's Fig. 4; their all-reduce then runs on fewer
+        devices, free on one) while the simulator measures each move faster, as one more
+        candidate of the rollback (start ``"dp_colocated"``). ``False``: Algorithm 2 and the
+        rollback only.
     time_limit : float or None
         Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
 
@@ -186,7 +277,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     if data_parallel is not False and nd > 1 and (data_parallel or (b is not None and b >= nd)):
         try:
             p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
-            starts.append(("dpos_dp", dpos(p_dp.graph, cluster)))
+            starts.append(("dpos_dp", ring_plan(dpos(p_dp.graph, cluster), cluster)))
         except InfeasibleError:
             if data_parallel:
                 raise
@@ -203,6 +294,12 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         ms = simulate(p_dp, cluster).makespan
         found.append((ms, 0, "data_parallel", p_dp, [], 0, "heuristic"))
         report["data_parallel"] = {"no_split_ms": ms}
+        if colocate:
+            p_c, ms_c, moved = colocate_replicas(p_dp, graph, cluster, t0=t0,
+                                                 time_limit=time_limit)
+            report["dp_colocated"] = {"no_split_ms": ms_c, "colocated": moved}
+            if moved:
+                found.append((ms_c, 0.5, "dp_colocated", p_c, [], 0, "heuristic"))
     for k, (start, plan) in enumerate(starts, start=1):
         no_split = simulate(plan, cluster).makespan
         if search == "paper" and k > 1:   # the model start: an unsplit candidate only
