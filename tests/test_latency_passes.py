@@ -78,10 +78,25 @@ def test_joint_contiguity_cannot_split_a_training_graph():
     """Without the option a colour-class unit holds both passes: the units form cycles, so
     any contiguous subgraph holds the whole model, which fits no accelerator here."""
     g, c = training_chain(3), cluster(2, 8.0)
-    joint = solve(g, c, method="latency_ip", time_limit=30)
+    joint = solve(g, c, method="latency_ip", separate_passes=False, time_limit=30)
     sep = solve(g, c, method="latency_ip", separate_passes=True, time_limit=30)
     assert set(joint.placement.values()) == {"cpu0"}
     assert sep.predicted["latency_ms"] < joint.predicted["latency_ms"] / 5
+    assert "separate_passes" not in joint.stats
+
+
+def test_separate_passes_are_the_default_for_training_graphs_only():
+    """Section 4.2 is the paper's program for training graphs: ``separate_passes=None`` (the
+    default) takes it there and the joint program elsewhere."""
+    g, c = training_chain(3), cluster(2, 8.0)
+    auto = solve(g, c, method="latency_ip", time_limit=30)
+    sep = solve(g, c, method="latency_ip", separate_passes=True, time_limit=30)
+    assert auto.stats["separate_passes"] is True
+    assert auto.predicted["latency_ms"] == pytest.approx(sep.predicted["latency_ms"])
+    assert auto.predicted["latency_ms"] == pytest.approx(brute_force(g, c), rel=1e-6)
+    fwd = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}}), ("b", {"compute": {"gpu": 2.0}})],
+                           [("a", "b", {"comm": 0.5})])
+    assert "separate_passes" not in solve(fwd, c, method="latency_ip", time_limit=10).stats
 
 
 def test_separate_passes_need_a_training_graph():

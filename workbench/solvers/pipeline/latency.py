@@ -226,7 +226,7 @@ def _critical_path_bounds(U, slots_dev, cluster=None) -> np.ndarray:
           description="Single-sample latency IP (Fig. 3; Fig. 4 with q subgraphs per device)")
 def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float = 0.0,
                warm_start: bool = True, heuristic_effort: float = 0.3, workers: int = 2,
-               separate_passes: bool = False, seed: int | None = None,
+               separate_passes: bool | None = None, seed: int | None = None,
                time_limit: float | Budget | None = 60.0) -> Plan:
     """Latency-minimising split (Section 4).
 
@@ -247,7 +247,9 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         Start from the better of ``greedy_latency`` and the DP's max-load split.
     heuristic_effort : float
         HiGHS ``mip_heuristic_effort`` (its default is 0.05).
-    separate_passes : bool
+    separate_passes : bool or None
+        ``None`` (the default): ``True`` for training graphs (with backward ops), the paper's
+        program for them, ``False`` otherwise (decision 63).
         Training graphs (Section 4.2): contiguity enforced separately for the forward and the
         backward part. Every colour class is split into its forward and its backward half
         (kept on one device); each accelerator holds a contiguous forward and a contiguous
@@ -272,6 +274,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if engine not in ("cpsat", "milp"):
         raise SolverError(f"latency_ip: unknown engine {engine!r}; use 'cpsat' or 'milp'")
     model = pipeline_model(cluster, method="latency_ip", identical=False, any_mode=True)
+    if separate_passes is None:
+        separate_passes = graph.is_training()
     if separate_passes and not graph.is_training():
         raise SolverError(f"latency_ip: separate_passes=True is for training graphs; graph "
                           f"{graph.name!r} has no backward ops")
