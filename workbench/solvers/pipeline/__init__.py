@@ -8,6 +8,13 @@
 * :mod:`.latency`, :mod:`.latency_cpsat`: ``greedy_latency``, ``latency_ip`` (Section 4).
 * :mod:`.local_search`: ``local_search`` (the paper's local-search baseline).
 * :mod:`.metis`: ``metis`` (k-way graph partitioning, the paper's partitioning baseline).
+* :mod:`.units`: what the programs share (units, their placement, the Section 4.2 rows).
 * Their shared accounting (what a transfer costs a stage) is the judge's:
   :mod:`workbench.costs.pipeline`.
+
+Imports go one way: the entry modules (``ip`` above ``latency``, ``local_search`` and
+``metis``, these above ``dp``) over the engines (``gpipe``, ``hierarchy``, ``latency_cpsat``,
+``kernel``) over the shared pieces (``units``, ``pykernel``, ``ideals``, ``contraction``);
+``tests/test_pipeline_rooms.py`` checks it, and that no module uses another's private name.
+One :class:`~workbench.budget.Budget` runs through every method that takes a time limit.
 """

@@ -16,7 +16,7 @@
   splits only, so it says ``feasible`` (``stats["optimal_among"]``) unless its value meets the
   max-load lower bound.
 
-The latency IP and the greedy latency baseline are in :mod:`.pipeline_latency`. All programs are
+The latency IP and the greedy latency baseline are in :mod:`.latency`. All programs are
 PuLP models solved by :func:`workbench.solvers.milp.solve_milp` (HiGHS).
 
 Examples

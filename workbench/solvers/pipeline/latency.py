@@ -236,7 +236,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         Contiguous subgraphs per accelerator (``q = 1``: Fig. 3; ``q > 1``: Fig. 4).
     engine : {"cpsat", "milp"}
         OR-Tools CP-SAT on the same program with enforced instead of big-M constraints and
-        times rounded to about 1e-6 of the warm start's latency (:mod:`.pipeline_cpsat`), or
+        times rounded to about 1e-6 of the warm start's latency (:mod:`.latency_cpsat`), or
         the paper's MILP on HiGHS (exact coefficients).
     workers : int
         CP-SAT search workers.

@@ -1,4 +1,4 @@
-"""The latency program of :mod:`.pipeline_latency` on OR-Tools CP-SAT (``latency_ip(engine=
+"""The latency program of :mod:`.latency` on OR-Tools CP-SAT (``latency_ip(engine=
 "cpsat")``, the default).
 
 The same variables and constraints as the MILP of Fig. 3/4, with the big-M rows written as
@@ -292,7 +292,7 @@ def _hint_values(U, ops, slots, ncpu, slot, scaled, wint, x, lat, fo, tot, st, f
 class _OpView:
     """The ops inside the units: per op its unit, predecessors and times per device, and the
     transfers as hyperedges ``(producer unit, consumer units, cost, producer ops)`` grouped as
-    in :class:`.pipeline_ip._Units` (the paper's per-op ``c_u``), zero-cost outputs included
+    in :class:`.units.Units` (the paper's per-op ``c_u``), zero-cost outputs included
     (a subgraph waits for every input, as the judge's does)."""
 
     def __init__(self, U, cluster):
