@@ -91,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.runtime.calibrate import MODEL_CHANGES
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
+    from workbench.runtime.runner import with_run_order
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, default=2,
@@ -174,8 +175,8 @@ def main(argv: list[str] | None = None) -> int:
         roof = with_device_costs(g, "cpu-local", kind="cpu")
         plans = {}
         for m in methods:
-            try:
-                plans[m] = wb.solve(g, gcl, method=m, seed=0)
+            try:  # with the order it will run in, so every rung predicts that order
+                plans[m] = with_run_order(wb.solve(g, gcl, method=m, seed=0), gcl)
             except Exception as e:  # noqa: BLE001 - a bench reports any solver failure
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
         probe = {} if model is None else {"(probe)": model.probe}

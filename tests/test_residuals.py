@@ -151,7 +151,8 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
     assert all(math.isinf(lk.bandwidth) for lk in full.cluster.links.values())
     assert full.details["tensor_latency_ms"] >= 0
     assert full.contention[2] >= 1.0
-    probe = rt.probe_plan(mlp, cl)
+    probe = full.probe   # probe_plan's placement, in the order it was run
+    assert probe.placement == rt.probe_plan(mlp, cl).placement and probe.order is not None
     # the receive overhead is fitted so that the model predicts the probe's measured step
     # (unless even no overhead predicts it too slow)
     if full.details["recv_overhead_ms"] > 0:
@@ -264,3 +265,21 @@ def test_calibrated_model_fits_the_overlap_slope(rt, mlp):
     assert m.overlap == m.details["overlap_slope"] >= 0.0
     assert m.details["contention_factor"] >= 1.0   # both fitted from the same traces
     assert m.with_overlap().overlap == m.overlap
+    # the probe runs in one fixed order (calibration, interleaved rounds and predictions)
+    assert m.probe.order is not None
+    assert sorted(v for ops in m.probe.order.values() for v in ops) == sorted(mlp.ops)
+
+
+def test_with_run_order_fixes_the_order_a_plan_runs_in():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.runtime.runner import execution_chains, with_run_order
+
+    g = samples.diamond()
+    p = Plan(g, {"a": "cpu0", "b": "cpu0", "c": "cpu1", "d": "cpu0"}, method="x")
+    fixed = with_run_order(p, local_cluster(2))
+    assert fixed.order == execution_chains(p, cluster=local_cluster(2))[0]
+    assert fixed.placement == p.placement and fixed.method == "x" and p.order is None
+    assert with_run_order(fixed, Cluster.preset("2xV100-pcie")) is fixed   # an order is kept
+    # the model predicts the order that runs: with it fixed, the same makespan
+    m = JudgeModel(local_cluster(2))
+    assert m.makespan(fixed) == pytest.approx(m.makespan(p))

@@ -526,6 +526,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
+    from .runner import with_run_order
 
     changes = tuple(changes)
     known = MODEL_CHANGES + OPTIONAL_CHANGES
@@ -536,9 +537,10 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if "overlap" in changes and "contention" in changes:
         raise RuntimeBridgeError("calibrate_model: changes 'contention' and 'overlap' model "
                                  "the same slowdown; name one of them")
-    probe = probe or probe_plan(graph, cluster, seed=seed)
-    run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program, "cluster": cluster,
-               "realtime": realtime}
+    # the probe keeps one order in every run of it (calibration, interleaved rounds, predictions)
+    probe = with_run_order(probe or probe_plan(graph, cluster, seed=seed), cluster)
+    run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program,
+           "cluster": cluster, "realtime": realtime}
     meas = traced_measurement(probe, **run)
     details: dict = {"probe_measured_ms": meas.median_ms}
     model = JudgeModel(cluster, changes=(), probe=probe)

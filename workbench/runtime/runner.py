@@ -42,7 +42,7 @@ import statistics
 import time
 from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 
 import networkx as nx
@@ -65,6 +65,7 @@ __all__ = [
     "parse_step_stats",
     "placed_graph_def",
     "run_plan",
+    "with_run_order",
 ]
 
 
@@ -343,6 +344,26 @@ def execution_chains(plan: Plan, *, cluster=None, enforce_order: bool = True) ->
         chains = simulate(plan, cluster, order="fifo").device_order()
         return {d: ops for d, ops in chains.items() if ops}, "simulated"
     return {d: plan.ops_on(d) for d in plan.devices_used()}, "topological"
+
+
+def with_run_order(plan: Plan, cluster) -> Plan:
+    """``plan`` with its per-device order fixed: its own order when it has one, else the order
+    the runner would chain on ``cluster`` (:func:`execution_chains`). A plan without an order
+    is chained in the simulator's FIFO order *on the cluster it is run with*, and fitted
+    clusters differ between a calibration and the rounds that follow, so the same placement can
+    run in different orders (lstm_seq2seq's probe: 10 ms in one order, 15 ms in another);
+    with the order fixed, every run of it and every prediction of it use one order.
+
+    >>> from workbench import samples, Plan, Cluster
+    >>> g = samples.diamond()
+    >>> p = with_run_order(Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}),
+    ...                    Cluster.preset("2xV100-pcie"))
+    >>> p.order
+    {'gpu0': ['a', 'b', 'd'], 'gpu1': ['c']}
+    """
+    if plan.order is not None:
+        return plan
+    return replace(plan, order=execution_chains(plan, cluster=cluster)[0])
 
 
 class PlanSession:
