@@ -272,7 +272,8 @@ class EventCore(_Transfers):
         self.heap: list = []
         self.counter = 0
         self._op_lists = (self.start, self.end, self.rank, self.why, self.dur, self.dev_last,
-                          self.dev_free_t)  # bound at once by start_op (speed)
+                          self.dev_free_t, self.busy, self.ready_t, self.why_input,
+                          self.heap)  # bound at once by start_op (speed)
         self._ready_lists = (self.remaining, self.ready_t, self.why_input, self.devl,
                              policy.ready, self.dirty_dev)  # and by input_ready
 
@@ -334,7 +335,8 @@ class EventCore(_Transfers):
 
     def start_op(self, d: int, v: int, t: float) -> None:
         """Start op ``v`` on idle device ``d`` at ``t``."""
-        start, end_, rank, why, dur, dev_last, dev_free_t = self._op_lists
+        start, end_, rank, why, dur, dev_last, dev_free_t, busy, ready_t, why_input, heap = \
+            self._op_lists
         start[v] = t
         rank[v] = self.n_started
         self.n_started += 1
@@ -343,12 +345,12 @@ class EventCore(_Transfers):
             _overflow(self.names[v], t, dur[v], repr(self.dev_names[d]))
         # binding cause: the device (previous op) if it freed later than the inputs arrived
         last = dev_last[d]
-        if last is not None and dev_free_t[d] > self.ready_t[v]:
+        if last is not None and dev_free_t[d] > ready_t[v]:
             why[v] = ("op", last)
         else:
-            why[v] = self.why_input[v]
-        self.busy[d] = True
+            why[v] = why_input[v]
+        busy[d] = True
         dev_last[d] = v
         dev_free_t[d] = end
         self.counter += 1
-        heapq.heappush(self.heap, (end, 1, self.counter, _OP_END, v, d))
+        heapq.heappush(heap, (end, 1, self.counter, _OP_END, v, d))
