@@ -150,3 +150,22 @@ def test_compare_and_robustness_import_one_way():
     assert not any("compare" == x or x.startswith("compare.")
                    for x in imports("workbench/robustness.py"))
     assert not any("board" in x for x in imports("widgets/report.py"))
+
+
+def test_bounds_are_computed_once_per_comparison(monkeypatch):
+    """compare() computes the problem's lower bounds once; every method whose plan keeps the
+    problem's graph is judged against those (issue 24: they were computed N+1 times)."""
+    import workbench.bounds as bounds_mod
+
+    calls = []
+    real = bounds_mod.lower_bounds
+
+    def counting(graph, cluster, *a, **kw):
+        calls.append(graph.name)
+        return real(graph, cluster, *a, **kw)
+
+    monkeypatch.setattr(bounds_mod, "lower_bounds", counting)
+    g, c = wb.samples.transformer(60, seed=0), wb.Cluster.preset("4xV100-nvlink")
+    cmp = wb.compare(g, c, ["m_topo", "heft", "dpos", "etf"], time_limit=5)
+    assert len(calls) == 1
+    assert np.allclose(cmp.table["makespan_lb"], cmp.bounds["makespan_ms"], rtol=1e-6)

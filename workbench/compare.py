@@ -140,6 +140,9 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     settings = {"methods": methods, "time_limit": time_limit, "params": params, "seed": seed,
                 "congestion": congestion, "order": order, "measure": measure,
                 "measure_options": dict(measure_options or {})}
+    from .bounds import lower_bounds
+
+    lb = lower_bounds(graph, cluster)  # once: every method whose plan keeps the graph reuses it
     rows, plans, schedules, proven = [], {}, {}, {}
     bar = None
     if progress is True:
@@ -149,7 +152,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     for k, m in enumerate(methods):
         if bar is not None:
             bar.set_postfix_str(m)
-        rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven))
+        rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven, lb))
         if bar is not None:
             bar.update(1)
         elif callable(progress):
@@ -157,7 +160,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     if bar is not None:
         bar.close()
     df = pd.DataFrame(rows, columns=COLUMNS)
-    bounds = _best_bounds(df, graph, cluster, proven)
+    bounds = _best_bounds(df, lb, proven)
     if measure:
         df = _add_measurements(df, graph, cluster, plans, measure_options or {})
     df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
@@ -168,7 +171,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
 
 
 def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dict,
-             proven: dict) -> dict:
+             proven: dict, lb: dict) -> dict:
     """Solve, simulate and judge method ``m``; its row (an error row when it fails). Its plan
     and schedule go to ``plans``/``schedules``, a proven bound raises ``proven``."""
     info = SOLVERS[m]
@@ -179,7 +182,9 @@ def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dic
         plan = solve(graph, cluster, method=m, time_limit=settings["time_limit"],
                      seed=settings["seed"], **settings["params"].get(m, {}))
         sched = simulate(plan, cluster, congestion=congestion, order=settings["order"])
-        met = evaluate(plan, cluster, schedule=sched)
+        same = plan.graph is graph or plan.graph.fingerprint == graph.fingerprint
+        met = evaluate(plan, cluster, schedule=sched,
+                       bounds=lb if same else None)
         row.update(status=plan.status, makespan_ms=met.makespan_ms,
                    max_load_ms=met.max_load_ms, makespan_lb=met.makespan_lb,
                    max_load_lb=met.max_load_lb, makespan_gap=met.makespan_gap,
@@ -204,13 +209,12 @@ def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dic
     return row
 
 
-def _best_bounds(df, graph, cluster, proven: dict) -> dict:
+def _best_bounds(df, lb: dict, proven: dict) -> dict:
     """Put the best known bound of each objective in every row and each method's gap to it;
-    returns the bounds (see :attr:`Comparison.bounds`)."""
-    from .bounds import lower_bounds
+    returns the bounds (see :attr:`Comparison.bounds`). ``lb``: the problem's analytic
+    :func:`~workbench.bounds.lower_bounds`, computed once per comparison."""
     from .plan import _gap
 
-    lb = lower_bounds(graph, cluster)
     out = {"min_devices": lb["min_devices"], "analytic": lb, "proven": dict(proven)}
     for obj, col in (("makespan", "makespan"), ("max_load", "max_load")):
         best = max(float(lb[f"{col}_ms"]), proven.get(obj, -math.inf))

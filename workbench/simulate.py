@@ -90,10 +90,13 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
 
 
 def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None = None,
-             schedule: Schedule | None = None) -> Metrics:
+             schedule: Schedule | None = None, bounds: dict | None = None) -> Metrics:
     """Both objectives of ``plan`` with resources, named violations and gaps to lower bounds.
 
     Violations are memory over a device's capacity and colocation groups split over devices.
+    ``schedule`` (a simulation of this plan already made) and ``bounds``
+    (:func:`workbench.bounds.lower_bounds` of the plan's graph on ``cluster``) are used as given
+    instead of computed again: :func:`workbench.compare.compare` computes both once.
 
     >>> from workbench import samples, Cluster, Plan, evaluate
     >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
@@ -124,7 +127,7 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         devs = sorted({plan.placement[v] for v in members})
         if len(devs) > 1:
             violations.append(f"colocation group {grp!r} split over {', '.join(devs)}")
-    lb = lower_bounds(plan.graph, cluster)
+    lb = bounds if bounds is not None else lower_bounds(plan.graph, cluster)
     return Metrics(
         makespan_ms=s.makespan, max_load_ms=ml,
         comm_ms=float((s.t_end - s.t_start).sum()), comm_bytes=float(s.t_bytes.sum()),
