@@ -128,3 +128,16 @@ def test_board_explains_gantt_a_against_gantt_b():
     sel = next(t for t in board._diff_box.children[1].data if t.name == "selected")
     assert len(sel.x) == len(d.moved)
     np.testing.assert_array_equal(d.schedule_a.end, board.schedules[d.name_a].end)
+
+
+def test_given_schedules_are_used_and_must_match_their_plans():
+    g, c = layered(40, seed=2), wb.Cluster.preset("4xV100-nvlink")
+    a, b = wb.solve(g, c, method="heft"), wb.solve(g, c, method="m_topo")
+    sa = wb.simulate(a, c, order="fifo")
+    sb = wb.simulate(b, c, order="fifo")
+    d = wb.diff(a, b, c, schedules=(sa, sb))
+    assert d.schedule_a is sa and d.schedule_b is sb
+    other = wb.samples.diamond()
+    so = wb.simulate(wb.solve(other, c, method="heft"), c)
+    with pytest.raises(wb.PlanError, match="not a simulation of plan_b"):
+        wb.diff(a, b, c, schedules=(sa, so))

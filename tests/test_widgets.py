@@ -399,6 +399,8 @@ def test_board_run_and_whatif_do_not_simulate_again(monkeypatch):
     df = board.run()
     assert df["method"].tolist() == ["m_topo", "heft"] and board.graph.n_ops == 40
     assert board.gantt_a.schedule is board.comparison.schedules[board.gantt_a_picker.value]
+    d = board.show_diff("m_topo", "heft")  # the diff too draws the comparison's schedules
+    assert d.schedule_a is board.comparison.schedules["m_topo"]
     board.graph_picker.value = "msr"  # a resolve() name with its own cluster
     board.run()
     assert board.graph.n_ops == 235 and board.cluster.mode == "host"

@@ -463,8 +463,10 @@ class CompareBoard(W.VBox):
 
         a, b = self._method(a), self._method(b or self.gantt_b_picker.value)
         cmp = self.comparison  # the diff judges both plans as the comparison did
+        sched = cmp.schedules
         d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b),
-                    congestion=cmp.congestion, order=cmp.order)
+                    congestion=cmp.congestion, order=cmp.order,
+                    schedules=(sched[a], sched[b]) if a in sched and b in sched else None)
         self.diff_view.value = diff_html(d)
         figs = [_figure_widget(diff_figure(d), "wb-diff-gantt")]
         if self.plans[b].graph.n_ops <= 2000:  # B's DAG, moved ops ringed (light enough)

@@ -135,8 +135,9 @@ def _busy(schedule) -> dict:
 
 
 def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None = None,
-         names: tuple | None = None) -> PlanDiff:
-    """Compare two plans of one problem on ``cluster`` (both simulated by the judge).
+         names: tuple | None = None, schedules: tuple | None = None) -> PlanDiff:
+    """Compare two plans of one problem on ``cluster`` (both simulated by the judge, or the
+    simulations given in ``schedules``).
 
     Parameters
     ----------
@@ -146,6 +147,9 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
         Passed to :func:`workbench.simulate`.
     names : (str, str), optional
         Labels of the two plans (default: their methods; ``A``/``B`` appended when equal).
+    schedules : (Schedule, Schedule), optional
+        Simulations of ``plan_a`` and ``plan_b`` already made (a ``Comparison``'s
+        ``schedules``): used as they are, so the diff shows what the comparison judged.
 
     Raises
     ------
@@ -167,8 +171,15 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
     if not common:
         raise PlanError(f"diff: plans {na!r} and {nb!r} share no op (graphs "
                         f"{plan_a.graph.name!r} and {plan_b.graph.name!r})")
-    sa = simulate(plan_a, cluster, congestion=congestion, order=order)
-    sb = simulate(plan_b, cluster, congestion=congestion, order=order)
+    if schedules is not None:
+        sa, sb = schedules
+        for what, sch, p in (("a", sa, plan_a), ("b", sb, plan_b)):
+            if sch.graph is not p.graph and sch.graph.fingerprint != p.graph.fingerprint:
+                raise PlanError(f"diff: schedules[{'ab'.index(what)}] is not a simulation of "
+                                f"plan_{what} (graph {sch.graph.name!r})")
+    else:
+        sa = simulate(plan_a, cluster, congestion=congestion, order=order)
+        sb = simulate(plan_b, cluster, congestion=congestion, order=order)
     ta, tb = cluster.op_times(plan_a.graph), cluster.op_times(plan_b.graph)
     idx = cluster.index
     rows = []
