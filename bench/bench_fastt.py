@@ -21,8 +21,12 @@ BERT 16; the small CNNs keep their 16) and placed on ``n`` V100s linked as in ``
   splits (``info["starts"]`` of ``os_dpos``) and the op types split.
 
 Costs are the samples' V100 roofline estimates; a split or a replica's share of the batch costs
-its share of the op's time (linear, no kernel under-utilisation), and a ring all-reduce occupies
-every replica's device for its duration (no overlap with compute): see docs/results-fastt.md.
+its share of the op's time (linear, no kernel under-utilisation). Each variable's gradient is
+aggregated by a ring on the links over the devices that hold its replicas (free when they share
+one, overlapping compute; ``--aggregation device``: the earlier model, an op that occupies its
+device for the ring time wherever the replicas are). ``os_dpos`` includes the *replica
+co-location* extension (``colocate=True``: FastT's Fig. 4 as a measured search); Table 6 gives
+the variables it gathered. See docs/results-fastt.md.
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def run(g, c, method: str, **kw):
 
 
 def row(name: str, devices: list, time_limit: float, fraction: float | None = None,
-        search: str = "all") -> tuple[list, list]:
+        search: str = "all", aggregation: str = "links") -> tuple[list, list]:
     """Table 1 cells and Table 6 rows of one model; ``fraction``: each GPU holds only that
     share of the model's memory (no data parallelism: FastT starts from the model)."""
     g = model(name)
@@ -87,9 +91,10 @@ def row(name: str, devices: list, time_limit: float, fraction: float | None = No
             t1.append(f"{B / simulate(p, c).makespan * 1e3:.1f}")
             continue
         out = {}
-        for m, kw in (("data_parallel", {}), ("dpos", {}),
-                      ("os_dpos", {"time_limit": time_limit, "search": search}),
-                      ("no_split", {"max_split_ops": 0})):
+        agg = {"aggregation": aggregation}
+        for m, kw in (("data_parallel", agg), ("dpos", {}),
+                      ("os_dpos", {"time_limit": time_limit, "search": search, **agg}),
+                      ("no_split", {"max_split_ops": 0, **agg})):
             p, dt, err = run(g, c, "os_dpos" if m == "no_split" else m, **kw)
             out[m] = (None if p is None else simulate(p, c).makespan, dt, p, err)
             print(f"  {name} {n} GPUs {m:13s} "
@@ -117,9 +122,11 @@ def row(name: str, devices: list, time_limit: float, fraction: float | None = No
         done = [op for r in p.info["starts"].values() for op, _, _ in r.get("splits", [])]
         kinds = ", ".join(f"{t} x{k}" for t, k in Counter(
             _op_type(g, op) for op in done).most_common()) or "none"
+        col = p.info["starts"].get("dp_colocated")
+        col = "--" if col is None else f"{col['no_split_ms']:.3f} ({len(col['colocated'])})"
         t6.append([label, str(n), f"{out['no_split'][0]:.3f}", f"{out['os_dpos'][0]:.3f}",
                    f"{(out['no_split'][0] / out['os_dpos'][0] - 1) * 100:.2f} %",
-                   p.info["start"], *cells, kinds, f"{out['os_dpos'][1]:.0f}", p.status])
+                   p.info["start"], col, *cells, kinds, f"{out['os_dpos'][1]:.0f}", p.status])
     t1.append(gain if len(devices) > 1 else "")
     return t1, t6
 
@@ -144,6 +151,9 @@ def main(argv=None) -> int:
     ap.add_argument("--time-limit", type=float, default=60.0, help="os_dpos seconds per cell")
     ap.add_argument("--search", choices=("all", "paper"), default="all",
                     help="os_dpos search: Algorithm 2 from both starts, or the paper's one")
+    ap.add_argument("--aggregation", choices=("links", "device"), default="links",
+                    help="gradient aggregation: a ring on the links (default) or the earlier "
+                         "op that occupies each replica's device")
     ap.add_argument("--markdown", type=Path, help="also write the tables here")
     ap.add_argument("--pressure", default="bert_base:0.3",
                     help="MODEL:FRACTION rows where each GPU holds that share of the model "
@@ -156,15 +166,17 @@ def main(argv=None) -> int:
     h1.append(f"OS-DPOS vs best, {max(devices)} GPUs")
     t1, t6 = [], []
     for name in filter(None, a.models.split(",")):
-        r1, r6 = row(name, devices, a.time_limit, search=a.search)
+        r1, r6 = row(name, devices, a.time_limit, search=a.search, aggregation=a.aggregation)
         t1.append(r1)
         t6 += r6
     for spec in filter(None, a.pressure.split(",")):
         name, frac = spec.split(":")
-        r1, r6 = row(name, devices, a.time_limit, float(frac), search=a.search)
+        r1, r6 = row(name, devices, a.time_limit, float(frac), search=a.search,
+                     aggregation=a.aggregation)
         t1.append(r1)
         t6 += r6
     h6 = ["model", "GPUs", "FastT no split (ms)", "FastT (ms)", "speed-up", "start",
+          "DP with replicas co-located (variables)",
           "DPOS on DP graph: no split / split (splits)",
           "DPOS on model: no split / split (splits)", "ops split", "os_dpos s", "status"]
     text = ("Table 1 (samples/s, strong scaling, simulated, congestion on)\n\n"

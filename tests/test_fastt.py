@@ -211,6 +211,11 @@ def test_data_parallel_method_strong_and_weak():
         solve(samples.load_sample("resnet50"), c, method="data_parallel")
     with pytest.raises(SolverError, match="scaling must be"):
         solve(g, c, method="data_parallel", scaling="sideways")
+    with pytest.raises(SolverError, match="aggregation must be one of"):
+        solve(g, c, method="data_parallel", aggregation="ps")
+    old = solve(g, c, method="data_parallel", aggregation="device")     # the model before
+    assert old.graph.meta["aggregation"] == "device"
+    assert simulate(old, c).makespan > simulate(p, c).makespan
     with pytest.raises(InfeasibleError, match="a replica of graph"):
         solve(g, c.with_memory(g.meta["param_bytes"] * 0.9), method="data_parallel")
 

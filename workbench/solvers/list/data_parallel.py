@@ -6,7 +6,8 @@ all-reduce of every variable's gradient -- on device ``r``
 keeps the global batch and gives each replica ``1/R`` of it; weak scaling gives each replica the
 whole batch (``R`` times the samples per step). Each device runs its replica in the order of a
 FIFO simulation of the plan with tensors queued on the links (a FIFO executor's order; the
-ring all-reduce runs on the links and overlaps compute). The plan refers to the data-parallel graph (ops ``v@r``);
+ring all-reduce runs on the links and overlaps compute). The plan refers to the data-parallel
+graph (ops ``v@r``);
 ``info["global_batch"]`` is the samples per step, for samples/s.
 
 Graphs without split dimensions but with shapes (extracted, ONNX) get them first
@@ -32,7 +33,7 @@ from ...errors import InfeasibleError, SolverError
 from ...graph import OpGraph
 from ...plan import Plan
 from ...simulate import simulate
-from ...transforms.data_parallel import data_parallel_graph, ring_over_devices
+from ...transforms.data_parallel import AGGREGATIONS, data_parallel_graph, ring_over_devices
 from ...transforms.split_dims import has_split_dims, with_split_dims
 from ..params import Param
 from ..registry import register
@@ -143,16 +144,17 @@ def _replica_devices(graph: OpGraph, cluster, replicas: int | None) -> list[int]
 
 
 def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "strong",
-            method: str = "data_parallel") -> Plan:
+            method: str = "data_parallel", aggregation: str = "links") -> Plan:
     """The data-parallel plan of ``graph`` with one replica on each of ``devices`` (indices),
-    ordered by a FIFO simulation (:func:`fifo_plan`); ``predicted["makespan_ms"]`` is its simulated makespan
-    (congestion off, plan order). Raises InfeasibleError when a replica does not fit."""
+    ordered by a FIFO simulation (:func:`fifo_plan`); ``predicted["makespan_ms"]`` is its
+    simulated makespan (congestion off, plan order). Raises InfeasibleError when a replica does not fit."""
     R = len(devices)
     names = [cluster.names[d] for d in devices]
     if not np.isfinite(cluster.op_times(graph)[:, devices]).all():
         raise InfeasibleError(f"{method}: a device of {names} cannot run every op of graph "
                               f"{graph.name!r} (a replica needs them all)")
-    g = data_parallel_graph(graph, R, cluster=cluster, devices=names, scaling=scaling)
+    g = data_parallel_graph(graph, R, cluster=cluster, devices=names, scaling=scaling,
+                            aggregation=aggregation)
     placement = {v: names[int(v.rsplit("@", 1)[1])] for v in g.ops}
     nodes = g.nx.nodes
     for r, d in enumerate(devices):
@@ -174,11 +176,12 @@ def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "stro
           paper="FastT (Middleware'20): the data-parallel baseline of Tables 1 and 2",
           memory=True, orders=True,
           params={"replicas": Param(("int", "none"), min=1),
-                  "scaling": Param(("str",), choices=("strong", "weak"))},
+                  "scaling": Param(("str",), choices=("strong", "weak")),
+                  "aggregation": Param(("str",), choices=AGGREGATIONS)},
           description="Pure data parallelism: R replicas on R devices, ring all-reduce of "
                       "every variable's gradient (strong or weak scaling)")
 def data_parallel(graph, cluster, *, replicas: int | None = None, scaling: str = "strong",
-                  progress=None) -> Plan:
+                  aggregation: str = "links", progress=None) -> Plan:
     """Pure data parallelism (module docstring).
 
     Parameters
@@ -188,6 +191,9 @@ def data_parallel(graph, cluster, *, replicas: int | None = None, scaling: str =
         are used.
     scaling : {"strong", "weak"}
         Fixed global batch (FastT Table 1) or fixed batch per replica (Table 2).
+    aggregation : {"links", "device"}
+        The ring all-reduce on the links (default) or, the model before, as an op occupying
+        each replica's device (:func:`~workbench.transforms.data_parallel.data_parallel_graph`).
 
     Raises
     ------
@@ -209,7 +215,10 @@ def data_parallel(graph, cluster, *, replicas: int | None = None, scaling: str =
         raise SolverError(f"data_parallel: graph {graph.name!r} has a batch of {b}, fewer "
                           f"samples than {len(devices)} replicas (use scaling='weak', fewer "
                           f"replicas, or workbench.transforms.split_dims.with_batch)")
-    plan = dp_plan(g, cluster, devices, scaling=scaling)
+    if aggregation not in AGGREGATIONS:
+        raise SolverError(f"data_parallel: aggregation must be 'links' or 'device', got "
+                          f"{aggregation!r}")
+    plan = dp_plan(g, cluster, devices, scaling=scaling, aggregation=aggregation)
     if progress is not None:
         progress(1.0)
     return plan

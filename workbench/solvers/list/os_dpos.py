@@ -93,8 +93,8 @@ def dpos_given(graph, cluster, placement: dict) -> Plan:
 
 def replica_units(graph) -> list:
     """FastT's Fig. 4 units of a model with update ops: per variable ``(bytes / ms, bytes,
-    ops, variable)``, ``ops`` its colocation group, the ops that read its weights (a batch-free edge out
-    of the group) and the ops that produce its gradient, by decreasing bytes per ms of their
+    ops, variable)``, ``ops`` its colocation group, the ops that read its weights (a
+    batch-free edge out of the group) and the ops that produce its gradient, by decreasing bytes per ms of their
     compute (parameter-heavy, compute-light first).
 
     >>> from workbench import samples
@@ -220,11 +220,13 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
           orders=True, contract_params={"max_split_ops": 1},
           params={"resched": Param(("str",), choices=("given", "fresh", "both")),
                   "search": Param(("str",), choices=("paper", "all")),
-                  "colocate": Param(("bool",))},
+                  "colocate": Param(("bool",)),
+                  "aggregation": Param(("str",), choices=("links", "device"))},
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
-            colocate: bool = True, time_limit: float | None = None, progress=None) -> Plan:
+            colocate: bool = True, aggregation: str = "links", time_limit: float | None = None,
+            progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
 
     Parameters
@@ -253,6 +255,10 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         devices, free on one) while the simulator measures each move faster, as one more
         candidate of the rollback (start ``"dp_colocated"``). ``False``: Algorithm 2 and the
         rollback only.
+    aggregation : {"links", "device"}
+        How the data-parallel graph charges gradient aggregation (see
+        :func:`~workbench.transforms.data_parallel.data_parallel_graph`; ``"device"`` is the
+        model before the ring moved to the links).
     time_limit : float or None
         Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
 
@@ -276,7 +282,8 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     # as a replica with its share of the batch fits (dp_plan checks each device)
     if data_parallel is not False and nd > 1 and (data_parallel or (b is not None and b >= nd)):
         try:
-            p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos")
+            p_dp = dp_plan(graph, cluster, list(range(nd)), method="os_dpos",
+                           aggregation=aggregation)
             starts.append(("dpos_dp", ring_plan(dpos(p_dp.graph, cluster), cluster)))
         except InfeasibleError:
             if data_parallel:
