@@ -46,13 +46,13 @@ True
 from __future__ import annotations
 
 import math
-import time
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 
 import numpy as np
 
 from ...analysis import critical_path, levels
+from ...budget import Budget
 from ...errors import InfeasibleError
 from ...plan import Plan
 from ..registry import register
@@ -609,9 +609,13 @@ def m_etf(graph, cluster, *, slow_factor: float | None = SLOW_FACTOR) -> Plan:
 
 @register("m_sct", family="list", paper="Baechi (SoCC'20)", memory=True, orders=True,
           description="Baechi m-SCT: ETF with favourite children from an LP relaxation")
-def m_sct(graph, cluster, *, threshold: float = 0.5, time_limit: float | None = None,
+def m_sct(graph, cluster, *, threshold: float = 0.5,
+          time_limit: float | Budget | None = None,
           slow_factor: float | None = SLOW_FACTOR) -> Plan:
     """Baechi's memory-constrained Small Communication Time scheduler.
+
+    ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`): the LP gets the share
+    ``m_sct.lp`` of it (half).
 
     Favourite children come from :func:`favourite_children` (LP relaxation, HiGHS); scheduling
     is :func:`event_list_schedule` with the favourite-child rule, among the devices where an op
@@ -623,10 +627,10 @@ def m_sct(graph, cluster, *, threshold: float = 0.5, time_limit: float | None = 
     >>> p.info["favourites"] > 0, p.status
     (True, 'heuristic')
     """
-    t0 = time.perf_counter()
-    fav, lp_w = favourite_children(graph, cluster, threshold=threshold,
-                                   time_limit=None if time_limit is None else 0.5 * time_limit)
-    lp_s = time.perf_counter() - t0
+    budget = Budget.of(time_limit, name="m_sct")
+    lp = budget.share("m_sct.lp")  # half of the limit for the LP (SHARES["m_sct.lp"])
+    fav, lp_w = favourite_children(graph, cluster, threshold=threshold, time_limit=lp.seconds())
+    lp_s = lp.elapsed()
     return _etf_like(graph, cluster, "m_sct", memory=True, favourite=fav, slow_factor=slow_factor,
                      extra_info={"favourites": sum(f >= 0 for f in fav), "lp_makespan_ms": lp_w,
                                  "lp_seconds": lp_s, "lp_solved": not math.isnan(lp_w)})

@@ -25,12 +25,21 @@ Examples
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
+from ...budget import SHARES, Budget
 from ...errors import SolverError
 from ...plan import Plan
+from .cpsat import BuildTimeout, CpsatResult, solve_cpsat
+from .heuristics import (
+    best_heuristic,
+    best_order,
+    budget_of,
+    check_memory,
+    default_target,
+    respects,
+)
 
 __all__ = ["LNS_PARAMETERS", "paper_coarse_start", "pesto_cpsat", "schedule_groups",
            "units_target", "window_rounds"]
@@ -44,9 +53,13 @@ first propagation (no solution in 55 s on GNMT, 4 devices), while LNS improved t
 seconds; on ResNet-50 (150 units) both gained the same (6.52 -> 6.29 / 6.25 ms in 60 s)."""
 
 
-ROUNDS_SHARE_FIRST = 0.5
+ROUNDS_SHARE_FIRST = SHARES["cpsat.first_solve"]
 """Coarsened graphs: the share of the remaining time for the first solve of the whole coarse
-problem; the rest goes to :func:`window_rounds`."""
+problem; the rest goes to :func:`window_rounds` (``SHARES["cpsat.first_solve"]``)."""
+
+FINAL_MARGIN_MAX_S = 5.0
+"""At most this many seconds of the limit are kept for judging the result (the share
+``cpsat.final_margin`` of :data:`workbench.budget.SHARES`, capped)."""
 
 WINDOW_OPS = 150
 """Ops left free around a critical op in each round of :func:`window_rounds`."""
@@ -54,6 +67,12 @@ WINDOW_OPS = 150
 
 def units_target(n_devices: int, time_limit: float) -> int:
     """How many placement units CP-SAT gets: ``max(24, 10 * time_limit / devices)``.
+
+    The one place where the problem this method builds depends on its time limit, on purpose
+    (docs/decisions.md, 64): the units are what CP-SAT can improve in the time it has, about
+    ten per second and device; a fixed size would either leave a long limit unused (few
+    units, the warm start's runs frozen) or give a short one a model it cannot even build
+    (thousands of ops). ``pesto(..., engine="cpsat", target=N)`` fixes the size instead.
 
     >>> units_target(2, 120), units_target(4, 120), units_target(8, 5)
     (600, 300, 24)
@@ -134,11 +153,12 @@ def schedule_groups(schedule, target: int, *, balance: float = 2.0,
 
 
 def paper_coarse_start(graph, cluster, current: tuple, tried: dict, *, warm_start, congestion,
-                       seed, deadline: float) -> tuple:
+                       seed, time_limit) -> tuple:
     """The better of ``current`` = (plan, schedule, method) and the warm-start heuristics run on
     Pesto's own coarse graph (Theorem 3.5 coarsening to
-    :func:`~workbench.solvers.pesto.ilp.default_target` vertices, expanded, in the fastest of the
-    simulator's orders). ``tried`` gets ``"<method>@coarse"``.
+    :func:`~workbench.solvers.pesto.heuristics.default_target` vertices, expanded, in the
+    fastest of the simulator's orders), within ``time_limit`` (seconds or a
+    :class:`~workbench.budget.Budget`). ``tried`` gets ``"<method>@coarse"``.
 
     Why: on rnnlm-4xV100 every heuristic on the original graph sends 3-5.6 GB between devices
     (celeritas 47.2 ms), while on the coarse graph, whose heavy-edge-first merging hides the
@@ -147,60 +167,61 @@ def paper_coarse_start(graph, cluster, current: tuple, tried: dict, *, warm_star
     """
     from ...simulate import simulate
     from ...transforms.coarsen import coarsen
-    from .ilp import _best_heuristic, _best_order, _respects, default_target
 
+    budget = Budget.of(time_limit, name="cpsat.coarse_start")
     tgt = default_target(cluster)
-    if graph.n_ops <= tgt or time.perf_counter() > deadline:
+    if graph.n_ops <= tgt or budget.over():
         return current
-    cg = coarsen(graph, tgt, cluster=cluster, deadline=deadline)
-    cp, _cs, cm, _tried, _err = _best_heuristic(cg.coarse, cluster, warm_start, congestion,
-                                                seed, deadline=deadline)
+    cg = coarsen(graph, tgt, cluster=cluster, deadline=budget.deadline)
+    cp, _cs, cm, _tried, _err = best_heuristic(cg.coarse, cluster, warm_start, congestion,
+                                               seed, budget=budget)
     if cp is None:
         return current
-    plan, ms, _how = _best_order(cg.expand(cp), cluster, congestion, True)
+    plan, ms, _how = best_order(cg.expand(cp), cluster, congestion, True)
     tried[f"{cm}@coarse"] = ms
-    if not _respects(plan, cluster) or (current[1] is not None
-                                        and ms >= current[1].makespan * (1 - 1e-9)):
+    if not respects(plan, cluster) or (current[1] is not None
+                                       and ms >= current[1].makespan * (1 - 1e-9)):
         return current
     plan = Plan(graph, dict(plan.placement), method=cm, order=plan.order, status="heuristic")
     return plan, simulate(plan, cluster, congestion=congestion), f"{cm}@coarse"
 
 
-def window_rounds(graph, cluster, schedule, stop: float, *, congestion: bool, workers: int,
+def window_rounds(graph, cluster, schedule, time_limit, *, congestion: bool, workers: int,
                   symmetry: bool, seed, free_ops: int, outside_units: int = 60) -> tuple:
-    """Improve ``schedule`` by rounds of CP-SAT on windows of it, until ``stop``.
+    """Improve ``schedule`` by rounds of CP-SAT on windows of it, within ``time_limit``
+    (seconds or a :class:`~workbench.budget.Budget`).
 
     Each round takes the ``free_ops`` ops that start nearest (in time) to a random op of the
     incumbent's critical path and leaves them free (own placement, own order); every other
     op is coarsened into runs of the incumbent (:func:`schedule_groups`, at most
     ``outside_units`` units), which keeps the incumbent a solution of the round's model.
-    CP-SAT, started from the incumbent, solves the round; a plan that simulates faster becomes
-    the incumbent. A large-neighbourhood search at the coarsening level (an extension of
-    Pesto's coarsen-then-solve: the coarse problem changes every round, always around the
-    current best plan).
+    CP-SAT, started from the incumbent, solves the round (a share ``cpsat.window_round`` of
+    what is left, at least 2 s); a plan that simulates faster becomes the incumbent. A
+    large-neighbourhood search at the coarsening level (an extension of Pesto's
+    coarsen-then-solve: the coarse problem changes every round, always around the current
+    best plan). Rounds stop when less than a second is left.
 
     Returns ``(best schedule, stats)``.
     """
     from ...simulate import simulate
-    from .cpsat import BuildTimeout, solve_cpsat
 
+    budget = Budget.of(time_limit, name="cpsat.window_rounds")
     rng = np.random.default_rng(0 if seed is None else int(seed))
     best = schedule
     n = graph.n_ops
     rounds = improved = 0
     gains: list = []
-    while True:
-        left = stop - time.perf_counter()
-        if left < 1.0:
-            break
+    while budget.left() >= 1.0:
+        left = budget.left()
         crit = [graph.index[x] for kind, x in best.critical_path if kind == "op"]
         centre = crit[int(rng.integers(len(crit)))] if crit else int(rng.integers(n))
         near = np.argsort(np.abs(best.start - best.start[centre]), kind="stable")[:free_ops]
         groups = schedule_groups(best, int(free_ops) + int(outside_units), free=near.tolist())
+        this = budget.share("cpsat.window_round",
+                            seconds=max(2.0, SHARES["cpsat.window_round"] * left))
         try:
             r = solve_cpsat(graph, cluster, congestion=congestion, hint=best, groups=groups,
-                            workers=workers, symmetry=symmetry, seed=rounds,
-                            deadline=time.perf_counter() + min(left, max(2.0, left / 4)))
+                            workers=workers, symmetry=symmetry, seed=rounds, time_limit=this)
         except BuildTimeout:
             break
         rounds += 1
@@ -212,49 +233,77 @@ def window_rounds(graph, cluster, schedule, stop: float, *, congestion: bool, wo
                   "lns_gain_ms": float(sum(gains))}
 
 
-def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm_start,
-                time_limit, workers: int, symmetry: bool, seed, method: str) -> Plan:
-    """Warm start, (coarsening,) CP-SAT, and the plan to return (see ``pesto``)."""
-    from ...simulate import simulate
-    from .cpsat import BuildTimeout, CpsatResult, solve_cpsat
-    from .ilp import _DEFAULT_TIME_LIMIT, _best_heuristic, _check_memory
-
-    t0 = time.perf_counter()
-    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    deadline = t0 + limit
-    _check_memory(graph, cluster)
-    warm_plan, warm_s, warm_m, tried, errors = _best_heuristic(
-        graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.3 * limit)
+def _warm_start(graph, cluster, budget: Budget, *, coarsen: bool, warm_start, congestion,
+                seed) -> tuple:
+    """(plan, schedule, method, tried, errors) of the best heuristic, within the shares
+    ``cpsat.warm_start`` (and with ``coarsen``, ``cpsat.coarse_start``) of ``budget``."""
+    warm_plan, warm_s, warm_m, tried, errors = best_heuristic(
+        graph, cluster, warm_start, congestion, seed,
+        budget=budget.until("cpsat.warm_start", SHARES["cpsat.warm_start"]))
     if coarsen:
         warm_plan, warm_s, warm_m = paper_coarse_start(
             graph, cluster, (warm_plan, warm_s, warm_m), tried, warm_start=warm_start,
-            congestion=congestion, seed=seed, deadline=t0 + 0.4 * limit)
-    t_heur = time.perf_counter() - t0
+            congestion=congestion, seed=seed,
+            time_limit=budget.until("cpsat.coarse_start", SHARES["cpsat.coarse_start"]))
+    return warm_plan, warm_s, warm_m, tried, errors
+
+
+def _not_solved(why: str) -> CpsatResult:
+    return CpsatResult("unknown", "NOT_SOLVED", None, None, None, float("nan"), None, None,
+                       {"engine": "cpsat", "cp_status": "NOT_SOLVED",
+                        "not_solved_because": why, "bound_valid": False})
+
+
+def _first_solve(graph, cluster, budget: Budget, search: Budget, warm_s, groups, *,
+                 congestion, workers, symmetry, seed) -> CpsatResult:
+    """CP-SAT on the whole (coarse) problem from the warm start: all of ``search``, or with
+    ``groups`` its share ``cpsat.first_solve`` (the rest is for :func:`window_rounds`);
+    without a warm start the whole ``budget`` (at least 0.2 s). A model that cannot be built
+    in time gives a NOT_SOLVED result when there is a warm start to return."""
+    try:
+        if warm_s is not None and search.over():
+            return _not_solved("the heuristics used up the time limit")
+        if warm_s is None:
+            limit = budget if budget.deadline is None or budget.left() >= 0.2 else 0.2
+        else:
+            limit = search.share("cpsat.first_solve") if groups else search
+        return solve_cpsat(graph, cluster, congestion=congestion, hint=warm_s, groups=groups,
+                           workers=workers, symmetry=symmetry, seed=seed,
+                           parameters=LNS_PARAMETERS if groups else None, time_limit=limit)
+    except BuildTimeout as exc:
+        if warm_s is None:
+            raise
+        return _not_solved(str(exc))
+
+
+def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm_start,
+                time_limit, workers: int, symmetry: bool, seed, method: str) -> Plan:
+    """Warm start, (coarsening,) CP-SAT, and the plan to return (see ``pesto``).
+
+    ``time_limit``: seconds or a :class:`~workbench.budget.Budget` (None or unbounded: 120 s,
+    :func:`~.heuristics.budget_of`), split by the shares ``cpsat.*`` of
+    :data:`workbench.budget.SHARES`; ``stats["budget"]`` reports it.
+    With ``coarsen`` and no ``target`` the number of placement units is
+    :func:`units_target` of the limit (documented there: the one size that depends on time)."""
+    from ...simulate import simulate
+
+    budget = budget_of(time_limit, method)
+    limit = budget.limit
+    check_memory(graph, cluster)
+    warm_plan, warm_s, warm_m, tried, errors = _warm_start(
+        graph, cluster, budget, coarsen=coarsen, warm_start=warm_start, congestion=congestion,
+        seed=seed)
+    t_heur = budget.elapsed()
     groups = None
     if coarsen:
         tgt = units_target(len(cluster), limit) if target is None else int(target)
         if warm_s is not None and tgt < graph.n_ops:
             groups = schedule_groups(warm_s, tgt)
-    try:
-        # a share of the limit is kept for judging the result (simulations, other orders)
-        stop = deadline - min(0.15 * limit, 5.0)
-        if warm_s is not None and time.perf_counter() > stop:
-            raise BuildTimeout("the heuristics used up the time limit")
-        # coarsened: half of what is left for one solve of the coarse problem, the rest for
-        # rounds on windows of the incumbent (window_rounds)
-        first_stop = (time.perf_counter() + ROUNDS_SHARE_FIRST * (stop - time.perf_counter())
-                      if groups else stop)
-        res = solve_cpsat(graph, cluster, congestion=congestion, hint=warm_s, groups=groups,
-                          workers=workers, symmetry=symmetry, seed=seed,
-                          parameters=LNS_PARAMETERS if groups else None,
-                          deadline=first_stop if warm_s is not None else
-                          max(deadline, time.perf_counter() + 0.2))
-    except BuildTimeout as exc:
-        if warm_s is None:
-            raise
-        res = CpsatResult("unknown", "NOT_SOLVED", None, None, None, float("nan"), None, None,
-                          {"engine": "cpsat", "cp_status": "NOT_SOLVED",
-                           "not_solved_because": str(exc), "bound_valid": False})
+    # a share of the limit is kept for judging the result (simulations, other orders)
+    search = budget.until("cpsat.search", 1.0 - min(SHARES["cpsat.final_margin"],
+                                                     FINAL_MARGIN_MAX_S / limit))
+    res = _first_solve(graph, cluster, budget, search, warm_s, groups, congestion=congestion,
+                       workers=workers, symmetry=symmetry, seed=seed)
     stats = dict(res.stats)
     stats.update({
         "ilp_status": res.status, "objective_ms": res.objective_ms,
@@ -272,7 +321,7 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
     cands = []
     if res.has_solution:
         cands.append(("cpsat", res.plan(graph, cluster, method=method), res.simulated_ms))
-        if time.perf_counter() < deadline:  # the simulator's own orders on CP-SAT's placement
+        if not budget.over():  # the simulator's own orders on CP-SAT's placement
             for how in ("fifo", "rank"):
                 s_ = simulate(cands[0][1], cluster, congestion=congestion, order=how)
                 if s_.makespan < cands[-1][2] - 1e-9:
@@ -280,11 +329,12 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
                     cands.append(("cpsat", Plan(graph, dict(cands[0][1].placement),
                                                 method=method, order=order,
                                                 stats=dict(res.stats)), float(s_.makespan)))
-    if groups and warm_s is not None and time.perf_counter() < stop - 1.0:
+    if groups and warm_s is not None and search.left() > 1.0:
         inc = warm_s
         if cands and cands[0][2] < warm_s.makespan * (1 - 1e-9):
             inc = simulate(cands[0][1], cluster, congestion=congestion)
-        best_s, lns = window_rounds(graph, cluster, inc, stop, congestion=congestion,
+        best_s, lns = window_rounds(graph, cluster, inc, search.share("cpsat.rounds", 1.0),
+                                    congestion=congestion,
                                     workers=workers, symmetry=symmetry, seed=seed,
                                     free_ops=WINDOW_OPS)
         stats.update(lns)
@@ -329,4 +379,5 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
     plan.predicted = {"makespan_ms": ms}
     if groups:
         plan.info["coarse_members"] = {grp[0]: list(grp) for grp in groups}
+    plan.stats["budget"] = budget.report()
     return plan

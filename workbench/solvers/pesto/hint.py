@@ -2,17 +2,17 @@
 of its model, and the runs of it that the model may fuse.
 
 A simulated schedule is a float timeline; the model counts integer ticks with every duration
-rounded down. :func:`_integer_hint` re-times the schedule along its own decisions (device per
+rounded down. :func:`integer_hint` re-times the schedule along its own decisions (device per
 op, order per device, order per link) so that every constraint holds in ticks;
-:func:`_gapless_blocks` finds the runs of a coarsening group that the schedule executes back
+:func:`gapless_blocks` finds the runs of a coarsening group that the schedule executes back
 to back, which the model turns into one interval per device.
 
 Examples
 --------
 >>> from workbench import samples, Cluster, simulate, solve
->>> from workbench.solvers.pesto.hint import _ranks
+>>> from workbench.solvers.pesto.hint import ranks
 >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
->>> sorted(_ranks(simulate(solve(g, c, method="heft"), c)))
+>>> sorted(ranks(simulate(solve(g, c, method="heft"), c)))
 [0, 1, 2, 3]
 """
 
@@ -22,9 +22,11 @@ import math
 
 import numpy as np
 
+__all__ = ["gapless_blocks", "integer_hint", "ranks"]
 
-def _integer_hint(gc, hdev, hs, dur, classes, xfer, present, ticks, delay=None,
-                  block_of=None, queue: bool = True) -> tuple:
+
+def integer_hint(gc, hdev, hs, dur, classes, xfer, present, ticks, delay=None,
+                 block_of=None, queue: bool = True) -> tuple:
     """The hint's schedule re-timed in the model's integer ticks.
 
     Flooring each float time of a simulated schedule on its own can break the model by a
@@ -138,7 +140,7 @@ def _integer_hint(gc, hdev, hs, dur, classes, xfer, present, ticks, delay=None,
             {k: start[kid[k]] for k in keys})
 
 
-def _gapless_blocks(graph, hint, chains, rel_tol: float = 1e-9) -> list:
+def gapless_blocks(graph, hint, chains, rel_tol: float = 1e-9) -> list:
     """Runs of ``chains`` that ``hint`` executes back to back, as lists of op indices (>= 2).
 
     A chain (ops that share a device and keep their order) is cut before op ``b`` when the
@@ -182,7 +184,7 @@ def _gapless_blocks(graph, hint, chains, rel_tol: float = 1e-9) -> list:
     return out
 
 
-def _ranks(schedule) -> list:
+def ranks(schedule) -> list:
     """The order in which ``schedule`` started its ops (op index where it does not say)."""
     r = getattr(schedule, "run_rank", None)
     return list(range(len(schedule.start))) if r is None else np.asarray(r).tolist()

@@ -55,11 +55,20 @@ import time
 import numpy as np
 import pulp
 
-from ...errors import InfeasibleError, SolverError, WorkbenchError
+from ...budget import SHARES, Budget
+from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
-from ..registry import SOLVERS, register
 from ..common import order_by_start, tensor_classes
 from ..milp import solve_milp
+from ..registry import register
+from .heuristics import (
+    WARM_START_METHODS,
+    best_heuristic,
+    best_order,
+    budget_of,
+    check_memory,
+    default_target,
+)
 
 __all__ = [
     "MEMORY_BALANCE",
@@ -73,27 +82,10 @@ __all__ = [
     "tensor_footprint",
 ]
 
-WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place", "celeritas",
-                      "round_robin", "single")
-"""Heuristics tried for the warm start, when registered; the best simulated one is used."""
-
-_DEFAULT_TIME_LIMIT = 120.0
-
 MEMORY_BALANCE = 0.25
 """Default tolerance of ``pesto``'s memory-balance rows (:func:`balance_caps`): no device holds
 more than 1.25 times its share of the tensor footprint (or its share plus the largest vertex).
 The paper balances the footprint without giving a tolerance."""
-
-
-def default_target(cluster) -> int:
-    """Default coarse size for ``pesto``: ``min(60, max(16, 240 // k))`` for ``k`` devices (the ILP
-    grows with the square of the vertices times the devices).
-
-    >>> from workbench import Cluster
-    >>> [default_target(Cluster.preset(p)) for p in ("2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink")]
-    [60, 60, 30]
-    """
-    return int(min(60, max(16, 240 // max(1, len(cluster)))))
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -158,45 +150,6 @@ def _engine(engine: str) -> str:
     return engine
 
 
-def _check_memory(graph, cluster) -> None:
-    """InfeasibleError with the shortfall when memory or a colocation group cannot fit."""
-    gc = graph.c
-    need = float(gc.memory.sum())
-    cap = cluster.total_memory()
-    if need > cap * (1 + 1e-12):
-        raise InfeasibleError(
-            f"graph {graph.name!r} needs {need / 2**30:.3f} GiB but the devices of cluster "
-            f"{cluster.name!r} hold {cap / 2**30:.3f} GiB in all (short by "
-            f"{(need - cap) / 2**30:.3f} GiB)")
-    biggest = max(d.memory for d in cluster.devices)
-    for grp, members in graph.colocation_groups.items():
-        m = float(sum(gc.memory[graph.index[v]] for v in members))
-        if m > biggest * (1 + 1e-12):
-            raise InfeasibleError(
-                f"colocation group {grp!r} ({len(members)} ops, e.g. {members[0]!r}) needs "
-                f"{m / 2**30:.3f} GiB but the largest device holds {biggest / 2**30:.3f} GiB "
-                f"(short by {(m - biggest) / 2**30:.3f} GiB)")
-    for i in range(gc.n):
-        if gc.memory[i] > biggest * (1 + 1e-12):
-            raise InfeasibleError(
-                f"op {gc.names[i]!r} needs {gc.memory[i] / 2**30:.3f} GiB but the largest device "
-                f"holds {biggest / 2**30:.3f} GiB (short by "
-                f"{(gc.memory[i] - biggest) / 2**30:.3f} GiB)")
-
-
-def _respects(plan: Plan, cluster) -> bool:
-    """Memory within capacity and colocation groups whole."""
-    g = plan.graph
-    used = {d.name: 0.0 for d in cluster.devices}
-    mem = g.c.memory.tolist()
-    for v, i in g.index.items():
-        used[plan.placement[v]] += mem[i]
-    if any(used[d.name] > d.memory * (1 + 1e-9) for d in cluster.devices):
-        return False
-    return all(len({plan.placement[v] for v in ms}) == 1
-               for ms in g.colocation_groups.values())
-
-
 def _var(prob, name: str, low=None, up=None, cat: str = "Continuous"):
     """A variable attached to ``prob`` (PuLP >= 3.3 way; plain LpVariable before)."""
     add = getattr(prob, "add_variable", None)
@@ -232,31 +185,17 @@ def _reach(graph) -> list[int]:
     return reach
 
 
-class _BuildTimeout(Exception):
-    """The model could not be built before the deadline."""
-
-
-class _Deadline:
-    """Callable that raises :class:`_BuildTimeout` once ``deadline`` (perf_counter) is past."""
-
-    def __init__(self, deadline: float | None, graph):
-        self.deadline, self.graph = deadline, graph
-
-    def __call__(self) -> None:
-        if self.deadline is not None and time.perf_counter() > self.deadline:
-            raise _BuildTimeout(f"the Pesto ILP of {self.graph.name!r} ({self.graph.n_ops} ops) "
-                                f"could not be built within the time limit")
-
-
 class PestoModel:
     """The Pesto ILP of ``graph`` on ``cluster`` as a PuLP problem with handles to its variables.
 
     Build with :func:`build_pesto_ilp`; ``warm_values(schedule)`` turns a simulated schedule into
-    a warm start; ``extract(result)`` reads device indices and start times.
+    a warm start; ``extract(result)`` reads device indices and start times. With a ``budget``
+    (:class:`~workbench.budget.Budget`) the build raises
+    :class:`~workbench.errors.TimeLimitError` once it is over.
     """
 
     def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
-                 symmetry: bool = True, deadline: float | None = None,
+                 symmetry: bool = True, budget: Budget | None = None,
                  memory_balance: float | None = None, footprint=None):
         self.graph, self.cluster = graph, cluster
         gc, cc = graph.c, cluster.c
@@ -267,7 +206,12 @@ class PestoModel:
         self.unit = unit = float(horizon) / 1e4 if float(horizon) > 1e6 else 1.0
         self.horizon = H = float(horizon) / unit
         times = cluster.op_times(graph) / unit
-        tick = _Deadline(deadline, graph)
+        what = (f"building the Pesto ILP of {graph.name!r} ({graph.n_ops} ops); "
+                f"raise time_limit")
+
+        def tick() -> None:
+            if budget is not None:
+                budget.check(what)
         ok = np.isfinite(times)
         self.ok = ok
         names = cluster.names
@@ -540,63 +484,6 @@ def build_pesto_ilp(graph, cluster, *, congestion: bool = True, horizon: float,
 
 
 # ---------------------------------------------------------------------------- warm start
-def _candidates(warm_start) -> list[str]:
-    if warm_start is None or warm_start == "auto":
-        return [m for m in WARM_START_METHODS if m in SOLVERS]
-    if isinstance(warm_start, str):
-        if warm_start not in SOLVERS:
-            raise SolverError(f"warm_start method {warm_start!r} is not registered; valid: "
-                              f"'auto', {', '.join(SOLVERS)}")
-        return [warm_start]
-    return [str(m) for m in warm_start]
-
-
-def _best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
-                    deadline: float | None = None) -> tuple:
-    """(plan with an order, schedule, method, table of tried methods, errors).
-
-    Once ``deadline`` (a ``time.perf_counter()`` value) has passed, no further heuristic is
-    started after the first one that succeeded."""
-    from ...simulate import simulate
-    from ..registry import solve
-
-    tried: dict = {}
-    errors: dict = {}
-    best = None
-    for m in _candidates(warm_start):
-        if best is not None and deadline is not None and time.perf_counter() > deadline:
-            errors[m] = "skipped: time limit"
-            continue
-        kw = {"seed": seed} if "seed" in _params(m) else {}
-        if deadline is not None and "time_limit" in _params(m):
-            # heuristics with a solver inside (m_sct's LP) get what is left of the share
-            kw["time_limit"] = max(0.05, deadline - time.perf_counter())
-        try:
-            p = solve(graph, cluster, method=m, **kw)
-            if not _respects(p, cluster):
-                errors[m] = "violates memory or colocation"
-                continue
-            s = simulate(p, cluster, congestion=congestion)
-        except (WorkbenchError, ValueError, KeyError) as exc:  # a heuristic that cannot run here
-            errors[m] = str(exc)[:200]
-            continue
-        tried[m] = float(s.makespan)
-        if best is None or s.makespan < best[1].makespan - 1e-12:
-            best = (p, s, m)
-    if best is None:
-        return None, None, None, tried, errors
-    p, s, m = best
-    order = s.device_order()  # the simulated order, ties as the simulator ran them
-    p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic")
-    return p, s, m, tried, errors
-
-
-def _params(method: str) -> tuple:
-    import inspect
-
-    return tuple(inspect.signature(SOLVERS[method].func).parameters)
-
-
 def _serial_horizon(graph, cluster) -> float:
     """A makespan every schedule can beat: all ops and all transfers one after another."""
     times = cluster.op_times(graph)
@@ -631,25 +518,25 @@ def _model_matches_judge(model, cluster, congestion: bool) -> bool:
 
 
 def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, symmetry,
-             threads, t_start: float | None = None, memory_balance: float | None = None,
-             footprint=None):
+             threads, memory_balance: float | None = None, footprint=None):
     """Heuristic warm start, then the ILP. Returns (ilp_plan or None, warm_plan, stats).
 
-    The time limit covers everything from ``t_start`` (default: now): the heuristics, the model
-    build (abandoned when it cannot finish in time: the warm start is returned) and the solve.
+    ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`; None: 120 s) covers the
+    heuristics (share ``pesto.warm_start`` of :data:`workbench.budget.SHARES`), the model build
+    (until ``pesto.build_margin`` of the budget is left; abandoned when it cannot finish in
+    time: the warm start is returned) and the solve (what is left).
     ``memory_balance``/``footprint``: the paper's balance rows (see :func:`balance_caps`); when
     they make the ILP infeasible (device affinity can pin heavy ops) it is solved without them
     (``stats["memory_balance"]`` says so).
     """
     from ...simulate import simulate
 
-    t0 = time.perf_counter() if t_start is None else t_start
-    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
-    deadline = t0 + limit
-    _check_memory(graph, cluster)
+    budget = budget_of(time_limit, "pesto.ilp")
+    check_memory(graph, cluster)
     t_h = time.perf_counter()
-    warm_plan, warm_s, warm_m, tried, errors = _best_heuristic(
-        graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.3 * limit)
+    warm_plan, warm_s, warm_m, tried, errors = best_heuristic(
+        graph, cluster, warm_start, congestion, seed,
+        budget=budget.until("pesto.warm_start", SHARES["pesto.warm_start"]))
     t_heur = time.perf_counter() - t_h
     horizon = warm_s.makespan if warm_s is not None else _serial_horizon(graph, cluster)
     stats = {
@@ -670,10 +557,11 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
         stats.update(warm_start_balanced=warm_ok, horizon_ms=hz)
         try:
             # leave the solver at least a tenth of the limit
+            build = budget.until("pesto.build", 1.0 - SHARES["pesto.build_margin"])
             model = PestoModel(graph, cluster, congestion=congestion, horizon=hz,
-                               symmetry=symmetry, deadline=deadline - 0.1 * limit,
+                               symmetry=symmetry, budget=build,
                                memory_balance=bal, footprint=footprint)
-        except _BuildTimeout as e:
+        except TimeLimitError as e:
             stats.update(ilp_status="time_limit", build_seconds=time.perf_counter() - t1,
                          milp_message=str(e))
             return None, warm_plan, stats
@@ -687,9 +575,8 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
         warm_vals = None
         if warm_s is not None and warm_ok:
             warm_vals = model.warm_values(warm_s.device, warm_s)
-        left = deadline - time.perf_counter()
-        res = solve_milp(model.prob, time_limit=max(0.05, left), gap=gap, warm_start=warm_vals,
-                         threads=threads)
+        res = solve_milp(model.prob, time_limit=budget.seconds(floor=0.05), gap=gap,
+                         warm_start=warm_vals, threads=threads)
         if res.status != "infeasible" or bal is None:
             break
         stats["memory_balance_dropped"] = "the balance rows made the ILP infeasible"
@@ -732,25 +619,6 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     return plan, warm_plan, stats
 
 
-def _best_order(plan: Plan, cluster, congestion: bool, reorder: bool) -> tuple:
-    """(plan, simulated makespan, order source). With ``reorder``, the plan's placement is also
-    simulated with the FIFO and rank orders and the fastest order is frozen into the plan."""
-    from ...simulate import simulate
-
-    best = (plan, float(simulate(plan, cluster, congestion=congestion).makespan), "model")
-    if not reorder:
-        return best
-    for how in ("fifo", "rank"):
-        s = simulate(plan, cluster, congestion=congestion, order=how)
-        if s.makespan < best[1] - 1e-9:
-            order = order_by_start(plan.graph, cluster, s.device, s.start)
-            p = Plan(plan.graph, dict(plan.placement), method=plan.method, order=order,
-                     status=plan.status, predicted=dict(plan.predicted), stats=dict(plan.stats),
-                     info=dict(plan.info))
-            best = (p, float(s.makespan), how)
-    return best
-
-
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
             reorder=False):
     """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
@@ -758,10 +626,10 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
     cands = []
     if ilp_plan is not None:
         p = expand(ilp_plan) if expand else ilp_plan
-        cands.append(("ilp", *_best_order(p, cluster, congestion, reorder)))
+        cands.append(("ilp", *best_order(p, cluster, congestion, reorder)))
     if warm_plan is not None:
         p = expand(warm_plan) if expand else warm_plan
-        cands.append(("warm_start", *_best_order(p, cluster, congestion, reorder)))
+        cands.append(("warm_start", *best_order(p, cluster, congestion, reorder)))
     if not cands:
         raise SolverError("the Pesto ILP found no solution within the time limit and no "
                           "heuristic produced a warm start; raise time_limit")
@@ -794,7 +662,7 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
 def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
               gap: float | None = None, symmetry: bool = True, threads: int | None = None,
               engine: str = "cpsat", memory_balance: float | None = None,
-              time_limit: float | None = None, seed: int | None = None) -> Plan:
+              time_limit: float | Budget | None = None, seed: int | None = None) -> Plan:
     """Solve the Pesto ILP on ``graph`` (no coarsening; practical up to ~40 ops).
 
     Parameters
@@ -819,8 +687,9 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
         MILP only: add the paper's memory-balance rows with this tolerance
         (:func:`balance_caps`; ``pesto`` uses :data:`MEMORY_BALANCE`). Default None: memory
         capacity only, so that an optimum is the judge's optimum.
-    time_limit : float, optional
-        Seconds for the whole solve (default 120).
+    time_limit : float or Budget, optional
+        Seconds for the whole solve (default 120), or a :class:`~workbench.budget.Budget`;
+        ``stats["budget"]`` reports where the time went.
 
     Returns
     -------
@@ -838,12 +707,14 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
                            warm_start=warm_start, time_limit=time_limit,
                            workers=2 if threads is None else int(threads), symmetry=symmetry,
                            seed=seed, method="pesto_ilp")
-    t0 = time.perf_counter()
+    budget = budget_of(time_limit, "pesto_ilp")
     ilp_plan, warm_plan, stats = _run_ilp(graph, cluster, congestion=congestion,
-                                          time_limit=time_limit, gap=gap, warm_start=warm_start,
+                                          time_limit=budget, gap=gap, warm_start=warm_start,
                                           seed=seed, symmetry=symmetry, threads=threads,
-                                          t_start=t0, memory_balance=memory_balance)
-    return _finish(ilp_plan, warm_plan, stats, cluster, congestion)
+                                          memory_balance=memory_balance)
+    plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion)
+    plan.stats["budget"] = budget.report()
+    return plan
 
 
 @register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
@@ -854,7 +725,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
           threads: int | None = None, guard: bool = True, engine: str = "milp",
-          memory_balance: float | None = MEMORY_BALANCE, time_limit: float | None = None,
+          memory_balance: float | None = MEMORY_BALANCE,
+          time_limit: float | Budget | None = None,
           seed: int | None = None) -> Plan:
     """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
     there (congestion, memory capacity and memory balance), expand the plan.
@@ -881,7 +753,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         capacity only. Rows that make the coarse ILP infeasible are dropped
         (``stats["memory_balance_dropped"]``).
     congestion, warm_start, gap, symmetry, time_limit
-        As in :func:`pesto_ilp` (the time limit covers coarsening and the ILP).
+        As in :func:`pesto_ilp` (the time limit covers coarsening, the ILP and the guard; the
+        shares ``pesto.*`` of :data:`workbench.budget.SHARES`).
     balance, cp_slack : float or None
         Passed to :func:`~workbench.transforms.coarsen.coarsen`.
     reorder : bool
@@ -931,21 +804,21 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
                            seed=seed, method="pesto")
     from ...transforms.coarsen import coarsen
 
-    t0 = time.perf_counter()
-    _check_memory(graph, cluster)
+    budget = budget_of(time_limit, "pesto")
+    check_memory(graph, cluster)
     if target is None:
         target = default_target(cluster)
-    limit = _DEFAULT_TIME_LIMIT if time_limit is None else float(time_limit)
     cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
                  cluster=cluster, balance=balance, cp_slack=cp_slack,
-                 deadline=t0 + 0.2 * limit)
-    t_coarsen = time.perf_counter() - t0
+                 deadline=budget.share("pesto.coarsen").deadline)
+    t_coarsen = budget.elapsed()
     fp = tensor_footprint(graph)
     coarse_fp = [float(sum(fp[graph.index[v]] for v in ms)) for ms in cg.members]
-    # the coarse ILP gets the limit less the coarsening and a share kept for the guard
+    # the coarse ILP ends at 80 % of the limit: the rest is kept for the guard
     ilp_plan, warm_plan, stats = _run_ilp(
-        cg.coarse, cluster, congestion=congestion, time_limit=0.8 * limit, gap=gap,
-        warm_start=warm_start, seed=seed, symmetry=symmetry, threads=threads, t_start=t0,
+        cg.coarse, cluster, congestion=congestion,
+        time_limit=budget.until("pesto.ilp", SHARES["pesto.ilp"]), gap=gap,
+        warm_start=warm_start, seed=seed, symmetry=symmetry, threads=threads,
         memory_balance=memory_balance, footprint=coarse_fp)
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
@@ -957,8 +830,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         from ...simulate import simulate
 
         ms = float(simulate(plan, cluster, congestion=congestion).makespan)
-        h_plan, h_sched, h_method, _tried, _err = _best_heuristic(
-            graph, cluster, warm_start, congestion, seed, deadline=t0 + 0.9 * limit)
+        h_plan, h_sched, h_method, _tried, _err = best_heuristic(
+            graph, cluster, warm_start, congestion, seed,
+            budget=budget.until("pesto.polish", SHARES["pesto.polish"]))
         plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
         if h_plan is not None and h_sched.makespan < ms - 1e-9:
             h_plan.stats = dict(plan.stats)
@@ -969,5 +843,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
             h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
             h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
             h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
+            h_plan.stats["budget"] = budget.report()
             return h_plan
+    plan.stats["budget"] = budget.report()
     return plan
