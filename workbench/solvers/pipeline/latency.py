@@ -290,15 +290,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
                                  [(dpl, "latency_ip.dpl_warm", {}),
                                   (dp, "latency_ip.dp_warm", {"max_ideals": 20_000})],
                                  backward_contiguous=separate_passes))
-    warm, wval = None, math.inf
-    for c in cands:
-        pl = _to_slots(c, U, cluster, acc, cpus, per_acc)
-        if pl is not None and separate_passes and _pass_violations(pl, cluster):
-            pl = None
-        if pl is not None and _fits(pl, U, cluster, caps):
-            v = latency(pl, cluster)
-            if v < wval - 1e-12:
-                warm, wval = pl, v
+    warm, wval = _best_warm(cands, U, cluster, acc, cpus, per_acc, caps, separate_passes)
     if warm is not None and wval <= 1e-300:
         return _keep(warm, wval, budget, "the warm start has zero latency", optimal=True)
     # slots: CPUs first (each a pool of cores), then q per accelerator
@@ -461,6 +453,24 @@ def _keep(warm, wval, budget, where, *, res=None, T=1.0, optimal: bool = False,
         if not coarse:
             plan.stats["bound"] = res.bound * T
     return plan
+
+
+def _best_warm(cands, U, cluster, acc, cpus, per_acc, caps, separate_passes):
+    """The candidate of least judged latency that the program can take as a warm start (on
+    the latency model's CPU slots, at most ``per_acc`` pieces per accelerator, within memory,
+    passes contiguous with ``separate_passes``), and its latency; ``(None, inf)`` if none."""
+    from ...pipeline import latency
+
+    warm, wval = None, math.inf
+    for c in cands:
+        pl = _to_slots(c, U, cluster, acc, cpus, per_acc)
+        if pl is not None and separate_passes and _pass_violations(pl, cluster):
+            pl = None
+        if pl is not None and _fits(pl, U, cluster, caps):
+            v = latency(pl, cluster)
+            if v < wval - 1e-12:
+                warm, wval = pl, v
+    return warm, wval
 
 
 def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
