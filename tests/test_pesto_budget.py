@@ -92,15 +92,19 @@ def test_cpsat_build_that_runs_out_of_its_share_returns_the_warm_start(monkeypat
 def test_cpsat_model_steps_give_what_solve_cpsat_gives():
     from workbench.solvers.pesto.cpsat import CpsatModel, solve_cpsat
 
-    g, c = samples.inception(40, seed=1, ccr=1.5), Cluster.preset("2xV100-pcie")
-    hint = simulate(solve(g, c, method="heft"), c)
-    model = CpsatModel(g, c, hint=hint)
-    model.add_hint()
-    a = model.solve(workers=1, seed=0, time_limit=30)
-    b = solve_cpsat(g, c, hint=hint, workers=1, seed=0, time_limit=30)
-    assert a.status == b.status == "optimal"
-    assert a.objective_ms == pytest.approx(b.objective_ms)
-    assert a.stats["n_intervals"] == b.stats["n_intervals"] > g.n_ops
+    for g in (samples.pesto_fig2(), samples.two_branch()):
+        c = Cluster.preset("4xV100-nvlink")
+        hint = simulate(solve(g, c, method="heft"), c)
+        model = CpsatModel(g, c, hint=hint)
+        model.add_hint()
+        assert model.m.Proto().solution_hint.vars  # the hint is in the model
+        a = model.solve(workers=1, seed=0, time_limit=30)
+        b = solve_cpsat(g, c, hint=hint, workers=1, seed=0, time_limit=30)
+        assert a.status == b.status == "optimal"
+        assert a.objective_ms == pytest.approx(b.objective_ms)
+        assert a.objective_ms <= hint.makespan + 1e-9
+        assert a.stats["n_intervals"] == b.stats["n_intervals"] > g.n_ops
+        assert a.device.tolist() == b.device.tolist()
 
 
 def test_m_sct_gives_its_lp_the_share_of_the_budget(monkeypatch):

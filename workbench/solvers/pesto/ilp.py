@@ -197,41 +197,14 @@ class PestoModel:
     def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
                  symmetry: bool = True, budget: Budget | None = None,
                  memory_balance: float | None = None, footprint=None):
-        self.graph, self.cluster = graph, cluster
+        self.graph, self.cluster, self.budget = graph, cluster, budget
         gc, cc = graph.c, cluster.c
         n, k = gc.n, cc.n
         self.n, self.k = n, k
-        # times enter the model in units of ``unit`` ms so that big-M stays near 1e4 whatever
-        # the costs (a horizon of 1e15 ms would break the solver's tolerances)
-        self.unit = unit = float(horizon) / 1e4 if float(horizon) > 1e6 else 1.0
-        self.horizon = H = float(horizon) / unit
-        times = cluster.op_times(graph) / unit
-        what = (f"building the Pesto ILP of {graph.name!r} ({graph.n_ops} ops); "
-                f"raise time_limit")
-
-        def tick() -> None:
-            if budget is not None:
-                budget.check(what)
-        ok = np.isfinite(times)
-        self.ok = ok
-        names = cluster.names
         self.congestion_modelled = bool(congestion and not cc.host_mode and k > 1)
         self.symmetric = bool(symmetry and k > 1 and _symmetric(cluster))
-        classes = tensor_classes(graph)
-        self.classes = classes
-        # transfer time T[u][ci][a][b]
-        T = []
-        maxT = 0.0
-        for u in range(n):
-            row = []
-            for nb, c, _cons in classes[u]:
-                mat = [[0.0 if a == b else cluster.transfer_ms(names[a], names[b], nb, c) / unit
-                        for b in range(k)] for a in range(k)]
-                maxT = max(maxT, max(max(r) for r in mat))
-                row.append(mat)
-            T.append(row)
-        self.T = T
-        M = self.M = H + maxT + 1.0
+        times = self._sizes(horizon)
+        H, ok = self.horizon, self.ok
         prob = pulp.LpProblem("pesto", pulp.LpMinimize)
         self.prob = prob
         allowed = [[d for d in range(k) if ok[i, d]] for i in range(n)]
@@ -255,59 +228,103 @@ class PestoModel:
             prob += pulp.lpSum(x[i, d] for d in allowed[i]) == 1, f"assign_{i}"
             if not gc.succ[i]:
                 prob += S[i] + dur[i] <= cmax, f"makespan_{i}"
-
-        def xv(i, d):
-            return x.get((i, d), 0)
-
         self._memory_rows(memory_balance, footprint)
-        # ---- same-device indicators and order binaries
+        self._order_rows()
+        self._comm_rows()
+        if self.congestion_modelled:
+            self._link_rows()
+        self.n_binaries = len(x) + len(self.delta) + len(self.z)
+
+    def _tick(self) -> None:
+        """TimeLimitError once the build's budget is over."""
+        if self.budget is not None:
+            self.budget.check(f"building the Pesto ILP of {self.graph.name!r} "
+                              f"({self.graph.n_ops} ops); raise time_limit")
+
+    def _sizes(self, horizon: float) -> np.ndarray:
+        """The time unit, horizon, transfer times ``T[u][ci][a][b]`` and big-M; returns the op
+        times in units."""
+        graph, cluster, n, k = self.graph, self.cluster, self.n, self.k
+        # times enter the model in units of ``unit`` ms so that big-M stays near 1e4 whatever
+        # the costs (a horizon of 1e15 ms would break the solver's tolerances)
+        self.unit = unit = float(horizon) / 1e4 if float(horizon) > 1e6 else 1.0
+        self.horizon = H = float(horizon) / unit
+        times = cluster.op_times(graph) / unit
+        self.ok = np.isfinite(times)
+        names = cluster.names
+        classes = tensor_classes(graph)
+        self.classes = classes
+        # transfer time T[u][ci][a][b]
+        T = []
+        maxT = 0.0
+        for u in range(n):
+            row = []
+            for nb, c, _cons in classes[u]:
+                mat = [[0.0 if a == b else cluster.transfer_ms(names[a], names[b], nb, c) / unit
+                        for b in range(k)] for a in range(k)]
+                maxT = max(maxT, max(max(r) for r in mat))
+                row.append(mat)
+            T.append(row)
+        self.T = T
+        self.M = H + maxT + 1.0
+        return times
+
+    def _yvar(self, i: int, j: int):
+        """The same-device indicator of ops ``i`` and ``j`` (made on first use)."""
+        key = (i, j) if i < j else (j, i)
+        v = self.y.get(key)
+        if v is None:
+            prob, x = self.prob, self.x
+            v = _var(prob, f"y_{key[0]}_{key[1]}", 0, 1)
+            self.y[key] = v
+            for d in range(self.k):
+                if (key[0], d) in x and (key[1], d) in x:
+                    prob.addConstraint(v >= x[key[0], d] + x[key[1], d] - 1,
+                                       f"same_{key[0]}_{key[1]}_{d}")
+        return v
+
+    def _before(self, i: int, j: int):
+        """1 if i precedes j (i < j): a path or the order binary."""
+        if self.reach[i] >> j & 1:
+            return 1
+        key = (i, j)
+        v = self.delta.get(key)
+        if v is None:
+            v = _var(self.prob, f"d_{i}_{j}", cat="Binary")
+            self.delta[key] = v
+        return v
+
+    def _order_rows(self) -> None:
+        """Non-overlap on each device: order binaries and same-device indicators per pair of
+        ops not ordered by a path."""
+        prob, S, dur, M, allowed, n = self.prob, self.S, self.dur, self.M, self.allowed, self.n
         self.y: dict = {}
         self.delta: dict = {}
-        reach = _reach(graph)
+        reach = _reach(self.graph)
         self.reach = reach
-
-        def yvar(i, j):
-            key = (i, j) if i < j else (j, i)
-            v = self.y.get(key)
-            if v is None:
-                v = _var(prob, f"y_{key[0]}_{key[1]}", 0, 1)
-                self.y[key] = v
-                for d in range(k):
-                    if (key[0], d) in x and (key[1], d) in x:
-                        prob.addConstraint(v >= x[key[0], d] + x[key[1], d] - 1,
-                                           f"same_{key[0]}_{key[1]}_{d}")
-            return v
-
-        def before(i, j):
-            """1 if i precedes j (i < j): a path or the order binary."""
-            if reach[i] >> j & 1:
-                return 1
-            key = (i, j)
-            v = self.delta.get(key)
-            if v is None:
-                v = _var(prob, f"d_{i}_{j}", cat="Binary")
-                self.delta[key] = v
-            return v
-
         for i in range(n):
-            tick()
+            self._tick()
             si = set(allowed[i])
             for j in range(i + 1, n):
                 if reach[i] >> j & 1 or not si.intersection(allowed[j]):
                     continue
-                y = yvar(i, j)
-                dl = before(i, j)
+                y = self._yvar(i, j)
+                dl = self._before(i, j)
                 prob += S[j] >= S[i] + dur[i] - M * (1 - dl) - M * (1 - y), f"seq_{i}_{j}"
                 prob += S[i] >= S[j] + dur[j] - M * dl - M * (1 - y), f"seq_{j}_{i}"
-        # ---- communication
+
+    def _comm_rows(self) -> None:
+        """Precedences, transfer delays and (with congestion) the transfer start variables."""
+        prob, S, dur, M, H, x = self.prob, self.S, self.dur, self.M, self.horizon, self.x
+        allowed, T, k = self.allowed, self.T, self.k
         self.TS: dict = {}
         self.z: dict = {}
         self.q: dict = {}
         src_dev_of = allowed
-        for u in range(n):
-            tick()
+        for u in range(self.n):
+            self._tick()
             Cu = S[u] + dur[u]
-            for ci, (_nb, _c, cons) in enumerate(classes[u]):
+            for ci, (_nb, _c, cons) in enumerate(self.classes[u]):
                 Tm = T[u][ci]
                 for e, v in cons:
                     prob += S[v] >= Cu, f"prec_{e}"
@@ -336,12 +353,9 @@ class PestoModel:
                     prob += ts >= Cu, f"tstart_{u}_{ci}_{b}"
                     for e, v in cons:
                         if (v, b) in x:
-                            prob += z >= x[v, b] - xv(u, b), f"need_{e}_{b}"
+                            prob += z >= x[v, b] - x.get((u, b), 0), f"need_{e}_{b}"
                             prob += (S[v] >= ts + tdur - M * (1 - x[v, b]),
                                      f"recv_{e}_{b}")
-        if self.congestion_modelled:
-            self._link_rows(yvar, before, tick)
-        self.n_binaries = len(x) + len(self.delta) + len(self.z)
 
     def _memory_rows(self, memory_balance, footprint) -> None:
         """Colocation, memory capacity and the paper's memory-balance rows."""
@@ -380,9 +394,10 @@ class PestoModel:
                     prob += pulp.lpSum(terms) <= caps[d], f"balance_{d}"
                     self.balance_rows += 1
 
-    def _link_rows(self, yvar, before, tick) -> None:
+    def _link_rows(self) -> None:
         """Congestion: transfers to one device from producers on one device never overlap."""
         prob, x, T, M = self.prob, self.x, self.T, self.M
+        yvar, before, tick = self._yvar, self._before, self._tick
         src_dev_of = self.allowed
         by_b: dict = {}
         for (u, ci, b) in self.TS:
