@@ -36,6 +36,7 @@ from .heuristics import (
     best_heuristic,
     best_order,
     budget_of,
+    budget_report,
     check_memory,
     default_target,
     respects,
@@ -379,5 +380,5 @@ def pesto_cpsat(graph, cluster, *, coarsen: bool, target, congestion: bool, warm
     plan.predicted = {"makespan_ms": ms}
     if groups:
         plan.info["coarse_members"] = {grp[0]: list(grp) for grp in groups}
-    plan.stats["budget"] = budget.report()
+    plan.stats["budget"] = budget_report(budget)
     return plan

@@ -26,7 +26,8 @@ from ..common import order_by_start
 from ..registry import SOLVERS
 
 __all__ = ["DEFAULT_TIME_LIMIT", "WARM_START_METHODS", "best_heuristic", "best_order",
-           "budget_of", "candidates", "check_memory", "default_target", "respects"]
+           "budget_of", "budget_report", "candidates", "check_memory", "default_target",
+           "respects"]
 
 WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place", "celeritas",
                       "round_robin", "single")
@@ -50,6 +51,16 @@ def budget_of(time_limit, name: str) -> Budget:
     if time_limit is None or (isinstance(time_limit, Budget) and time_limit.deadline is None):
         return Budget(DEFAULT_TIME_LIMIT, name=name)
     return Budget.of(time_limit, name=name)
+
+
+def budget_report(budget: Budget) -> dict:
+    """``plan.stats["budget"]`` of a Pesto method: the budget's report (limit, time used, the
+    shares) and ``bounded: True``, in the form the registry records for every method.
+
+    >>> sorted(budget_report(Budget(5.0)))
+    ['bounded', 'limit_s', 'shares', 'used_s']
+    """
+    return {**budget.report(), "bounded": True}
 
 
 def default_target(cluster) -> int:

@@ -66,6 +66,7 @@ from .heuristics import (
     best_heuristic,
     best_order,
     budget_of,
+    budget_report,
     check_memory,
     default_target,
 )
@@ -728,7 +729,7 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
                                           seed=seed, symmetry=symmetry, threads=threads,
                                           memory_balance=memory_balance)
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion)
-    plan.stats["budget"] = budget.report()
+    plan.stats["budget"] = budget_report(budget)
     return plan
 
 
@@ -858,7 +859,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
             h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
             h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
             h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
-            h_plan.stats["budget"] = budget.report()
+            h_plan.stats["budget"] = budget_report(budget)
             return h_plan
-    plan.stats["budget"] = budget.report()
+    plan.stats["budget"] = budget_report(budget)
     return plan
