@@ -144,3 +144,17 @@ def test_the_room_imports_no_private_names_and_has_no_circles():
                if any(m.startswith("workbench.solvers.pesto") for m in c)]
     assert circles == []
     assert [f for f in long_functions() if "solvers/pesto/" in f] == []
+
+
+def test_cpsat_units_follow_the_time_limit_as_documented():
+    """Decision 64: without ``target`` the CP-SAT engine's coarse size is units_target of the
+    limit; the registry's Budget (a limit measured on the clock) sizes as the seconds given."""
+    from workbench.solvers.pesto.cpsat_engine import units_target
+
+    g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
+    p = solve(g, c, method="pesto", engine="cpsat", time_limit=3, threads=1, seed=0)
+    assert p.stats["units"] == units_target(2, 3) == 24  # the floor: max(24, 10 * 3 / 2)
+    q = solve(g, c, method="pesto", engine="cpsat", time_limit=5, threads=1, seed=0)
+    assert q.stats["units"] == units_target(2, 5) == 25
+    r = solve(g, c, method="pesto", engine="cpsat", time_limit=5, target=30, threads=1, seed=0)
+    assert r.stats["units"] == 30  # a target fixes the size whatever the limit

@@ -75,10 +75,15 @@ def units_target(n_devices: int, time_limit: float) -> int:
     units, the warm start's runs frozen) or give a short one a model it cannot even build
     (thousands of ops). ``pesto(..., engine="cpsat", target=N)`` fixes the size instead.
 
+    A limit measured on a clock (``Budget.limit``, 4.9999999999 s for 5 s) sizes as the
+    seconds it stands for: the product is rounded to 6 decimals before it is truncated.
+
     >>> units_target(2, 120), units_target(4, 120), units_target(8, 5)
     (600, 300, 24)
+    >>> units_target(2, 5.0), units_target(2, 5.0 - 1e-11)
+    (25, 25)
     """
-    return int(max(24, 10.0 * float(time_limit) / max(1, int(n_devices))))
+    return int(max(24, round(10.0 * float(time_limit) / max(1, int(n_devices)), 6)))
 
 
 def schedule_groups(schedule, target: int, *, balance: float = 2.0,
