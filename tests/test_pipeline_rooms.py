@@ -130,6 +130,35 @@ def test_the_dp_shares_one_deadline_over_its_passes():
     assert a.predicted["max_load_ms"] == b.predicted["max_load_ms"]
 
 
+def test_dp_returns_the_dpl_split_when_the_exact_pass_runs_out(monkeypatch):
+    """When the exact pass over the lattice runs out of time after the linearised DP (the
+    bound) finished, the DPL split comes back, honestly labelled and judged as before; with
+    no DPL pass (a small lattice) there is nothing to return before the last ideal. (The
+    exact pass's TimeLimitError is raised on purpose here: where a real clock runs out
+    depends on the kernel, compiled or not, and the machine's load.)"""
+    g = samples.inception(80, seed=1)  # 585 ideals: the DPL bound is computed first
+    c = host(4, 1)
+    full = solve(g, c, method="dp")
+    real = dp_mod.solve_dp
+
+    def exact_runs_out(p, k, l_, cap, **kw):
+        if kw.get("ideals") is not None:
+            raise TimeLimitError("the DP ran out of its time limit (0.1 s) after 64 ideals")
+        return real(p, k, l_, cap, **kw)
+
+    monkeypatch.setattr(dp_mod, "solve_dp", exact_runs_out)
+    p = dp_mod.dp(g, c, time_limit=10)
+    assert p.status == "time_limit" and p.stats["stopped_by_time_limit"]
+    assert "linearised DP" in p.stats["note"]
+    dpl = solve(g, c, method="dpl")
+    assert p.predicted["max_load_ms"] == pytest.approx(dpl.predicted["max_load_ms"])
+    assert max_load(p, c) == pytest.approx(p.predicted["max_load_ms"])
+    assert full.status != "time_limit" and "stopped_by_time_limit" not in full.stats
+    assert full.predicted["max_load_ms"] < p.predicted["max_load_ms"]
+    with pytest.raises(TimeLimitError):  # 79 ideals: no DPL pass before the exact one
+        dp_mod.dp(samples.transformer(60), c, time_limit=10)
+
+
 def test_cpsat_engine_reports_a_build_timeout_on_an_expired_budget():
     from workbench.solvers.pipeline.units import greedy_units
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from ...bounds import max_load_lower_bound
 from ...budget import Budget
-from ...errors import InfeasibleError, SolverError
+from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...costs.pipeline import (
     check_finite_costs,
     contiguous_optimum_status,
@@ -296,10 +296,17 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
     def run(cap: float) -> DPResult:
         if linear:
             return solve_dp(p, k, l_, cap, order=linear_order(p), **kw)
-        ub = math.inf
+        ub, lin = math.inf, None
         if prune and len(ideals) > 4 * (p.n + 1):  # the DPL bound pays off on big lattices
-            ub = solve_dp(p, k, l_, cap, order=linear_order(p), **kw).value
-        res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
+            lin = solve_dp(p, k, l_, cap, order=linear_order(p), **kw)
+            ub = lin.value
+        try:
+            res = solve_dp(p, k, l_, cap, upper_bound=ub, ideals=ideals, **kw)
+        except TimeLimitError:  # the linearised DP's split is the best one found
+            if lin is None or not math.isfinite(ub):
+                raise
+            lin.stats.update(dpl_bound_ms=ub, stopped_by_time_limit=True)
+            return lin
         if not math.isfinite(res.value) and math.isfinite(ub):  # pragma: no cover - safety
             res = solve_dp(p, k, l_, cap, ideals=ideals, **kw)
         res.stats["dpl_bound_ms"] = ub
@@ -339,6 +346,7 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
             f"its best split of graph {graph.name!r} puts {worst / 2**30:.3g} GiB on a CPU of "
             f"cluster {cluster.name!r}, which has {max(cpu_mem) / 2**30:.3g} GiB at most")
     replicated = any(r > 1 for _S, _on, r in res.stages)
+    stopped = bool(res.stats.get("stopped_by_time_limit"))
     if interleave:
         exact = False  # the App. C value is not what max_load judges
         note = ("predicted max_load_ms is the value under the interleaved model (App. C.1), "
@@ -347,10 +355,14 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
         exact = False
         note = ("replicated stages (App. C.2): plan.graph holds the replica ops and the ring "
                 "all-reduce of their weights, on which max_load equals predicted max_load_ms")
+    if stopped:
+        exact = False
+        note = "; ".join(x for x in ("the time limit ran out in the exact DP: the split of the "
+                                     "linearised DP is returned", note) if x)
     extra = {"total_s": time.perf_counter() - t0}
     if note:
         extra["note"] = note
-    status = "heuristic"
+    status = "time_limit" if stopped else "heuristic"
     if exact:  # optimal among contiguous splits; "optimal" only when no split can do better
         status, why = contiguous_optimum_status(res.value, max_load_lower_bound(graph, cluster))
         extra.update(why)
@@ -405,10 +417,11 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
         contiguous too (checked by :func:`workbench.pipeline.contiguity_violations`).
     time_limit : float, Budget or None
         Seconds (or a :class:`~workbench.budget.Budget`) for the whole call: the DPL bound, the
-        exact DP and, with unequal memories, the second pass share one deadline. The DP has
-        no complete split before its last ideal is done (every state is a prefix of a split),
-        so when the deadline passes it raises :class:`~workbench.errors.TimeLimitError`
-        rather than return a partial answer.
+        exact DP and, with unequal memories, the second pass share one deadline. When it
+        passes in the exact DP after the DPL bound was computed (lattices over 4 (n + 1)
+        ideals), the DPL split comes back with status ``time_limit``
+        (``stats["stopped_by_time_limit"]``); otherwise the DP has no complete split yet (its
+        states are prefixes of splits) and raises :class:`~workbench.errors.TimeLimitError`.
     """
     if objective not in ("pipedream", "gpipe"):
         raise SolverError(f"dp: objective must be 'pipedream' or 'gpipe', got {objective!r}")
