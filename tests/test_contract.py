@@ -212,7 +212,7 @@ def test_celeritas_keeps_work_off_a_slow_cpu():
     assert "cpu0" not in cel.devices_used()
     assert simulate(cel, c).makespan <= simulate(op, c).makespan * (1 + 1e-9)
     raw = wb.solve(g, c, method="celeritas", slow_factor=None, keep_start=False,
-                   relief=None)  # the rule as written
+                   relief=None, split_start=False)  # the rule as written
     assert simulate(raw, c).makespan > 3 * simulate(cel, c).makespan
 
 
