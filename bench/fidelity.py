@@ -15,7 +15,9 @@ costs, by the calibrated model, and measured (median, spread = half the interqua
 ``alone`` (rung ``probe-alone``) is the calibrated model before its receive overhead is refitted
 to the probe timed in the interleaved rounds (fitted to the probe timed alone); ``overlap``
 (rung ``overlap``) the calibrated model with the optional ``overlap`` change in place of
-``contention`` (``JudgeModel.with_overlap``, fitted from the same traces);
+``contention`` (``JudgeModel.with_overlap``, fitted from the same traces); ``wakeup`` (rung
+``wakeup``) the calibrated model plus the optional ``wakeup`` change, fitted to a second probe
+(``fit_wakeup``: timed alone, then refitted to its time in the interleaved rounds);
 at the end per rung the median and worst error, pairwise order agreement (all pairs and those
 beyond the measured spread) and the models whose predicted best is within the spread of the
 measured best. ``--residuals`` traces each model's worst plan and prints its error parts
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES
+    from workbench.runtime.calibrate import MODEL_CHANGES, fit_wakeup
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -152,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
-          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'measured':>9s} {'spread':>7s} "
-          f"{'error':>7s} {'ticks':>6s}")
+          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'measured':>9s} "
+          f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -179,12 +181,22 @@ def main(argv: list[str] | None = None) -> int:
                 plans[m] = with_run_order(wb.solve(g, gcl, method=m, seed=0), gcl)
             except Exception as e:  # noqa: BLE001 - a bench reports any solver failure
                 print(f"{name:18s} {m:12s} solve failed: {type(e).__name__}: {e}")
+        wake = None  # the optional 'wakeup' change, fitted to its own probe (timed here)
+        if model is not None and not args.gpu:
+            wake = fit_wakeup(model, g, steps=args.steps, warmup=args.warmup, **rtk)
         probe = {} if model is None else {"(probe)": model.probe}
+        if wake is not None:
+            probe["(idle probe)"] = wake.idle_probe
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
         alone = model  # fitted to the probe timed alone (calibration), before the refit
         # the optional 'overlap' change in place of 'contention', on the same measurements
         over = model.with_overlap() if model and "overlap_slope" in model.details else None
+        if wake is not None and res["(probe)"].ok and res["(idle probe)"].ok:
+            wake = fit_wakeup(wake, g, measured_ms=res["(idle probe)"].median_ms,
+                              probe_ms=res["(probe)"].median_ms)
+            print(f"{name:18s} wakeup fitted to the interleaved idle probe "
+                  f"({res['(idle probe)'].median_ms:.3f} ms): {wake.wakeup * 1e3:.1f} us")
         if model is not None and "recv_fit" in model.changes and res["(probe)"].ok:
             over = over and over.refit_recv(model.probe, res["(probe)"].median_ms)
             # refit to the probe timed in the same interleaved rounds as the plans
@@ -205,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
                    "profiled": wb.simulate(plan, cluster).makespan,
                    "calibrated": model.makespan(plan) if model else math.nan,
                    "probe-alone": alone.makespan(plan) if alone else math.nan,
-                   "overlap": over.makespan(plan) if over else math.nan}
+                   "overlap": over.makespan(plan) if over else math.nan,
+                   "wakeup": wake.makespan(plan) if wake else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             errors.append((err, name, m))
@@ -213,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
-                  f"{row['overlap']:7.2f} "
+                  f"{row['overlap']:7.2f} {row['wakeup']:7.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -250,7 +263,7 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap"]
+    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

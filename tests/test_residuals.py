@@ -6,8 +6,13 @@ import pytest
 
 from workbench import Cluster, Plan, samples, simulate
 from workbench.errors import RuntimeBridgeError
-from workbench.runtime.judging import (Residuals, ladder_stats, median_timeline, residuals,
-                                       step_spread)
+from workbench.runtime.judging import (
+    Residuals,
+    ladder_stats,
+    median_timeline,
+    residuals,
+    step_spread,
+)
 from workbench.runtime.runner import Measurement
 
 
@@ -283,3 +288,47 @@ def test_with_run_order_fixes_the_order_a_plan_runs_in():
     # the model predicts the order that runs: with it fixed, the same makespan
     m = JudgeModel(local_cluster(2))
     assert m.makespan(fixed) == pytest.approx(m.makespan(p))
+
+
+def test_woken_ops_mark_handoffs_after_idling_and_device_starts():
+    from workbench.runtime.judging import woken_ops
+
+    g, c, _, s = _diamond()
+    woken = dict(zip(g.ops, woken_ops(g, s, idle_ms=0.0)))
+    assert woken == {"a": False, "b": False, "c": True, "d": True}   # gpu1 starts; d waits on c
+    # with a long idle threshold only the device start remains
+    assert dict(zip(g.ops, woken_ops(g, s, idle_ms=1e9))) == {"a": False, "b": False,
+                                                              "c": True, "d": False}
+    one = Plan(g, {v: "gpu0" for v in g.ops})
+    assert not woken_ops(g, simulate(one, c), idle_ms=0.0).any()
+
+
+def test_wakeup_is_fitted_to_the_idle_probe_only():
+    from dataclasses import replace
+
+    from workbench.runtime.calibrate import (
+        JudgeModel,
+        fit_wakeup,
+        idle_probe_plan,
+        local_cluster,
+        probe_plan,
+    )
+    from workbench.runtime.runner import with_run_order
+
+    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    cl = local_cluster(2)
+    probe = with_run_order(probe_plan(g, cl, seed=1), cl)
+    base = JudgeModel(cl, congestion=False, changes=("shared_memory", "recv_fit"), probe=probe,
+                      details={"probe_measured_ms": 0.0})
+    idle = with_run_order(idle_probe_plan(g, cl, chunks=4), cl)
+    target = base.makespan(idle) + 0.5
+    fit = fit_wakeup(replace(base, idle_probe=idle), g, measured_ms=target,
+                     probe_ms=base.makespan(probe))
+    assert fit.wakeup > 0 and "wakeup" in fit.changes
+    assert fit.makespan(idle) == pytest.approx(target, rel=1e-3)
+    assert fit.details["idle_probe_measured_ms"] == target
+    # a single-device plan has no hand-off: unchanged
+    one = Plan(g, {v: "cpu0" for v in g.ops})
+    assert fit.makespan(one) == pytest.approx(base.makespan(one))
+    with pytest.raises(RuntimeBridgeError, match="fit_wakeup: the model has no probe"):
+        fit_wakeup(JudgeModel(cl), g, measured_ms=1.0)

@@ -36,10 +36,21 @@ from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
 from .realtime import realtime as realtime_scheduling
 
-__all__ = ["DEFAULT_SIZES", "MODEL_CHANGES", "OPTIONAL_CHANGES", "JudgeModel", "calibrate_links", "calibrate_model",
-           "contention_factor",
-           "fit_link", "fit_recv_overhead", "local_cluster",
-           "probe_plan"]
+__all__ = [
+    "DEFAULT_SIZES",
+    "MODEL_CHANGES",
+    "OPTIONAL_CHANGES",
+    "JudgeModel",
+    "calibrate_links",
+    "calibrate_model",
+    "contention_factor",
+    "fit_link",
+    "fit_recv_overhead",
+    "fit_wakeup",
+    "idle_probe_plan",
+    "local_cluster",
+    "probe_plan",
+]
 
 DEFAULT_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 21, 1 << 22)
 """Transfer sizes in bytes (1 KiB to 4 MiB)."""
@@ -370,7 +381,7 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap",)
+OPTIONAL_CHANGES = ("overlap", "wakeup")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
 ``overlap``
@@ -381,6 +392,14 @@ OPTIONAL_CHANGES = ("overlap",)
     ``contention`` (:func:`~workbench.runtime.judging.overlap_slope`). A random probe keeps
     devices waiting on each other, so its median slowdown understates that of a balanced plan
     whose devices compute at the same time. Excludes ``contention``.
+``wakeup``
+    A tensor that reaches a device whose thread has idled at least
+    :data:`~workbench.runtime.judging.WAKEUP_IDLE_MS` (0.1 ms), and the first op of every
+    device but the one that starts the step, cost ``w`` ms more (:func:`~workbench.runtime.
+    judging.woken_ops`, fixed point over the simulated schedule). ``w`` is fitted by
+    :func:`fit_wakeup` to a second probe, :func:`idle_probe_plan` (the graph in eight contiguous
+    chunks of topological order alternating over the devices: few hand-offs, each after a long
+    idle period), then the receive overhead is refitted to the random probe.
 """
 
 
@@ -392,7 +411,8 @@ class JudgeModel:
     compute slowdown factor (plans on that many devices run at ``1 / factor`` speed);
     ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures;
     ``probe``: the probe plan it was fitted to; ``overlap``: the slope of the ``overlap``
-    change (0: off, see :data:`OPTIONAL_CHANGES`).
+    change, ``wakeup`` the ms of the ``wakeup`` change and ``idle_probe`` the plan it was fitted
+    to (0 / None: off, see :data:`OPTIONAL_CHANGES`).
 
     >>> from workbench import samples, Plan
     >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
@@ -412,6 +432,8 @@ class JudgeModel:
     details: dict = field(default_factory=dict)
     probe: object = None
     overlap: float = 0.0
+    wakeup: float = 0.0
+    idle_probe: object = None
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -427,9 +449,9 @@ class JudgeModel:
         from ..simulate import simulate
         from .judging import simulate_overlap
 
-        if self.overlap > 0:
+        if self.overlap > 0 or self.wakeup > 0:
             return simulate_overlap(plan, self.cluster_for(plan), self.overlap,
-                                    congestion=self.congestion, **kw)
+                                    wakeup_ms=self.wakeup, congestion=self.congestion, **kw)
         return simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
 
     def with_overlap(self) -> JudgeModel:
@@ -462,6 +484,66 @@ class JudgeModel:
                        details={**self.details, "recv_overhead_ms": o,
                                 "probe_measured_ms": measured_ms,
                                 "probe_predicted_ms": with_o(o).makespan(probe)})
+
+
+def idle_probe_plan(graph, cluster: Cluster, *, chunks: int = 8):
+    """The ``wakeup`` change's probe: the topological order cut into ``chunks`` runs of equal op
+    count, alternating over the cluster's devices (colocation groups follow their first member):
+    few cross-device tensors, each reaching a device that idled while the other computed.
+
+    >>> from workbench import samples
+    >>> p = idle_probe_plan(samples.diamond(), local_cluster(2), chunks=2)
+    >>> p.placement, p.method
+    ({'a': 'cpu0', 'b': 'cpu0', 'c': 'cpu1', 'd': 'cpu1'}, 'idle-probe')
+    """
+    from ..plan import Plan
+
+    names, ops = cluster.names, graph.topological_order()
+    size = max(1, math.ceil(len(ops) / max(1, int(chunks))))
+    placement = {v: names[(k // size) % len(names)] for k, v in enumerate(ops)}
+    for members in graph.colocation_groups.values():
+        for v in members:
+            placement[v] = placement[members[0]]
+    return Plan(graph, placement, method="idle-probe")
+
+
+def fit_wakeup(model: JudgeModel, graph, *, steps: int = 10, warmup: int = 3, program=None,
+               max_ms: float = 2.0, realtime: bool = False, measured_ms: float | None = None,
+               probe_ms: float | None = None) -> JudgeModel:
+    """``model`` with the ``wakeup`` change: ``w`` fitted by bisection so that the model
+    predicts the measured :func:`idle_probe_plan` (timed here unless ``measured_ms`` is given),
+    then the receive overhead refitted to the random probe (``probe_ms``, default
+    ``details["probe_measured_ms"]``) when the model has ``recv_fit``, and ``w`` once more.
+    Fitted from probes only, never from the plans it judges.
+
+    Raises
+    ------
+    RuntimeBridgeError
+        A model without a probe, or a failed run.
+    """
+    from .runner import run_plan, with_run_order
+
+    if model.probe is None:
+        raise RuntimeBridgeError("fit_wakeup: the model has no probe (use calibrate_model)")
+    idle = model.idle_probe or with_run_order(idle_probe_plan(graph, model.cluster),
+                                              model.cluster)
+    if measured_ms is None:
+        measured_ms = run_plan(idle, steps=steps, warmup=warmup, program=program,
+                               cluster=model.cluster, realtime=realtime).median_ms
+    probe_ms = model.details.get("probe_measured_ms") if probe_ms is None else probe_ms
+
+    def fit_w(m: JudgeModel) -> JudgeModel:
+        w = _fit_overhead(lambda x: replace(m, wakeup=x).makespan(idle), measured_ms, max_ms)
+        return replace(m, wakeup=w)
+
+    out = fit_w(replace(model, idle_probe=idle))
+    if "recv_fit" in model.changes and probe_ms is not None:
+        out = fit_w(out.refit_recv(model.probe, probe_ms))
+    changes = out.changes + (() if "wakeup" in out.changes else ("wakeup",))
+    return replace(out, changes=changes,
+                   details={**out.details, "wakeup_ms": out.wakeup,
+                            "idle_probe_measured_ms": measured_ms,
+                            "idle_probe_predicted_ms": out.makespan(idle)})
 
 
 def contention_factor(busy: dict, alone: dict, *, min_ms: float = 0.01) -> float:
@@ -522,7 +604,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -574,6 +656,10 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
                        single_measured_ms=ref.median_ms)
     model = replace(model, details=details)
     if "recv_fit" in changes:
-        return model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
-    details["probe_predicted_ms"] = model.makespan(probe)
+        model = model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
+    else:
+        details["probe_predicted_ms"] = model.makespan(probe)
+    if "wakeup" in changes:
+        model = fit_wakeup(model, graph, steps=steps, warmup=warmup, program=program,
+                           realtime=realtime)
     return model

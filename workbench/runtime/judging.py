@@ -57,7 +57,12 @@ import numpy as np
 from ..errors import RuntimeBridgeError
 
 __all__ = ["Residuals", "busy_overlap", "ladder_stats", "median_timeline", "overlap_slope",
-           "residuals", "simulate_overlap", "step_spread", "tick_share", "traced_measurement"]
+           "residuals", "simulate_overlap", "step_spread", "tick_share", "traced_measurement",
+           "woken_ops"]
+
+WAKEUP_IDLE_MS = 0.1
+"""A device whose thread idled at least this long before a tensor from another device woke it
+pays the ``wakeup`` change's latency (see :func:`woken_ops`)."""
 
 
 @dataclass
@@ -514,12 +519,51 @@ class _SlowedOps:
         return self._base.op_times(graph) + self._extra[:, None]
 
 
-def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, **sim_kw):
-    """:func:`workbench.simulate` with the ``overlap`` contention: each op's compute time
-    ``t`` becomes ``t * (1 + slope * x)``, ``x`` its overlap with other devices' ops
-    (:func:`busy_overlap`) in the previous iteration's schedule (starting from the plain
-    simulation; ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets
-    a cluster whose op times carry the extra time.
+def woken_ops(graph, schedule, *, idle_ms: float = WAKEUP_IDLE_MS) -> np.ndarray:
+    """Per op (graph order), True where the simulated ``schedule`` starts it on a device that had
+    been idle for at least ``idle_ms`` and whose start waits for an input from another device
+    (its latest input ends on another device after the device's previous op), or where it is the
+    first op of a device other than the one that starts first (a device thread woken at the
+    step's start). These are the hand-offs the ``wakeup`` change charges.
+
+    >>> from workbench import samples, Plan, Cluster, simulate
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
+    >>> s = simulate(Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}), c)
+    >>> [v for v, w in zip(g.ops, woken_ops(g, s, idle_ms=0.0)) if w]  # gpu1 starts; d waits on c
+    ['c', 'd']
+    """
+    gc = graph.c
+    dev, st, en = np.asarray(schedule.device), schedule.start, schedule.end
+    prev_end = np.full(gc.n, -np.inf)
+    first_dev = int(dev[int(np.argmin(st))]) if gc.n else -1
+    out = np.zeros(gc.n, dtype=bool)
+    for d in np.unique(dev):
+        ops = np.flatnonzero(dev == d)
+        ops = ops[np.argsort(st[ops], kind="stable")]
+        prev_end[ops[1:]] = en[ops[:-1]]
+        if int(d) != first_dev and len(ops):
+            out[ops[0]] = True
+    for i in range(gc.n):
+        pe = prev_end[i]
+        idle = st[i] - (pe if np.isfinite(pe) else 0.0)
+        if idle < idle_ms or out[i]:
+            continue
+        preds = gc.pred[i]
+        if not preds:
+            continue
+        last = max(preds, key=lambda u: en[u])
+        out[i] = bool(dev[last] != dev[i] and en[last] >= (pe if np.isfinite(pe) else -np.inf))
+    return out
+
+
+def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup_ms: float = 0.0,
+                     idle_ms: float = WAKEUP_IDLE_MS, **sim_kw):
+    """:func:`workbench.simulate` with the ``overlap`` contention and the ``wakeup`` latency:
+    each op's compute time ``t`` becomes ``t * (1 + slope * x)``, ``x`` its overlap with other
+    devices' ops (:func:`busy_overlap`), plus ``wakeup_ms`` where :func:`woken_ops` marks it,
+    both read off the previous iteration's schedule (starting from the plain simulation;
+    ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets a cluster
+    whose op times carry the extra time.
 
     >>> from workbench import samples, Plan, Cluster, simulate
     >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
@@ -528,15 +572,19 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, **sim_
     True
     >>> simulate_overlap(p, c, 0.5).makespan > simulate(p, c).makespan   # b and c overlap
     True
+    >>> simulate_overlap(p, c, 0.0, wakeup_ms=1.0).makespan > simulate(p, c).makespan
+    True
     """
     from ..simulate import simulate
 
-    if not slope > 0:
+    if not (slope > 0 or wakeup_ms > 0):
         return simulate(plan, cluster, **sim_kw)
     g = plan.graph
     base = cluster.op_times(g)[np.arange(g.n_ops), plan.device_array(cluster)]
     s = simulate(plan, cluster, **sim_kw)
     for _ in range(max(1, int(iterations))):
-        extra = base * slope * busy_overlap(s.device, s.start, s.end)
+        extra = base * slope * busy_overlap(s.device, s.start, s.end) if slope > 0 else 0.0 * base
+        if wakeup_ms > 0:
+            extra = extra + wakeup_ms * woken_ops(g, s, idle_ms=idle_ms)
         s = simulate(plan, _SlowedOps(cluster, extra), **sim_kw)
     return s
