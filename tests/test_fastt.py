@@ -354,3 +354,23 @@ def test_replica_colocation_finds_fastt_fig4_on_bert():
     ms = simulate(o, c).makespan
     assert ms < 0.95 * dp
     assert len({o.placement[f"allreduce:var:word_emb/table@{r}"] for r in range(4)}) == 1
+
+
+def test_replica_colocation_respects_memory():
+    """Devices that hold one replica and little more: no unit's replicas can be gathered, the
+    data-parallel plan comes back unchanged; with room, each kept move is measured faster."""
+    from workbench.solvers.list.data_parallel import dp_plan
+    from workbench.solvers.list.os_dpos import colocate_replicas
+
+    g = with_split_dims(samples.to_training(samples.cnn(30), update=True), 32)
+    c = Cluster.preset("4xV100-nvlink")
+    need = dp_plan(g, c, [0, 1, 2, 3]).graph.total_memory() / 4
+    tight = c.with_memory(need * 1.001)
+    p = dp_plan(g, tight, [0, 1, 2, 3])
+    q, ms, moved = colocate_replicas(p, g, tight)
+    assert moved == [] and q is p and ms == pytest.approx(simulate(p, tight).makespan)
+    p = dp_plan(g, c, [0, 1, 2, 3])
+    q, ms, moved = colocate_replicas(p, g, c, patience=2)
+    assert ms <= simulate(p, c).makespan and ms == pytest.approx(simulate(q, c).makespan)
+    for key in moved:
+        assert len({q.placement[f"allreduce:{key}@{r}"] for r in range(4)}) == 1
