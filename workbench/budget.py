@@ -59,8 +59,6 @@ SHARES: dict[str, float] = {
     "cpsat.first_solve": 0.5,      # coarsened: first solve of the whole coarse problem
     "cpsat.window_round": 0.25,    # one window round (at least 2 s) of what the rounds have left
     "cpsat.build": 0.6,            # solve_cpsat builds its model within this share of its budget
-    # FastT's DPOS with an exact inner step (workbench.solvers.list.scheduling)
-    "dpos.inner": 0.5,
     # Baechi's m-SCT: its favourite-children LP (workbench.solvers.list.scheduling)
     "m_sct.lp": 0.5,
     # Tarnawski et al.'s IPs: the DP warm starts (workbench.solvers.pipeline.ip)

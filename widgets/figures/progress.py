@@ -21,10 +21,8 @@ plan); the bound is drawn only where it bounds the method's model of the whole p
 (``stats["bound_valid"]``, default: the method is registered ``exact``): a coarse or window
 model's bound, or a heuristic's (none), is not drawn. The IPs' bound is that of the splits
 their program allows (contiguous ones for ``ip_contig``), so it can lie above the panel's
-lower bound, which holds for every plan. The pipeline IPs' HiGHS runs record in units of
-their reference time (the warm start's value); they are drawn in ms by the scale their
-plan's ``stats["milp_objective"]`` (or ``milp_bound``) gives, and as a point when their plan
-reports neither. A method whose runs recorded no incumbent and no bound that may be drawn
+lower bound, which holds for every plan. Every engine records in ms (the IPs' and Pesto's
+MILPs, written in units of a reference time, are scaled where they are recorded). A method whose runs recorded no incumbent and no bound that may be drawn
 (Pesto's coarse MILP before its first solution, say) is a point like the heuristics.
 
 The incumbent is the engine's model objective, the points are the judge's values: for a method
@@ -105,40 +103,20 @@ def progress_steps(events: list, end_s: float | None = None) -> dict:
 
 
 def progress_in_ms(plan, objective: str = "makespan") -> list | None:
-    """``plan.stats["progress"]`` with ``objective`` and ``bound`` in ms, or None when there is
-    none or its units cannot be told.
-
-    CP-SAT runs and ``local_search`` record ms; the HiGHS runs of the pipeline IPs (objective
-    ``max_load`` or ``latency``) record in units of their reference time, and their plan gives
-    the model's objective (``milp_objective``) or bound (``milp_bound``) in ms: the scale is
-    that value over the last one recorded.
+    """``plan.stats["progress"]`` (incumbents and bounds in ms: every engine records in ms,
+    :func:`workbench.solvers.milp.solve_milp` scales models written in other units), or None
+    when there is none. ``objective`` is kept for callers; the units no longer depend on it.
 
     >>> from workbench import Plan, samples
-    >>> p = Plan(samples.diamond(), {}, stats={"milp_objective": 8.0, "progress": [
-    ...     {"s": 0.1, "objective": 1.0, "bound": 0.5, "engine": "highs", "call": 0},
-    ...     {"s": 0.2, "objective": 0.8, "bound": 0.8, "engine": "highs", "call": 0}]})
+    >>> p = Plan(samples.diamond(), {}, stats={"progress": [
+    ...     {"s": 0.1, "objective": 10.0, "bound": 5.0, "engine": "highs", "call": 0}]})
     >>> [(e["objective"], e["bound"]) for e in progress_in_ms(p, "max_load")]
-    [(10.0, 5.0), (8.0, 8.0)]
+    [(10.0, 5.0)]
     >>> progress_in_ms(Plan(samples.diamond(), {}), "makespan") is None
     True
     """
     events = (getattr(plan, "stats", None) or {}).get("progress") or []
-    if not events:
-        return None
-    scaled = objective != "makespan" and any(e.get("engine") == "highs" for e in events)
-    if not scaled:
-        return list(events)
-    st = plan.stats
-    scale = None
-    for key, field in (("milp_objective", "objective"), ("milp_bound", "bound")):
-        last = next((e[field] for e in reversed(events) if e.get(field) is not None), None)
-        if st.get(key) is not None and last:
-            scale = float(st[key]) / float(last)
-            break
-    if scale is None or not math.isfinite(scale):
-        return None
-    return [{**e, **{f: None if e.get(f) is None else e[f] * scale
-                     for f in ("objective", "bound")}} for e in events]
+    return list(events) if events else None
 
 
 def _classify(comparison) -> dict:

@@ -114,9 +114,10 @@ def available_solvers() -> list[str]:
 class _WarmHiGHS(pulp.HiGHS):
     """PuLP's highspy interface plus a warm start (HiGHS ``setSolution``)."""
 
-    def __init__(self, warm: dict | None = None, **kw):
+    def __init__(self, warm: dict | None = None, scale: float = 1.0, **kw):
         super().__init__(**kw)
         self._warm = warm or {}
+        self._scale = scale
         self.interrupted = False
         self.watchdog = False
 
@@ -135,7 +136,7 @@ class _WarmHiGHS(pulp.HiGHS):
             sol.col_value = vals
             sol.value_valid = True
             lp.solverModel.setSolution(sol)
-        sense = -1.0 if lp.sense == pulp.LpMaximize else 1.0
+        sense = (-1.0 if lp.sense == pulp.LpMaximize else 1.0) * self._scale
         rec = _trace_progress(lp.solverModel, sense)
         self.interrupted, self.watchdog = _run_interruptible(lp.solverModel, self.timeLimit)
         if rec is not None:  # the final incumbent and bound
@@ -195,7 +196,7 @@ def _run_interruptible(h, time_limit: float | None = None) -> tuple[bool, bool]:
 def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
                gap: float | None = None, warm_start: dict | None = None, solver: str = "highs",
                threads: int | None = None, msg: bool = False,
-               options: dict | None = None) -> MilpResult:
+               options: dict | None = None, progress_scale: float = 1.0) -> MilpResult:
     """Solve ``prob`` and report what really happened.
 
     Parameters
@@ -213,6 +214,10 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
         Preferred backend; falls back to the other when it is not installed.
     options : dict, optional
         HiGHS options by name (e.g. ``{"mip_heuristic_effort": 0.3}``); ignored by CBC.
+    progress_scale : float
+        The objective's unit in ms (a model written in units of a reference time): incumbents
+        and bounds go to the progress recording (:mod:`workbench.solvers.progress`) times this,
+        so every method's progress is in ms. The result's own figures stay in model units.
 
     Raises
     ------
@@ -229,14 +234,14 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     warm = {v.name: float(x) for v, x in (warm_start or {}).items()}
     t0 = time.perf_counter()
     if backend == "highs":
-        res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options)
+        res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options, progress_scale)
         if warm and res.stale_values:
             # HiGHS 1.16 can finish (e.g. solved in presolve) with a better objective than the
             # warm start's while getSolution() still returns the warm start's values: solve
             # again without it, in the time that is left
             left = (None if time_limit is None
                     else max(0.05, time_limit - (time.perf_counter() - t0)))
-            res = _solve_highs(prob, left, gap, {}, threads, msg, options)
+            res = _solve_highs(prob, left, gap, {}, threads, msg, options, progress_scale)
             res.message += " (solved again without the warm start, whose values HiGHS returned)"
     else:
         res = _solve_cbc(prob, time_limit, gap, warm, threads, msg)
@@ -245,11 +250,12 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     return res
 
 
-def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None) -> MilpResult:
+def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
+                 scale: float = 1.0) -> MilpResult:
     new_highs()  # PuLP creates its own Highs: absorb the process's banner first
     import highspy
 
-    s = _WarmHiGHS(warm=warm, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
+    s = _WarmHiGHS(warm=warm, scale=scale, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
                    **(options or {}))
     try:
         prob.solve(s)

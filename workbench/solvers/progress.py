@@ -4,13 +4,12 @@ engines report while they run, collected for the method being solved.
 :func:`workbench.solve` opens a :func:`recording` around every method; each CP-SAT or HiGHS solve
 inside it asks for a recorder (:func:`new_call`) and hands it each improvement. The events end
 up in ``plan.stats["progress"]``: a list of ``{"s", "objective", "bound", "engine", "call"}``,
-``s`` seconds since the method started, ``objective`` and ``bound`` in the engine's model units
-(``None`` while unknown), ``call`` numbering the engine runs of one method (Pesto's window
-rounds, the IPs' passes). The units: ms of the model's objective for the CP-SAT and HiGHS
-makespan models (predicted makespan) and for ``local_search`` (search max load); the pipeline
-IPs' HiGHS runs (max load, latency) model times in units of a reference time (their warm
-start's value), which their plan's ``stats["milp_objective"]`` (ms) converts
-(:func:`widgets.figures.progress.progress_in_ms`). Nothing is recorded outside a recording,
+``s`` seconds since the method started, ``objective`` and ``bound`` in ms (``None`` while
+unknown), ``call`` numbering the engine runs of one method (Pesto's window rounds, the IPs'
+passes). The objective is the engine's model objective: predicted makespan for the CP-SAT and
+HiGHS makespan models, the search's max load for ``local_search``, the model's max load or
+latency for the pipeline IPs (their HiGHS models are written in units of a reference time and
+scaled to ms where they are recorded, ``solve_milp(progress_scale=...)``). Nothing is recorded outside a recording,
 and methods without such an engine get no ``progress``.
 
 Examples

@@ -592,7 +592,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
         if warm_s is not None and warm_ok:
             warm_vals = model.warm_values(warm_s.device, warm_s)
         res = solve_milp(model.prob, time_limit=budget.seconds(floor=0.05), gap=gap,
-                         warm_start=warm_vals, threads=threads)
+                         warm_start=warm_vals, threads=threads, progress_scale=model.unit)
         if res.status != "infeasible" or bal is None:
             break
         stats["memory_balance_dropped"] = "the balance rows made the ILP infeasible"

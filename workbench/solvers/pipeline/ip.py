@@ -305,7 +305,8 @@ class MaxLoadModel:
     # ------------------------------------------------------------------ solve and extract
     def solve(self, budget: Budget, gap: float):
         """HiGHS on the built model within what is left of ``budget``, from the warm start."""
-        return solve_milp(self.prob, time_limit=budget.seconds(), gap=gap, warm_start=self.ws)
+        return solve_milp(self.prob, time_limit=budget.seconds(), gap=gap, warm_start=self.ws,
+                          progress_scale=self.T)
 
     def extract(self, res, warm: Plan | None, budget: Budget) -> Plan:
         """The judged plan of HiGHS's answer ``res`` (the warm start where HiGHS lost it)."""

@@ -317,7 +317,8 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     if budget.left() <= 0.05:
         return _keep(warm, wval, budget, "building the model")
     res = solve_milp(prob, time_limit=budget.seconds(), gap=gap,
-                     warm_start=ws, options={"mip_heuristic_effort": float(heuristic_effort)})
+                     warm_start=ws, options={"mip_heuristic_effort": float(heuristic_effort)},
+                     progress_scale=T)
     if not res.has_solution:
         if res.status == "infeasible" and warm is None:
             raise InfeasibleError(f"latency_ip: no split of {graph.name!r} into {q} contiguous "
