@@ -95,7 +95,6 @@ from .ideals import (  # some re-exported (this module's former API)
 from .kernel import interleave_mode, no_cyclic_gc, solve_lattice
 from .pykernel import stage_load
 
-_class_keys = class_keys  # the former name (workbench/solvers/pipeline/metis.py still uses it)
 
 __all__ = [
     "BACKWARD_KINDS",

@@ -32,13 +32,13 @@ def metis(graph, cluster, *, balance_memory: bool = True, seed: int | None = Non
     times; ``balance_memory`` adds memory as a second balance constraint."""
     import pymetis
 
-    from ..pipeline.dp import _class_keys
+    from .contraction import class_keys
 
     gc = graph.c
     devs = [i for i, d in enumerate(cluster.devices) if d.kind != "cpu"] or list(range(len(cluster)))
     cpus = [i for i, d in enumerate(cluster.devices) if d.kind == "cpu"]
     kind = cluster.devices[devs[0]].kind
-    cls, _ = _class_keys(graph)
+    cls, _ = class_keys(graph)
     uniq, owner = np.unique(cls, return_inverse=True)
     n = len(uniq)
     times = cluster.op_times(graph)
