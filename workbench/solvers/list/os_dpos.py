@@ -45,9 +45,9 @@ True
 
 from __future__ import annotations
 
-import time
 
 from ...analysis import levels
+from ...budget import Budget
 from ...errors import InfeasibleError, SolverError
 from ...plan import Plan
 from ...simulate import simulate
@@ -118,18 +118,20 @@ def replica_units(graph) -> list:
     return out
 
 
-def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3, t0: float | None = None,
-                      time_limit: float | None = None) -> tuple:
+def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3,
+                      time_limit: float | Budget | None = None) -> tuple:
     """*Replica co-location* (an extension of OS-DPOS; FastT's Fig. 4 as a measured search):
     from the pure data-parallel plan ``p_dp`` of ``graph``, the replicas of each unit of
     :func:`replica_units` (parameter-heavy, compute-light first) move together to one device,
     devices taken in turn, their all-reduce ring redrawn over the devices that now hold them
     (free on one) and the plan re-ordered by a FIFO simulation; a move is kept when the
     simulator (congestion on) measures a faster step and every device still holds its ops
-    (FastT's rollback rule), and the search stops after ``patience`` rejected moves in a row.
+    (FastT's rollback rule), and the search stops after ``patience`` rejected moves in a row
+    or when ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`) is spent.
     Returns ``(plan, measured ms, variables moved)``."""
     from ...simulate import simulate
 
+    budget = Budget.of(time_limit, name="os_dpos: replica co-location")
     h, nd = p_dp.graph, int(p_dp.info["replicas"])
     names = [cluster.names[i] for i in range(len(cluster))
              if cluster.names[i] in set(p_dp.placement.values())]
@@ -139,8 +141,7 @@ def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3, t0: floa
     moved: list = []
     misses = 0
     for _, _, ops, key in replica_units(graph):
-        if misses >= patience or (time_limit is not None and t0 is not None
-                                  and time.perf_counter() - t0 > time_limit):
+        if misses >= patience or budget.over():
             break
         d = names[len(moved) % len(names)]
         trial = dict(best.placement)
@@ -165,8 +166,8 @@ def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3, t0: floa
     return best, best_ms, moved
 
 
-def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float,
-                  time_limit, progress) -> tuple:
+def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, budget: Budget,
+                  progress) -> tuple:
     """Algorithm 2 lines 4-14 from the DPOS plan ``best``: the critical ops by decreasing
     compute, each split along every dimension into ``2..#devices`` parts and re-placed; the
     best split is kept if it lowers the predicted finish time, else the search stops.
@@ -191,7 +192,7 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
         cand = None
         for dim, size in dims.items():
             for n in range(2, min(nd, size) + 1):
-                if time_limit is not None and time.perf_counter() - t0 > time_limit:
+                if budget.over():
                     status = "time_limit"
                     break
                 g2 = split_op(g, op, dim, n)
@@ -225,7 +226,8 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, t0: float
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
-            colocate: bool = True, aggregation: str = "links", time_limit: float | None = None,
+            colocate: bool = True, aggregation: str = "links",
+            time_limit: float | Budget | None = None,
             progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
 
@@ -259,8 +261,9 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         How the data-parallel graph charges gradient aggregation (see
         :func:`~workbench.transforms.data_parallel.data_parallel_graph`; ``"device"`` is the
         model before the ring moved to the links).
-    time_limit : float or None
-        Seconds; when exceeded, the best plan so far is returned with status ``time_limit``.
+    time_limit : float, Budget or None
+        Seconds (or the caller's :class:`~workbench.budget.Budget`); when spent, the best plan
+        so far is returned with status ``time_limit``.
 
     Raises
     ------
@@ -272,7 +275,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
     if resched not in ("given", "fresh", "both"):
         raise SolverError(f"os_dpos: resched must be 'given', 'fresh' or 'both', got "
                           f"{resched!r}")
-    t0 = time.perf_counter()
+    budget = Budget.of(time_limit, name="os_dpos")
     nd = len(cluster)
     graph = ensure_split_dims(graph)
     starts: list = []        # (start name, DPOS plan it begins from)
@@ -302,8 +305,7 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         found.append((ms, 0, "data_parallel", p_dp, [], 0, "heuristic"))
         report["data_parallel"] = {"no_split_ms": ms}
         if colocate:
-            p_c, ms_c, moved = colocate_replicas(p_dp, graph, cluster, t0=t0,
-                                                 time_limit=time_limit)
+            p_c, ms_c, moved = colocate_replicas(p_dp, graph, cluster, time_limit=budget)
             report["dp_colocated"] = {"no_split_ms": ms_c, "colocated": moved}
             if moved:
                 found.append((ms_c, 0.5, "dp_colocated", p_c, [], 0, "heuristic"))
@@ -314,8 +316,8 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             found.append((no_split, k, start, plan, [], 0, "heuristic"))
             continue
         plan2, splits, tried, status = _split_search(
-            plan, cluster, max_split_ops=max_split_ops, resched=resched, t0=t0,
-            time_limit=time_limit, progress=progress)
+            plan, cluster, max_split_ops=max_split_ops, resched=resched, budget=budget,
+            progress=progress)
         ms = simulate(plan2, cluster).makespan if splits else no_split
         report[start] = {"no_split_ms": no_split, "split_ms": ms, "splits": splits}
         tried_total += tried
