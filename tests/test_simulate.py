@@ -207,3 +207,27 @@ def test_schedule_invariants(seed, n, host, order):
         # the realised critical path ends at the makespan and is a contiguous chain
         cp_ops = s.critical_ops()
         assert cp_ops and s.end[g.index[cp_ops[-1]]] == pytest.approx(s.makespan)
+
+
+def test_simulate_restores_the_garbage_collector_state():
+    """simulate pauses Python's cyclic GC for its event loop and puts it back as it found it,
+    also when the plan is refused."""
+    import gc
+
+    import workbench as wb
+
+    g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+    plan = wb.solve(g, c, method="heft")
+    assert gc.isenabled()
+    wb.simulate(plan, c)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        wb.simulate(plan, c)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    bad = wb.Plan(g, {v: "gpu0" for v in g.ops})  # no order: order="plan" is refused
+    with pytest.raises(wb.PlanError):
+        wb.simulate(bad, c, order="plan")
+    assert gc.isenabled()

@@ -134,11 +134,13 @@ class _Transfers:
         dst, comm, nbytes, host_mode, out_edges = L.route
         a = devl[u]
         groups: dict = {}
+        input_ready = self.input_ready
+        here = ("op", u)
         for e in out_edges[u]:
             v = dst[e]
             b = devl[v]
             if b == a:
-                self.input_ready(v, t, ("op", u))
+                input_ready(v, t, here)
                 continue
             if host_mode:
                 groups.setdefault((nbytes[e], comm[e]), {}).setdefault(b, []).append(v)
