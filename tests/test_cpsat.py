@@ -247,7 +247,8 @@ def test_window_rounds_only_improve_and_keep_memory():
     c = Cluster.preset("2xV100-pcie")
     c = c.with_memory(0.7 * float(g.c.memory.sum()))
     s = simulate(solve(g, c, method="m_topo"), c)
-    best, st = window_rounds(g, c, s, 8, congestion=True, workers=1,
+    # 16 s, not 8: under the suite's load a first round's build could miss its share at 8 s
+    best, st = window_rounds(g, c, s, 16, congestion=True, workers=1,
                              symmetry=True, seed=0, free_ops=40, outside_units=20)
     assert st["lns_rounds"] >= 1
     assert best.makespan <= s.makespan * (1 + 1e-9)
