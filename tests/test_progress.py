@@ -191,9 +191,9 @@ def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound(tmp_path
 
     from widgets.figures.progress import progress_figure
 
-    # Solved in a fresh interpreter: in the full suite this test shares its process with the
-    # TensorFlow tests, whose thread pools left behind starved CP-SAT (no window round could
-    # build its model within its share, three fresh-clone suites in a row; alone it passed).
+    # Solved in a fresh interpreter: in the full suite, in a process that earlier test files
+    # had used (TensorFlow's thread pools are the likely culprit; not proven), no window round
+    # could build its model within its share, three fresh-clone suites in a row; alone it passed.
     # 16 s and one CP-SAT worker: the suite gives each test worker one core.
     out = tmp_path / "cmp.pkl"
     code = ("import pickle, sys\nimport workbench as wb\n"
