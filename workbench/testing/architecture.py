@@ -57,8 +57,8 @@ def import_graph():
 
 
 def import_circles(graph) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan's algorithm, iterative),
-    each sorted, in a stable order.
+    """Strongly connected components of more than one module (networkx), each sorted, in a
+    stable order.
 
     >>> import grimp
     >>> g = grimp.ImportGraph()
@@ -67,42 +67,13 @@ def import_circles(graph) -> list[list[str]]:
     >>> import_circles(g)
     [['p.a', 'p.b']]
     """
-    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    import networkx as nx
 
-    def visit(v):
-        index[v] = low[v] = counter[0]
-        counter[0] += 1
-        stack.append(v)
-        on.add(v)
-        return v, iter(sorted(graph.find_modules_directly_imported_by(v)))
-
-    for root in sorted(graph.modules):
-        if root in index:
-            continue
-        work = [visit(root)]
-        while work:
-            v, it = work[-1]
-            for w in it:
-                if w not in index:
-                    work.append(visit(w))
-                    break
-                if w in on:
-                    low[v] = min(low[v], index[w])
-            else:
-                work.pop()
-                if work:
-                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
-                if low[v] == index[v]:
-                    comp = []
-                    while True:
-                        w = stack.pop()
-                        on.discard(w)
-                        comp.append(w)
-                        if w == v:
-                            break
-                    if len(comp) > 1:
-                        out.append(sorted(comp))
-    return sorted(out)
+    deps = nx.DiGraph()
+    deps.add_nodes_from(graph.modules)
+    deps.add_edges_from((m, n) for m in graph.modules
+                        for n in graph.find_modules_directly_imported_by(m))
+    return sorted(sorted(c) for c in nx.strongly_connected_components(deps) if len(c) > 1)
 
 
 def long_functions(limit: int = 150) -> list[str]:
