@@ -148,13 +148,24 @@ def main(argv: list[str] | None = None) -> int:
           f", R^2 {lk.r2:.2f}; receive overhead "
           f"{', '.join(f'{d.name} {d.recv_overhead * 1e3:.1f} us' for d in cluster.devices)} "
           f"({time.perf_counter() - t0:.1f} s)")
+    handoff = None  # the 'handoff' change's per-tensor costs, micro-benchmarked once
+    if not args.gpu and args.devices >= 2:
+        from workbench.runtime.handoff import measure_handoff
+
+        handoff = measure_handoff(cluster.names[:2], **rtk)
+        print("hand-off costs: " + ", ".join(f"{k} {v * 1e3:.2f} us" if k != "handoff_slope"
+                                             else f"{k} {v:.4f}"
+                                             for k, v in handoff.to_dict().items())
+              + " (ping-pong idle/us -> cost/us: "
+              + ", ".join(f"{a * 1e3:.0f}->{c * 1e3:.1f}" for a, c in handoff.points) + ")")
     methods = [m for m in args.methods if m in wb.SOLVERS]
     skipped = [m for m in args.methods if m not in wb.SOLVERS]
     if skipped:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
-          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'measured':>9s} "
+          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
+          f"{'measured':>9s} "
           f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
@@ -204,6 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} receive overhead refitted to the interleaved probe "
                   f"({res['(probe)'].median_ms:.3f} ms): "
                   f"{model.details['recv_overhead_ms'] * 1e3:.1f} us")
+        hand = alone.with_handoff(handoff) if alone is not None and handoff else None
         model_rows = []
         for m, plan in plans.items():
             meas = res[m]
@@ -218,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                    "calibrated": model.makespan(plan) if model else math.nan,
                    "probe-alone": alone.makespan(plan) if alone else math.nan,
                    "overlap": over.makespan(plan) if over else math.nan,
-                   "wakeup": wake.makespan(plan) if wake else math.nan}
+                   "wakeup": wake.makespan(plan) if wake else math.nan,
+                   "handoff": hand.makespan(plan) if hand else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             errors.append((err, name, m))
@@ -226,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
-                  f"{row['overlap']:7.2f} {row['wakeup']:7.2f} "
+                  f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -263,7 +276,7 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup"]
+    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

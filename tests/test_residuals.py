@@ -332,3 +332,58 @@ def test_wakeup_is_fitted_to_the_idle_probe_only():
     assert fit.makespan(one) == pytest.approx(base.makespan(one))
     with pytest.raises(RuntimeBridgeError, match="fit_wakeup: the model has no probe"):
         fit_wakeup(JudgeModel(cl), g, measured_ms=1.0)
+
+
+def test_handoff_idle_is_the_receivers_idle_time_before_a_binding_input():
+    from workbench.runtime.judging import handoff_idle
+
+    g, c, _, s = _diamond()
+    idle = dict(zip(g.ops, handoff_idle(g, s)))
+    i = {v: k for k, v in enumerate(g.ops)}
+    assert idle["a"] == -1 and idle["b"] == -1            # same-device inputs only
+    assert idle["c"] == pytest.approx(float(s.start[i["c"]]))   # gpu1's first op
+    # d waits for c on gpu1: gpu0 idled from b's end to d's start
+    assert idle["d"] == pytest.approx(float(s.start[i["d"]] - s.end[i["b"]]))
+    one = Plan(g, {v: "gpu0" for v in g.ops})
+    assert (handoff_idle(g, simulate(one, c)) == -1).all()
+
+
+def test_handoff_change_charges_send_receive_and_idle_dependent_latency():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.runtime.handoff import HandoffCosts
+    from workbench.runtime.judging import sent_tensors
+
+    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    cl = local_cluster(2)
+    split = Plan(g, {v: ("cpu0" if k % 3 else "cpu1") for k, v in enumerate(g.ops)})
+    one = Plan(g, {v: "cpu0" for v in g.ops})
+    base = JudgeModel(cl, changes=("shared_memory", "recv_fit"))
+    zero = base.with_handoff(HandoffCosts(0.0, 0.0, 0.0, 0.0))
+    assert zero.changes == ("handoff",) and not zero.congestion
+    assert zero.makespan(split) <= base.makespan(split)
+    assert sent_tensors(split, cl).sum() > 0
+    for costs in (HandoffCosts(0.1, 0.0, 0.0, 0.0), HandoffCosts(0.0, 0.1, 0.0, 0.0),
+                  HandoffCosts(0.0, 0.0, 0.1, 0.0), HandoffCosts(0.0, 0.0, 0.0, 0.5)):
+        m = zero.with_handoff(costs)
+        assert m.makespan(split) > zero.makespan(split), costs
+        assert m.makespan(one) == pytest.approx(zero.makespan(one))   # nothing crosses
+    assert zero.with_handoff(HandoffCosts(0.0, 0.0, 0.0, 0.5)).details["handoff_slope"] == 0.5
+
+
+def test_handoff_excludes_the_changes_it_replaces():
+    from workbench.runtime.calibrate import calibrate_model, local_cluster
+
+    with pytest.raises(RuntimeBridgeError, match="'handoff' replaces"):
+        calibrate_model(None, local_cluster(2), changes=["shared_memory", "handoff"])
+
+
+@tf_only
+def test_handoff_costs_are_measured_between_logical_devices(rt):
+    from workbench.runtime.handoff import IDLE_CAP_MS, measure_handoff
+
+    h = measure_handoff(repeats=5, trials=1, segments=4)
+    for v in (h.send_ms, h.recv_ms, h.latency_ms, h.slope):
+        assert math.isfinite(v) and v >= 0
+    assert h.send_ms < 1.0 and h.recv_ms < 1.0      # microseconds, not milliseconds
+    assert len(h.points) == 5 and all(i > 0 for i, _ in h.points)
+    assert h.latency(10 * IDLE_CAP_MS) == pytest.approx(h.latency(IDLE_CAP_MS))

@@ -381,7 +381,7 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap", "wakeup")
+OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
 ``overlap``
@@ -400,6 +400,14 @@ OPTIONAL_CHANGES = ("overlap", "wakeup")
     :func:`fit_wakeup` to a second probe, :func:`idle_probe_plan` (the graph in eight contiguous
     chunks of topological order alternating over the devices: few hand-offs, each after a long
     idle period), then the receive overhead is refitted to the random probe.
+``handoff``
+    Instead of ``shared_memory``'s one latency and ``recv_fit``'s fitted overhead, the per-tensor
+    costs measured by micro-benchmarks of the runner's execution regime
+    (:func:`~workbench.runtime.handoff.measure_handoff`): ``send_ms`` on the sender per tensor
+    it sends, ``recv_ms`` on the receiver per tensor, and a hand-off latency that grows with
+    the time the receiving device idled (``latency_ms + slope * idle``, idle capped at 1 ms;
+    :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a
+    probe. Excludes ``shared_memory`` and ``recv_fit``.
 """
 
 
@@ -434,6 +442,8 @@ class JudgeModel:
     overlap: float = 0.0
     wakeup: float = 0.0
     idle_probe: object = None
+    send_overhead: float = 0.0
+    handoff_slope: float = 0.0
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -449,9 +459,11 @@ class JudgeModel:
         from ..simulate import simulate
         from .judging import simulate_overlap
 
-        if self.overlap > 0 or self.wakeup > 0:
+        if self.overlap > 0 or self.wakeup > 0 or self.send_overhead > 0 or self.handoff_slope > 0:
             return simulate_overlap(plan, self.cluster_for(plan), self.overlap,
-                                    wakeup_ms=self.wakeup, congestion=self.congestion, **kw)
+                                    wakeup_ms=self.wakeup, send_ms=self.send_overhead,
+                                    handoff_slope=self.handoff_slope,
+                                    congestion=self.congestion, **kw)
         return simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
 
     def with_overlap(self) -> JudgeModel:
@@ -468,6 +480,29 @@ class JudgeModel:
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
+
+    def with_handoff(self, costs) -> JudgeModel:
+        """This model with the ``handoff`` change: the per-tensor costs of
+        :class:`~workbench.runtime.handoff.HandoffCosts` (measured by micro-benchmarks, not
+        fitted to probes) in place of ``shared_memory``'s latency and ``recv_fit``'s overhead:
+        links of ``costs.latency_ms`` (infinite bandwidth, no congestion), ``recv_ms`` per
+        received tensor, ``send_ms`` per sent tensor, and ``slope * idle`` more per hand-off
+        to a device idle for ``idle`` ms. Contention and the other fitted figures are kept.
+
+        >>> from workbench.runtime.handoff import HandoffCosts
+        >>> m = JudgeModel(local_cluster(2)).with_handoff(HandoffCosts(0.001, 0.002, 0.003, 0.04))
+        >>> m.cluster.devices[0].recv_overhead, m.send_overhead, m.handoff_slope, m.changes
+        (0.002, 0.001, 0.04, ('handoff',))
+        """
+        lat = costs.latency_ms
+        devs = [replace(d, recv_overhead=costs.recv_ms) for d in self.cluster.devices]
+        links = {(a.name, b.name): Link(lat, math.inf) for a in devs for b in devs
+                 if a.name != b.name}
+        cl = Cluster(devs, intra_host=Link(lat, math.inf), links=links, name=self.cluster.name)
+        changes = tuple(c for c in self.changes if c not in ("shared_memory", "recv_fit"))
+        return replace(self, cluster=cl, congestion=False, send_overhead=costs.send_ms,
+                       handoff_slope=costs.slope, changes=changes + ("handoff",),
+                       details={**self.details, **costs.to_dict()})
 
     def refit_recv(self, probe, measured_ms: float, *, max_ms: float = 1.0) -> JudgeModel:
         """This model with the receive overhead refitted so that it predicts ``measured_ms``
@@ -585,7 +620,7 @@ def _fit_overhead(predict, measured_ms: float, max_ms: float) -> float:
 def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_CHANGES,
                     probe=None, seed: int = 0, steps: int = 10, warmup: int = 3,
                     traces: int = 5, program=None, max_ms: float = 1.0,
-                    realtime: bool = False) -> JudgeModel:
+                    realtime: bool = False, handoff=None) -> JudgeModel:
     """Fit a :class:`JudgeModel` to traced probe runs of the real program.
 
     The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
@@ -604,7 +639,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -616,6 +651,9 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if bad:
         raise RuntimeBridgeError(f"calibrate_model: unknown model change {bad[0]!r} (known: "
                                  f"{', '.join(known)})")
+    if "handoff" in changes and {"shared_memory", "recv_fit"} & set(changes):
+        raise RuntimeBridgeError("calibrate_model: change 'handoff' replaces 'shared_memory' and "
+                                 "'recv_fit'; name it without them")
     if "overlap" in changes and "contention" in changes:
         raise RuntimeBridgeError("calibrate_model: changes 'contention' and 'overlap' model "
                                  "the same slowdown; name one of them")
@@ -662,4 +700,9 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if "wakeup" in changes:
         model = fit_wakeup(model, graph, steps=steps, warmup=warmup, program=program,
                            realtime=realtime)
+    if "handoff" in changes:
+        from .handoff import measure_handoff
+
+        model = model.with_handoff(handoff or measure_handoff(cluster.names[:2],
+                                                              realtime=realtime))
     return model

@@ -519,12 +519,46 @@ class _SlowedOps:
         return self._base.op_times(graph) + self._extra[:, None]
 
 
+def handoff_idle(graph, schedule) -> np.ndarray:
+    """Per op (graph order), how long (ms) its device had been idle when the simulated
+    ``schedule`` starts it, where that start waits for an input from another device (its latest
+    input ends on another device after the device's previous op: a hand-off wakes the device),
+    or, for the first op of a device other than the one that starts first, its start time (a
+    device thread woken at the step's start); ``-1`` for every other op.
+
+    >>> from workbench import samples, Plan, Cluster, simulate
+    >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
+    >>> s = simulate(Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}), c)
+    >>> [v for v, x in zip(g.ops, handoff_idle(g, s)) if x >= 0]   # gpu1 starts; d waits on c
+    ['c', 'd']
+    """
+    gc = graph.c
+    dev, st, en = np.asarray(schedule.device), schedule.start, schedule.end
+    prev_end = np.full(gc.n, -np.inf)
+    first_dev = int(dev[int(np.argmin(st))]) if gc.n else -1
+    out = np.full(gc.n, -1.0)
+    for d in np.unique(dev):
+        ops = np.flatnonzero(dev == d)
+        ops = ops[np.argsort(st[ops], kind="stable")]
+        prev_end[ops[1:]] = en[ops[:-1]]
+        if int(d) != first_dev and len(ops):
+            out[ops[0]] = max(0.0, float(st[ops[0]]))
+    for i in range(gc.n):
+        if out[i] >= 0 or not gc.pred[i]:
+            continue
+        pe = prev_end[i]
+        last = max(gc.pred[i], key=lambda u: en[u])
+        if dev[last] != dev[i] and en[last] >= (pe if np.isfinite(pe) else -np.inf):
+            out[i] = max(0.0, float(st[i] - (pe if np.isfinite(pe) else 0.0)))
+    return out
+
+
 def woken_ops(graph, schedule, *, idle_ms: float = WAKEUP_IDLE_MS) -> np.ndarray:
     """Per op (graph order), True where the simulated ``schedule`` starts it on a device that had
     been idle for at least ``idle_ms`` and whose start waits for an input from another device
-    (its latest input ends on another device after the device's previous op), or where it is the
-    first op of a device other than the one that starts first (a device thread woken at the
-    step's start). These are the hand-offs the ``wakeup`` change charges.
+    (:func:`handoff_idle`), or where it is the first op of a device other than the one that
+    starts first (a device thread woken at the step's start). These are the hand-offs the
+    ``wakeup`` change charges.
 
     >>> from workbench import samples, Plan, Cluster, simulate
     >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
@@ -532,38 +566,50 @@ def woken_ops(graph, schedule, *, idle_ms: float = WAKEUP_IDLE_MS) -> np.ndarray
     >>> [v for v, w in zip(g.ops, woken_ops(g, s, idle_ms=0.0)) if w]  # gpu1 starts; d waits on c
     ['c', 'd']
     """
-    gc = graph.c
-    dev, st, en = np.asarray(schedule.device), schedule.start, schedule.end
-    prev_end = np.full(gc.n, -np.inf)
-    first_dev = int(dev[int(np.argmin(st))]) if gc.n else -1
-    out = np.zeros(gc.n, dtype=bool)
-    for d in np.unique(dev):
-        ops = np.flatnonzero(dev == d)
-        ops = ops[np.argsort(st[ops], kind="stable")]
-        prev_end[ops[1:]] = en[ops[:-1]]
-        if int(d) != first_dev and len(ops):
-            out[ops[0]] = True
-    for i in range(gc.n):
-        pe = prev_end[i]
-        idle = st[i] - (pe if np.isfinite(pe) else 0.0)
-        if idle < idle_ms or out[i]:
-            continue
-        preds = gc.pred[i]
-        if not preds:
-            continue
-        last = max(preds, key=lambda u: en[u])
-        out[i] = bool(dev[last] != dev[i] and en[last] >= (pe if np.isfinite(pe) else -np.inf))
-    return out
+    idle = handoff_idle(graph, schedule)
+    first = np.zeros(len(idle), dtype=bool)
+    dev, st = np.asarray(schedule.device), schedule.start
+    if len(idle):
+        first_dev = int(dev[int(np.argmin(st))])
+        for d in np.unique(dev):
+            if int(d) != first_dev:
+                ops = np.flatnonzero(dev == d)
+                first[ops[np.argmin(st[ops])]] = True
+    return first | (idle >= idle_ms)
+
+
+def sent_tensors(plan, cluster) -> np.ndarray:
+    """Per op (graph order), the number of other devices its consumers are on: the ``_Send``
+    ops TensorFlow adds after it (one per output tensor and destination device; an op's
+    outputs are counted as one tensor).
+
+    >>> from workbench import samples, Plan, Cluster
+    >>> g = samples.diamond()
+    >>> sent_tensors(Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"}),
+    ...              Cluster.preset("2xV100-pcie")).tolist()
+    [1.0, 0.0, 1.0, 0.0]
+    """
+    gc = plan.graph.c
+    dev = plan.device_array(cluster)
+    return np.array([len({int(dev[j]) for j in gc.succ[i]} - {int(dev[i])})
+                     for i in range(gc.n)], dtype=float)
 
 
 def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup_ms: float = 0.0,
-                     idle_ms: float = WAKEUP_IDLE_MS, **sim_kw):
-    """:func:`workbench.simulate` with the ``overlap`` contention and the ``wakeup`` latency:
-    each op's compute time ``t`` becomes ``t * (1 + slope * x)``, ``x`` its overlap with other
-    devices' ops (:func:`busy_overlap`), plus ``wakeup_ms`` where :func:`woken_ops` marks it,
-    both read off the previous iteration's schedule (starting from the plain simulation;
-    ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets a cluster
-    whose op times carry the extra time.
+                     idle_ms: float = WAKEUP_IDLE_MS, send_ms: float = 0.0,
+                     handoff_slope: float = 0.0, idle_cap_ms: float = 1.0, **sim_kw):
+    """:func:`workbench.simulate` with the per-op extras of the optional model changes:
+
+    * ``overlap``: each op's compute time ``t`` becomes ``t * (1 + slope * x)``, ``x`` its
+      overlap with other devices' ops (:func:`busy_overlap`);
+    * ``wakeup``: ``wakeup_ms`` more where :func:`woken_ops` marks it;
+    * ``handoff``: ``send_ms`` per tensor an op sends to another device
+      (:func:`sent_tensors`, static), and ``handoff_slope * min(idle, idle_cap_ms)`` where its
+      start is a hand-off after its device idled ``idle`` ms (:func:`handoff_idle`).
+
+    The dynamic extras are read off the previous iteration's schedule (starting from the plain
+    simulation; ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets
+    a cluster whose op times carry the extra time.
 
     >>> from workbench import samples, Plan, Cluster, simulate
     >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
@@ -574,17 +620,25 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
     True
     >>> simulate_overlap(p, c, 0.0, wakeup_ms=1.0).makespan > simulate(p, c).makespan
     True
+    >>> simulate_overlap(p, c, 0.0, send_ms=1.0).makespan > simulate(p, c).makespan
+    True
     """
     from ..simulate import simulate
 
-    if not (slope > 0 or wakeup_ms > 0):
+    if not (slope > 0 or wakeup_ms > 0 or send_ms > 0 or handoff_slope > 0):
         return simulate(plan, cluster, **sim_kw)
     g = plan.graph
     base = cluster.op_times(g)[np.arange(g.n_ops), plan.device_array(cluster)]
-    s = simulate(plan, cluster, **sim_kw)
-    for _ in range(max(1, int(iterations))):
+    static = send_ms * sent_tensors(plan, cluster) if send_ms > 0 else 0.0 * base
+    s = simulate(plan, _SlowedOps(cluster, static), **sim_kw)
+    dynamic = slope > 0 or wakeup_ms > 0 or handoff_slope > 0
+    for _ in range(max(1, int(iterations)) if dynamic else 0):
         extra = base * slope * busy_overlap(s.device, s.start, s.end) if slope > 0 else 0.0 * base
         if wakeup_ms > 0:
             extra = extra + wakeup_ms * woken_ops(g, s, idle_ms=idle_ms)
-        s = simulate(plan, _SlowedOps(cluster, extra), **sim_kw)
+        if handoff_slope > 0:
+            idle = handoff_idle(g, s)
+            extra = extra + np.where(idle >= 0, handoff_slope * np.minimum(idle, idle_cap_ms),
+                                     0.0)
+        s = simulate(plan, _SlowedOps(cluster, static + extra), **sim_kw)
     return s

@@ -1,0 +1,170 @@
+"""What one cross-device tensor costs between logical devices of one process, measured by
+micro-benchmarks of the runner's own execution regime (the ``handoff`` model change).
+
+Between logical CPU devices a tensor is passed by reference: no bytes move, but TensorFlow's
+``_Send``/``_Recv`` pair and the rendezvous still cost time, in three places:
+
+``send_ms``
+    on the *sender's* thread, per tensor: the ``_Send`` kernel, and the waiting ``_Recv``'s
+    completion callback, which runs on the sender's thread and marks the consumer ready.
+    Measured as a chain of ``n`` small matmuls on device A whose every output is also consumed
+    on device B (B's consumers are cheap and B is otherwise idle), minus the same chain without
+    the consumers, divided by ``n``.
+``recv_ms``
+    on the *receiver's* thread, per tensor, when the tensor arrived before the consumer needed
+    it: a chain on device B whose every op also adds a tensor made early on device A, minus the
+    same chain with those tensors made on B, divided by ``n``.
+``latency(idle)``
+    the delay between the producer's end and the consumer's start when the consumer waits for
+    the tensor (it *binds*): the receiving thread sleeps (sessions measured under real-time
+    scheduling do not spin) and must be woken, and a thread that slept longer wakes later (on a
+    VM the idle virtual CPU halts and the host must schedule it again). Measured as a ping-pong
+    chain: ``k`` matmuls on A, ``k`` on B, ... (every hand-off after an idle period of ``k``
+    ops) against the same chain on one device; the extra time per hand-off minus
+    ``send_ms + recv_ms``. A least-squares line ``latency_ms + slope * idle`` over the ``k``
+    (idle capped at :data:`IDLE_CAP_MS`) is the model.
+
+The benchmarks run in sessions configured as the runner's (one intra-op thread, as many
+inter-op threads as devices, thread spinning off under real-time scheduling), so they measure
+the regime the plans run in. Each figure is the median of ``repeats`` timed steps after a
+warm-up, the smallest over ``trials`` fresh sessions (the least disturbed).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
+from .realtime import realtime as realtime_scheduling
+
+__all__ = ["IDLE_CAP_MS", "HandoffCosts", "measure_handoff"]
+
+IDLE_CAP_MS = 1.0
+"""Idle periods longer than this cost no more than this one (the line is not extrapolated)."""
+
+_SIZE = 32          # matmul operand side (a few microseconds per op, like the small models)
+_N = 200            # tensors per send / receive benchmark
+_IDLE_KS = (1, 16, 64, 160, 320)  # ops per ping-pong segment (idle periods ~3 us .. ~0.5 ms)
+
+
+@dataclass(frozen=True)
+class HandoffCosts:
+    """Per-tensor costs of a cross-device hand-off (ms); see the module docstring.
+
+    ``points``: the ping-pong measurements ``(idle_ms, handoff_ms)`` the line was fitted to.
+
+    >>> h = HandoffCosts(send_ms=0.002, recv_ms=0.002, latency_ms=0.003, slope=0.04)
+    >>> round(float(h.latency(0.1)), 4), round(float(h.latency(5.0)), 4)   # idle capped at 1 ms
+    (0.007, 0.043)
+    """
+
+    send_ms: float
+    recv_ms: float
+    latency_ms: float
+    slope: float
+    points: tuple = field(default=(), compare=False)
+
+    def latency(self, idle_ms):
+        """Hand-off delay (ms) after the receiver idled ``idle_ms`` (scalar or array)."""
+        return self.latency_ms + self.slope * np.minimum(np.maximum(idle_ms, 0.0), IDLE_CAP_MS)
+
+    def to_dict(self) -> dict:
+        return {"send_ms": self.send_ms, "recv_ms": self.recv_ms,
+                "handoff_latency_ms": self.latency_ms, "handoff_slope": self.slope}
+
+
+def _matmul_chain(t, x, w, k: int, dev: str):
+    with t.device(dev):
+        for _ in range(k):
+            x = t.matmul(x, w)
+    return x
+
+
+def _graph(kind: str, a: str, b: str, k: int = 1, segments: int = 0):
+    """One benchmark graph (``kind``: ``alone``, ``send``, ``recv``, ``recv-local``,
+    ``pingpong``, ``pingpong-local``) on TF devices ``a`` and ``b``; returns graph, init, step."""
+    t = tf()
+    rng = np.random.default_rng(0)
+    g = t.Graph()
+    with g.as_default():
+        with t.device(a):
+            xv = t.compat.v1.Variable(rng.random((_SIZE, _SIZE), dtype=np.float32))
+            w = t.constant(rng.random((_SIZE, _SIZE), dtype=np.float32) / _SIZE)
+            x0 = xv.read_value()
+        outs = []
+        if kind in ("alone", "send"):
+            x, prev = x0, None
+            for _ in range(_N):
+                with t.device(a), t.control_dependencies([prev] if prev is not None else []):
+                    x = t.matmul(x, w)
+                prev = x.op
+                if kind == "send":
+                    with t.device(b):
+                        outs.append(t.reduce_sum(x))
+            with t.device(a):
+                outs.append(t.reduce_sum(x))
+        elif kind in ("recv", "recv-local"):
+            with t.device(a if kind == "recv" else b):
+                items = [x0 + float(i) for i in range(_N)]
+            x, prev = x0, None
+            with t.device(b):
+                for i in range(_N):
+                    with t.control_dependencies([prev] if prev is not None else []):
+                        x = t.matmul(x, w) + items[i]
+                    prev = x.op
+                outs.append(t.reduce_sum(x))
+        else:  # ping-pong: segments of k ops alternating between a and b (or all on a)
+            x = x0
+            for s in range(segments):
+                dev = b if (kind == "pingpong" and s % 2) else a
+                x = _matmul_chain(t, x, w, k, dev)
+            with t.device(a):
+                outs.append(t.reduce_sum(x))
+        step = t.group(*outs)
+        init = t.compat.v1.global_variables_initializer()
+    return g, init, step
+
+
+def _time(kind: str, a: str, b: str, *, repeats: int, trials: int, spinning: bool, **kw) -> float:
+    best = float("inf")
+    for _ in range(trials):
+        g, init, step = _graph(kind, a, b, **kw)
+        sess = new_session(g, what="hand-off benchmark", cpus=2 + max(
+            int(a.rsplit(":", 1)[1]), int(b.rsplit(":", 1)[1])) - 1, inter_op=2, intra_op=1,
+            spinning=spinning)
+        with closing_reported(sess, "hand-off benchmark"):
+            sess.run(init)
+            timed_runs(sess, step, 10)
+            best = min(best, statistics.median(timed_runs(sess, step, repeats)))
+    return best
+
+
+def measure_handoff(devices=("cpu0", "cpu1"), *, repeats: int = 60, trials: int = 2,
+                    segments: int = 16, realtime: bool = False) -> HandoffCosts:
+    """Measure :class:`HandoffCosts` between two logical CPU devices of this process.
+
+    ``realtime``: under ``SCHED_FIFO`` with thread spinning off, as the runner measures plans
+    with ``realtime=True`` (see :mod:`workbench.runtime.realtime`). Takes a few seconds.
+    """
+    a, b = (tf_device(d) for d in devices[:2])
+    spin = not realtime
+    run = {"repeats": repeats, "trials": trials, "spinning": spin}
+    with realtime_scheduling(realtime):
+        alone = _time("alone", a, b, **run)
+        send = max(0.0, (_time("send", a, b, **run) - alone) / _N)
+        recv = max(0.0, (_time("recv", a, b, **run) - _time("recv-local", a, b, **run)) / _N)
+        points = []
+        for k in _IDLE_KS:
+            one = _time("pingpong-local", a, b, k=k, segments=segments, **run)
+            two = _time("pingpong", a, b, k=k, segments=segments, **run)
+            per_op = one / (segments * k)
+            points.append((k * per_op, max(0.0, (two - one) / (segments - 1) - send - recv)))
+    idle = np.minimum([p[0] for p in points], IDLE_CAP_MS)
+    cost = np.array([p[1] for p in points])
+    slope, lat = np.polyfit(idle, cost, 1) if len(points) > 1 else (0.0, float(cost[0]))
+    slope = max(0.0, float(slope))
+    lat = max(0.0, float(np.mean(cost - slope * idle)))
+    return HandoffCosts(float(send), float(recv), lat, slope, tuple(points))
