@@ -28,8 +28,9 @@ devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 With ``--realtime`` every timed, traced and profiled step (link calibration, profiles, probes,
 plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
 (:mod:`workbench.runtime.realtime`): on a loaded machine a woken thread then runs at once
-instead of waiting for the scheduler's 4 ms tick. Solving and graph building stay at normal
-priority. A machine that refuses it stops the bench with the reason. Per plan the share of
+instead of waiting for the scheduler's 4 ms tick, and idle CPUs poll instead of sleeping
+(``--no-idle-poll``: they may sleep; :func:`workbench.runtime.realtime.idle_poll`). Solving and
+graph building stay at normal priority. A machine that refuses it stops the bench with the reason. Per plan the share of
 timed steps within 0.3 ms of a multiple of 4 ms is printed (``ticks``).
 
 With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
@@ -90,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES, fit_wakeup
+    from workbench.runtime.calibrate import MODEL_CHANGES, fit_wakeup, reference_plan
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -120,7 +121,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="use the checked-in costs instead of profiling on this machine")
     ap.add_argument("--realtime", action="store_true",
                     help="timed, traced and profiled steps under SCHED_FIFO (see the docstring)")
+    ap.add_argument("--no-idle-poll", action="store_true",
+                    help="with --realtime: let idle CPUs sleep (no zero wake-up latency request)")
     args = ap.parse_args(argv)
+    if args.no_idle_poll:
+        from workbench.runtime import realtime as realtime_module
+
+        realtime_module.IDLE_POLL = False
     if args.realtime:
         try:
             with realtime(required=True):
@@ -165,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
           f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
+          f"{'rescaled':>8s} "
           f"{'measured':>9s} "
           f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
@@ -198,6 +206,8 @@ def main(argv: list[str] | None = None) -> int:
         probe = {} if model is None else {"(probe)": model.probe}
         if wake is not None:
             probe["(idle probe)"] = wake.idle_probe
+        if model is not None:  # the single-device reference of the 'rescale' rung
+            probe["(reference)"] = reference_plan(g, gcl)
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
         alone = model  # fitted to the probe timed alone (calibration), before the refit
@@ -216,6 +226,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"({res['(probe)'].median_ms:.3f} ms): "
                   f"{model.details['recv_overhead_ms'] * 1e3:.1f} us")
         hand = alone.with_handoff(handoff) if alone is not None and handoff else None
+        scaled = None  # re-anchored to the single-device reference timed in the same rounds
+        if alone is not None and res["(reference)"].ok and res["(probe)"].ok:
+            scaled = alone.rescale(probe["(reference)"], res["(reference)"].median_ms)
+            if "recv_fit" in alone.changes:
+                scaled = scaled.refit_recv(alone.probe, res["(probe)"].median_ms)
+            print(f"{name:18s} rescaled to the interleaved reference "
+                  f"({res['(reference)'].median_ms:.3f} ms): x{scaled.details['rescale']:.3f}"
+                  + (f", receive overhead {scaled.details['recv_overhead_ms'] * 1e3:.1f} us"
+                     if "recv_fit" in scaled.changes else ""))
         model_rows = []
         for m, plan in plans.items():
             meas = res[m]
@@ -223,6 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
                 continue
             row = {"model": name, "plan": m, "measured": meas.median_ms,
+                   "devices": len(plan.devices_used()),
                    "spread": step_spread(meas.samples),
                    "roofline": wb.simulate(Plan(roof, plan.placement, order=plan.order),
                                            cluster).makespan,
@@ -231,7 +251,8 @@ def main(argv: list[str] | None = None) -> int:
                    "probe-alone": alone.makespan(plan) if alone else math.nan,
                    "overlap": over.makespan(plan) if over else math.nan,
                    "wakeup": wake.makespan(plan) if wake else math.nan,
-                   "handoff": hand.makespan(plan) if hand else math.nan}
+                   "handoff": hand.makespan(plan) if hand else math.nan,
+                   "rescaled": scaled.makespan(plan) if scaled else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             errors.append((err, name, m))
@@ -240,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
                   f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
+                  f"{row['rescaled']:8.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -257,8 +279,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nplans measured: {len(errors)}  median relative error: {100 * med:.1f}%  "
           f"worst: {100 * worst[0]:.1f}% ({worst[1]}, {worst[2]})  "
           f"[{time.perf_counter() - t0:.0f} s; load average at start {load0}, at end "
-          f"{_load()}; realtime {'on' if args.realtime else 'off'}]")
+          f"{_load()}; realtime {'on' if args.realtime else 'off'}"
+          f"{', idle poll off' if args.realtime and args.no_idle_poll else ''}]")
     _print_ladder(rows)
+    multi = [r for r in rows if r["devices"] > 1]
+    if multi and len(multi) < len(rows):
+        print("\nmulti-device plans only (the single-device plan shares its placement with the "
+              "profile and the 'rescale' reference):")
+        _print_ladder(multi)
     return 0
 
 
@@ -276,7 +304,8 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff"]
+    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff",
+             "rescaled"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

@@ -310,6 +310,21 @@ def probe_plan(graph, cluster: Cluster, *, seed: int = 0):
     return Plan(graph, placement, method="probe")
 
 
+def reference_plan(graph, cluster: Cluster):
+    """The ``rescale`` change's reference: every op on the cluster's first device, chained in
+    the graph's topological order.
+
+    >>> from workbench import samples
+    >>> reference_plan(samples.diamond(), local_cluster(2)).order
+    {'cpu0': ['a', 'b', 'c', 'd']}
+    """
+    from ..plan import Plan
+
+    first = cluster.names[0]
+    return Plan(graph, {v: first for v in graph.ops}, order={first: graph.topological_order()},
+                method="reference")
+
+
 def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, warmup: int = 5,
                       seed: int = 0, program=None, max_ms: float = 1.0, return_details: bool = False,
                       **run_kw):
@@ -480,6 +495,33 @@ class JudgeModel:
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
+
+    def rescale(self, reference, measured_ms: float) -> JudgeModel:
+        """This model with every device's speed scaled so that it predicts ``measured_ms`` for
+        the single-device ``reference`` plan (:func:`reference_plan`) -- the ``rescale``
+        change: the profile's op costs are measured seconds to minutes before the plans, and a
+        shared machine's speed drifts by 10-30 % on that scale, so a single-device run timed in
+        the *same interleaved rounds* as the plans re-anchors them. A single-device plan has no
+        transfer, so its makespan is inversely proportional to the speed and one division
+        fits it. Scales compose (``details["rescale"]``).
+
+        >>> from workbench import samples
+        >>> g = samples.diamond(); m = JudgeModel(local_cluster(2))
+        >>> ref = reference_plan(g, m.cluster)
+        >>> r = m.rescale(ref, 2 * m.makespan(ref))
+        >>> round(r.makespan(ref) / m.makespan(ref), 6), r.details["rescale"], r.changes
+        (2.0, 2.0, ('rescale',))
+        """
+        pred = self.makespan(reference)
+        if not (pred > 0 and measured_ms > 0 and math.isfinite(measured_ms)):
+            return self
+        f = measured_ms / pred
+        cl = self.cluster.with_devices([replace(d, speed=d.speed / f)
+                                        for d in self.cluster.devices])
+        changes = self.changes + (() if "rescale" in self.changes else ("rescale",))
+        return replace(self, cluster=cl, changes=changes,
+                       details={**self.details, "rescale": self.details.get("rescale", 1.0) * f,
+                                "reference_measured_ms": measured_ms})
 
     def with_handoff(self, costs) -> JudgeModel:
         """This model with the ``handoff`` change: the per-tensor costs of

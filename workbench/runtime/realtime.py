@@ -17,6 +17,16 @@ around their warm-up, timed and traced steps only (never around solving or build
 so it covers bounded runs. The kernel's real-time throttling (``sched_rt_runtime_us``, 95 % of
 each second by default) is left as it is: real-time threads can never take the whole machine.
 
+While the block runs it also holds a PM QoS request for zero CPU wake-up latency (writing 0 to
+``/dev/cpu_dma_latency`` and keeping the file open; ``idle_poll``): an idle CPU then polls
+instead of entering a sleep state. On a virtual machine whose idle virtual CPU halts (this
+project's build machine: the ``haltpoll`` cpuidle driver with ``guest_halt_poll_ns=0``), a
+thread woken on a halted CPU waits for the hypervisor to run that CPU again, so every hand-off
+to an idle logical device costs a variable exit-and-reschedule; polling removes it (measured:
+every plan 5-22 % faster, the cross-device ones most; ``docs/runtime.md``). The request is
+dropped when the block ends. Refused (no such file, no permission) it is skipped with a
+warning; :data:`IDLE_POLL` (default True) or ``idle_poll=False`` switches it off.
+
 It is off by default in every library call: a machine may refuse it (no root, no
 ``CAP_SYS_NICE``, ``RLIMIT_RTPRIO`` 0, a container without real-time bandwidth, a platform
 without ``sched_setscheduler``). Refused, :func:`realtime` warns once and measures at normal
@@ -42,12 +52,17 @@ from contextlib import contextmanager
 
 from ..errors import RuntimeBridgeError
 
-__all__ = ["DEFAULT_PRIORITY", "realtime", "thread_ids"]
+__all__ = ["DEFAULT_PRIORITY", "IDLE_POLL", "idle_poll", "realtime", "thread_ids"]
 
 DEFAULT_PRIORITY = 10
 """Real-time priority used (1-99): above every normal thread, below the kernel's own threads
 (``migration``, interrupt threads at 50 and up)."""
 
+IDLE_POLL = True
+"""Whether :func:`realtime` blocks also hold the zero wake-up latency request (:func:`idle_poll`)
+unless told otherwise (``bench/fidelity.py --no-idle-poll`` sets it False)."""
+
+_QOS = "/dev/cpu_dma_latency"
 _POLICIES = {"fifo": "SCHED_FIFO", "rr": "SCHED_RR"}
 _WARNED: set = set()
 
@@ -105,8 +120,41 @@ def _restore(saved: dict, base: tuple | None) -> None:
 
 
 @contextmanager
+def idle_poll(enabled: bool = True, *, path: str = _QOS) -> Iterator[bool]:
+    """Hold a PM QoS request for zero CPU wake-up latency for the block: idle CPUs poll
+    instead of sleeping (see the module docstring). Yields whether the request is held; a
+    machine without the device file, or a process without permission to write it, gets a
+    warning (once) and an unchanged machine.
+
+    >>> with idle_poll(False) as held:   # switched off: nothing changes
+    ...     held
+    False
+    """
+    if not enabled:
+        yield False
+        return
+    import struct
+
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError as e:
+        why = f"idle_poll: {path} refused ({type(e).__name__}: {e.strerror or e})"
+        if why not in _WARNED:
+            _WARNED.add(why)
+            warnings.warn(why + "; idle CPUs may sleep between ops", RuntimeWarning,
+                          stacklevel=3)
+        yield False
+        return
+    try:
+        os.write(fd, struct.pack("i", 0))
+        yield True
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def realtime(enabled: bool = True, *, priority: int = DEFAULT_PRIORITY, policy: str = "fifo",
-             required: bool = False) -> Iterator[bool]:
+             required: bool = False, poll: bool | None = None) -> Iterator[bool]:
     """Run the block with every thread of this process under a real-time policy.
 
     Parameters
@@ -121,6 +169,9 @@ def realtime(enabled: bool = True, *, priority: int = DEFAULT_PRIORITY, policy: 
     required : bool
         Raise :class:`~workbench.errors.RuntimeBridgeError` when the machine refuses; by
         default warn (once per reason) and run at normal priority.
+    poll : bool, optional
+        Also hold the zero wake-up latency request (:func:`idle_poll`) while the policy is
+        granted; default :data:`IDLE_POLL`.
 
     Yields
     ------
@@ -146,7 +197,8 @@ def realtime(enabled: bool = True, *, priority: int = DEFAULT_PRIORITY, policy: 
         return
     base = saved.get(threading.get_native_id()) or saved.get(0) or (os.SCHED_OTHER, 0)
     try:
-        yield True
+        with idle_poll(IDLE_POLL if poll is None else bool(poll)):
+            yield True
     finally:
         _restore(saved, base)
 
