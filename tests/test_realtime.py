@@ -206,3 +206,56 @@ def test_sessions_measured_in_real_time_do_not_spin():
 
     assert session_config(cpus=2).experimental.disable_thread_spinning is False
     assert session_config(cpus=2, spinning=False).experimental.disable_thread_spinning is True
+
+
+# ------------------------------------------------------------- idle CPUs poll (PM QoS request)
+def _cpu_latency_holders() -> int:
+    """How many open file descriptors of this process point at /dev/cpu_dma_latency."""
+    n = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            n += os.readlink(f"/proc/self/fd/{fd}") == "/dev/cpu_dma_latency"
+        except OSError:
+            continue
+    return n
+
+
+def test_idle_poll_holds_the_request_only_inside_the_block(tmp_path):
+    # a stand-in device file: the request is the int32 0 written to it, held while open
+    path = tmp_path / "cpu_dma_latency"
+    path.write_bytes(b"")
+    with rtmod.idle_poll(path=str(path)) as held:
+        assert held is True
+        assert path.read_bytes() == (0).to_bytes(4, "little", signed=True)
+        assert any(os.readlink(f"/proc/self/fd/{fd}") == str(path)
+                   for fd in os.listdir("/proc/self/fd") if os.path.islink(f"/proc/self/fd/{fd}"))
+    assert not any(os.path.islink(f"/proc/self/fd/{fd}")
+                   and os.readlink(f"/proc/self/fd/{fd}") == str(path)
+                   for fd in os.listdir("/proc/self/fd"))
+
+
+def test_idle_poll_refused_warns_once_and_changes_nothing(monkeypatch, tmp_path):
+    monkeypatch.setattr(rtmod, "_WARNED", set())
+    missing = str(tmp_path / "no" / "cpu_dma_latency")
+    with pytest.warns(RuntimeWarning, match="idle_poll: .* refused"), \
+            rtmod.idle_poll(path=missing) as held:
+        assert held is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")   # a second refusal for the same reason stays quiet
+        with rtmod.idle_poll(path=missing) as held:
+            assert held is False
+
+
+@needs_grant
+def test_realtime_holds_idle_poll_by_default_and_can_leave_it(monkeypatch):
+    if not os.access("/dev/cpu_dma_latency", os.W_OK):
+        pytest.skip("no writable /dev/cpu_dma_latency")
+    before = _cpu_latency_holders()
+    with realtime():
+        assert _cpu_latency_holders() == before + 1
+    assert _cpu_latency_holders() == before
+    with realtime(poll=False):
+        assert _cpu_latency_holders() == before
+    monkeypatch.setattr(rtmod, "IDLE_POLL", False)
+    with realtime():
+        assert _cpu_latency_holders() == before

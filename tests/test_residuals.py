@@ -387,3 +387,21 @@ def test_handoff_costs_are_measured_between_logical_devices(rt):
     assert h.send_ms < 1.0 and h.recv_ms < 1.0      # microseconds, not milliseconds
     assert len(h.points) == 5 and all(i > 0 for i, _ in h.points)
     assert h.latency(10 * IDLE_CAP_MS) == pytest.approx(h.latency(IDLE_CAP_MS))
+
+
+def test_rescale_anchors_the_single_device_speed_and_composes():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster, reference_plan
+
+    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    cl = local_cluster(2)
+    m = JudgeModel(cl, contention={2: 1.5})
+    ref = reference_plan(g, cl)
+    assert ref.devices_used() == ["cpu0"] and ref.order["cpu0"] == g.topological_order()
+    r = m.rescale(ref, 1.25 * m.makespan(ref))
+    assert r.makespan(ref) == pytest.approx(1.25 * m.makespan(ref))
+    assert r.changes == ("rescale",) and r.contention == {2: 1.5}   # other changes kept
+    split = Plan(g, {v: ("cpu0" if k % 2 else "cpu1") for k, v in enumerate(g.ops)})
+    assert r.makespan(split) > m.makespan(split)
+    rr = r.rescale(ref, 2 * m.makespan(ref))
+    assert rr.details["rescale"] == pytest.approx(2.0) and rr.changes == ("rescale",)
+    assert m.rescale(ref, math.nan) is m and m.rescale(ref, 0.0) is m   # nothing to anchor to
