@@ -236,7 +236,8 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", receive overhead {scaled.details['recv_overhead_ms'] * 1e3:.1f} us"
                      if "recv_fit" in scaled.changes else ""))
         model_rows = []
-        for m, plan in plans.items():
+        # the plans, then the probes (printed for inspection, never counted in the ladder)
+        for m, plan in [*plans.items(), *probe.items()]:
             meas = res[m]
             if not meas.ok:
                 print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
@@ -255,9 +256,10 @@ def main(argv: list[str] | None = None) -> int:
                    "rescaled": scaled.makespan(plan) if scaled else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
-            errors.append((err, name, m))
-            model_rows.append((err, plan, meas))
-            rows.append(row)
+            if m in plans:
+                errors.append((err, name, m))
+                model_rows.append((err, plan, meas))
+                rows.append(row)
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
                   f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "

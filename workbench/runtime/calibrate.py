@@ -474,7 +474,8 @@ class JudgeModel:
         from ..simulate import simulate
         from .judging import simulate_overlap
 
-        if self.overlap > 0 or self.wakeup > 0 or self.send_overhead > 0 or self.handoff_slope > 0:
+        if (self.overlap > 0 or self.wakeup > 0 or self.send_overhead > 0
+                or self.handoff_slope > 0):
             return simulate_overlap(plan, self.cluster_for(plan), self.overlap,
                                     wakeup_ms=self.wakeup, send_ms=self.send_overhead,
                                     handoff_slope=self.handoff_slope,
