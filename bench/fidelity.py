@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
           f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
-          f"{'rescaled':>8s} "
+          f"{'rescaled':>8s} {'contended':>9s} "
           f"{'measured':>9s} "
           f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
@@ -226,11 +226,23 @@ def main(argv: list[str] | None = None) -> int:
                   f"({res['(probe)'].median_ms:.3f} ms): "
                   f"{model.details['recv_overhead_ms'] * 1e3:.1f} us")
         hand = alone.with_handoff(handoff) if alone is not None and handoff else None
-        scaled = None  # re-anchored to the single-device reference timed in the same rounds
+        bench_slope = None  # the overlap slope measured untraced (single step, all devices busy)
+        if alone is not None and not args.gpu:
+            from workbench.runtime.contention import measure_contention
+
+            cont = measure_contention(g, gcl, steps=args.steps, warmup=args.warmup, **rtk)
+            bench_slope = cont["slope"]
+            print(f"{name:18s} contention benchmark: alone {cont['alone_ms']:.3f} ms, with every "
+                  f"device busy {cont['together_ms']:.3f} ms (slope {bench_slope:.3f})")
+        scaled = contended = None  # re-anchored to the single-device reference of the rounds
         if alone is not None and res["(reference)"].ok and res["(probe)"].ok:
             scaled = alone.rescale(probe["(reference)"], res["(reference)"].median_ms)
             if "recv_fit" in alone.changes:
                 scaled = scaled.refit_recv(alone.probe, res["(probe)"].median_ms)
+            if bench_slope is not None:
+                contended = scaled.with_overlap_slope(bench_slope)
+                if "recv_fit" in contended.changes:
+                    contended = contended.refit_recv(alone.probe, res["(probe)"].median_ms)
             print(f"{name:18s} rescaled to the interleaved reference "
                   f"({res['(reference)'].median_ms:.3f} ms): x{scaled.details['rescale']:.3f}"
                   + (f", receive overhead {scaled.details['recv_overhead_ms'] * 1e3:.1f} us"
@@ -253,7 +265,8 @@ def main(argv: list[str] | None = None) -> int:
                    "overlap": over.makespan(plan) if over else math.nan,
                    "wakeup": wake.makespan(plan) if wake else math.nan,
                    "handoff": hand.makespan(plan) if hand else math.nan,
-                   "rescaled": scaled.makespan(plan) if scaled else math.nan}
+                   "rescaled": scaled.makespan(plan) if scaled else math.nan,
+                   "contended": contended.makespan(plan) if contended else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             if m in plans:
@@ -263,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
                   f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
-                  f"{row['rescaled']:8.2f} "
+                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -307,7 +320,7 @@ def _print_ladder(rows) -> None:
     from workbench.runtime.judging import ladder_stats
 
     rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff",
-             "rescaled"]
+             "rescaled", "contended"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

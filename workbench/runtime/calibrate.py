@@ -497,6 +497,22 @@ class JudgeModel:
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
 
+    def with_overlap_slope(self, slope: float) -> JudgeModel:
+        """This model with the ``overlap`` slowdown at ``slope`` in place of ``contention`` (the
+        ``contention_bench`` change: the slope measured untraced by
+        :func:`~workbench.runtime.contention.measure_contention` instead of fitted from traced
+        op times).
+
+        >>> m = JudgeModel(local_cluster(2), contention={2: 1.3}, changes=("contention",))
+        >>> o = m.with_overlap_slope(0.2)
+        >>> o.contention, o.overlap, o.changes
+        ({}, 0.2, ('contention_bench',))
+        """
+        changes = tuple(c for c in self.changes if c not in ("contention", "overlap"))
+        return replace(self, contention={}, overlap=float(slope),
+                       changes=changes + ("contention_bench",),
+                       details={**self.details, "contention_bench_slope": float(slope)})
+
     def rescale(self, reference, measured_ms: float) -> JudgeModel:
         """This model with every device's speed scaled so that it predicts ``measured_ms`` for
         the single-device ``reference`` plan (:func:`reference_plan`) -- the ``rescale``
