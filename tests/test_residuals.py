@@ -405,3 +405,19 @@ def test_rescale_anchors_the_single_device_speed_and_composes():
     rr = r.rescale(ref, 2 * m.makespan(ref))
     assert rr.details["rescale"] == pytest.approx(2.0) and rr.changes == ("rescale",)
     assert m.rescale(ref, math.nan) is m and m.rescale(ref, 0.0) is m   # nothing to anchor to
+
+
+@tf_only
+def test_contention_is_measured_untraced_with_every_device_busy(rt, mlp):
+    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.runtime.contention import measure_contention
+
+    c = measure_contention(mlp, local_cluster(2), steps=3, warmup=1, blocks=2)
+    assert c["alone_ms"] > 0 and c["together_ms"] > 0
+    assert c["ratio"] == pytest.approx(c["together_ms"] / c["alone_ms"])
+    assert c["slope"] == max(0.0, c["ratio"] - 1.0)
+    m = JudgeModel(local_cluster(2), contention={2: 1.2}, changes=("contention",))
+    o = m.with_overlap_slope(c["slope"])
+    assert o.contention == {} and o.overlap == c["slope"] and o.changes == ("contention_bench",)
+    with pytest.raises(RuntimeBridgeError, match="two or more devices"):
+        measure_contention(mlp, local_cluster(1))

@@ -23,6 +23,14 @@ from ..errors import RuntimeBridgeError
 __all__ = ["measure_contention"]
 
 
+def _timed(session, steps: int, k: int, out: dict, errs: list) -> None:
+    """``session.time(steps)`` into ``out[k]``; an exception into ``errs`` (thread target)."""
+    try:
+        out[k] = session.time(steps)
+    except BaseException as e:  # noqa: BLE001 - re-raised by the caller's thread
+        errs.append(e)
+
+
 def measure_contention(graph, cluster, *, steps: int = 10, warmup: int = 3, blocks: int = 3,
                        program=None, realtime: bool = False) -> dict:
     """Slowdown of the program's single-device step while the cluster's other devices run it
@@ -61,14 +69,8 @@ def measure_contention(graph, cluster, *, steps: int = 10, warmup: int = 3, bloc
             alone.extend(sessions[0].time(steps))
             out: dict = {}
             errs: list = []
-
-            def run(k: int, s) -> None:
-                try:
-                    out[k] = s.time(steps)
-                except BaseException as e:  # noqa: BLE001 - re-raised in the caller
-                    errs.append(e)
-
-            threads = [threading.Thread(target=run, args=(k, s)) for k, s in enumerate(sessions)]
+            threads = [threading.Thread(target=_timed, args=(s, steps, k, out, errs))
+                       for k, s in enumerate(sessions)]
             for t in threads:
                 t.start()
             for t in threads:
