@@ -421,3 +421,20 @@ def test_contention_is_measured_untraced_with_every_device_busy(rt, mlp):
     assert o.contention == {} and o.overlap == c["slope"] and o.changes == ("contention_bench",)
     with pytest.raises(RuntimeBridgeError, match="two or more devices"):
         measure_contention(mlp, local_cluster(1))
+
+
+@tf_only
+def test_rescale_and_contention_bench_are_named_changes(rt, mlp):
+    from workbench.runtime.calibrate import calibrate_model, local_cluster, reference_plan
+
+    cl = local_cluster(2)
+    m = calibrate_model(mlp, cl, changes=("shared_memory", "contention_bench", "rescale",
+                                          "recv_fit"), steps=3, warmup=1, traces=2)
+    assert m.changes == ("shared_memory", "contention_bench", "rescale", "recv_fit")
+    assert m.contention == {} and m.overlap == m.details["contention_bench_slope"] >= 0
+    ref = reference_plan(mlp, cl)
+    assert m.details["rescale"] > 0
+    # no transfer and no other device enters a single-device plan: the reference is exact
+    assert m.makespan(ref) == pytest.approx(m.details["reference_measured_ms"], rel=1e-6)
+    with pytest.raises(RuntimeBridgeError, match="'contention' and 'contention_bench'"):
+        calibrate_model(mlp, cl, changes=("contention", "contention_bench"))

@@ -396,7 +396,7 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff")
+OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
 ``overlap``
@@ -423,6 +423,16 @@ OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff")
     the time the receiving device idled (``latency_ms + slope * idle``, idle capped at 1 ms;
     :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a
     probe. Excludes ``shared_memory`` and ``recv_fit``.
+``rescale``
+    Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
+    predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
+    machine's speed at the time of measuring, not of profiling. ``calibrate_model`` times the
+    reference once; ``bench/fidelity.py`` re-times it in the plans' interleaved rounds.
+``contention_bench``
+    The ``overlap`` slowdown with its slope measured untraced by
+    :func:`~workbench.runtime.contention.measure_contention` (the single-device step alone and
+    with every device running it) instead of fitted from traced op times. Excludes
+    ``contention`` and ``overlap``.
 """
 
 
@@ -698,7 +708,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff, rescale, contention_bench)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -713,9 +723,10 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if "handoff" in changes and {"shared_memory", "recv_fit"} & set(changes):
         raise RuntimeBridgeError("calibrate_model: change 'handoff' replaces 'shared_memory' and "
                                  "'recv_fit'; name it without them")
-    if "overlap" in changes and "contention" in changes:
-        raise RuntimeBridgeError("calibrate_model: changes 'contention' and 'overlap' model "
-                                 "the same slowdown; name one of them")
+    slowdowns = [c for c in ("contention", "overlap", "contention_bench") if c in changes]
+    if len(slowdowns) > 1:
+        raise RuntimeBridgeError(f"calibrate_model: changes {slowdowns[0]!r} and "
+                                 f"{slowdowns[1]!r} model the same slowdown; name one of them")
     # the probe keeps one order in every run of it (calibration, interleaved rounds, predictions)
     probe = with_run_order(probe or probe_plan(graph, cluster, seed=seed), cluster)
     run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program,
@@ -752,6 +763,20 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         details.update(contention_factor=factor, overlap_slope=slope,
                        single_measured_ms=ref.median_ms)
     model = replace(model, details=details)
+    if "contention_bench" in changes:
+        from .contention import measure_contention
+
+        cont = measure_contention(graph, cluster, steps=steps, warmup=warmup, program=program,
+                                  realtime=realtime)
+        model = model.with_overlap_slope(cont["slope"])
+        details = model.details
+    if "rescale" in changes:
+        from .runner import run_plan
+
+        ref = reference_plan(graph, cluster)
+        model = model.rescale(ref, run_plan(ref, steps=steps, warmup=warmup, program=program,
+                                            realtime=realtime).median_ms)
+        details = model.details
     if "recv_fit" in changes:
         model = model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
     else:
