@@ -18,9 +18,17 @@ to the probe timed in the interleaved rounds (fitted to the probe timed alone); 
 ``contention`` (``JudgeModel.with_overlap``, fitted from the same traces); ``wakeup`` (rung
 ``wakeup``) the calibrated model plus the optional ``wakeup`` change, fitted to a second probe
 (``fit_wakeup``: timed alone, then refitted to its time in the interleaved rounds);
-at the end per rung the median and worst error, pairwise order agreement (all pairs and those
-beyond the measured spread) and the models whose predicted best is within the spread of the
-measured best. ``--residuals`` traces each model's worst plan and prints its error parts
+``handoff`` (rung ``handoff``) the probe-alone model with the per-tensor costs measured once by
+micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted
+latency and receive overhead; ``rescaled`` (rung ``rescaled``) the probe-alone model re-anchored
+to a single-device reference timed in the same interleaved rounds
+(:meth:`~workbench.runtime.calibrate.JudgeModel.rescale`), receive overhead then refitted;
+``contended`` (rung ``contended``) ``rescaled`` with the ``overlap`` slowdown at the slope
+:func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
+``contention``. The probes' rows (measured, every rung) are printed after the plans and never
+counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
+and those beyond the measured spread) and the models whose predicted best is within the spread
+of the measured best, for all plans and for the multi-device plans alone. ``--residuals`` traces each model's worst plan and prints its error parts
 (:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine
 slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
 devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
