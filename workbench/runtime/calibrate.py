@@ -33,6 +33,7 @@ import numpy as np
 from ..cluster import Cluster, Device, Link
 from ..errors import ClusterError, RuntimeBridgeError
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
+from .contention import reference_plan
 from .gpu import is_gpu_device, sync_op
 from .realtime import realtime as realtime_scheduling
 
@@ -50,6 +51,7 @@ __all__ = [
     "idle_probe_plan",
     "local_cluster",
     "probe_plan",
+    "reference_plan",
 ]
 
 DEFAULT_SIZES = (1 << 10, 1 << 14, 1 << 17, 1 << 19, 1 << 21, 1 << 22)
@@ -308,21 +310,6 @@ def probe_plan(graph, cluster: Cluster, *, seed: int = 0):
         for v in members:
             placement[v] = placement[members[0]]
     return Plan(graph, placement, method="probe")
-
-
-def reference_plan(graph, cluster: Cluster):
-    """The ``rescale`` change's reference: every op on the cluster's first device, chained in
-    the graph's topological order.
-
-    >>> from workbench import samples
-    >>> reference_plan(samples.diamond(), local_cluster(2)).order
-    {'cpu0': ['a', 'b', 'c', 'd']}
-    """
-    from ..plan import Plan
-
-    first = cluster.names[0]
-    return Plan(graph, {v: first for v in graph.ops}, order={first: graph.topological_order()},
-                method="reference")
 
 
 def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, warmup: int = 5,

@@ -20,7 +20,22 @@ import threading
 
 from ..errors import RuntimeBridgeError
 
-__all__ = ["measure_contention"]
+__all__ = ["measure_contention", "reference_plan"]
+
+
+def reference_plan(graph, cluster):
+    """The single-device reference of the ``rescale`` change and of :func:`measure_contention`:
+    every op on the cluster's first device, chained in the graph's topological order.
+
+    >>> from workbench import samples, Cluster
+    >>> reference_plan(samples.diamond(), Cluster.preset("2xV100-pcie")).order
+    {'gpu0': ['a', 'b', 'c', 'd']}
+    """
+    from ..plan import Plan
+
+    first = cluster.names[0]
+    return Plan(graph, {v: first for v in graph.ops}, order={first: graph.topological_order()},
+                method="reference")
 
 
 def _timed(session, steps: int, k: int, out: dict, errs: list) -> None:
@@ -37,7 +52,7 @@ def measure_contention(graph, cluster, *, steps: int = 10, warmup: int = 3, bloc
     too: ``{"alone_ms", "together_ms", "ratio", "slope"}`` (``slope = max(0, ratio - 1)``).
 
     Each of the cluster's devices gets its own session of the single-device plan
-    (:func:`~workbench.runtime.calibrate.reference_plan` moved to that device); per block the
+    (:func:`reference_plan` moved to that device); per block the
     first is timed alone, then all are timed at once (one thread each); medians over the
     blocks. ``realtime``: every step under ``SCHED_FIFO`` (see :mod:`~workbench.runtime.
     realtime`).
@@ -47,7 +62,6 @@ def measure_contention(graph, cluster, *, steps: int = 10, warmup: int = 3, bloc
     RuntimeBridgeError
         A cluster with fewer than two devices, or a failed run.
     """
-    from .calibrate import reference_plan
     from .runner import PlanSession
 
     names = cluster.names
