@@ -99,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES, fit_wakeup, reference_plan
+    from workbench.runtime.calibrate import (
+        MODEL_CHANGES,
+        fit_wakeup,
+        one_op_probe,
+        reference_plan,
+    )
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -180,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
           f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
-          f"{'rescaled':>8s} {'contended':>9s} "
+          f"{'rescaled':>8s} {'contended':>9s} {'stepcost':>8s} "
           f"{'measured':>9s} "
           f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
@@ -216,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
             probe["(idle probe)"] = wake.idle_probe
         if model is not None:  # the single-device reference of the 'rescale' rung
             probe["(reference)"] = reference_plan(g, gcl)
+            probe["(one-op probe)"] = one_op_probe(g, gcl)  # and the 'step_cost' pair
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
         alone = model  # fitted to the probe timed alone (calibration), before the refit
@@ -242,6 +248,19 @@ def main(argv: list[str] | None = None) -> int:
             bench_slope = cont["slope"]
             print(f"{name:18s} contention benchmark: alone {cont['alone_ms']:.3f} ms, with every "
                   f"device busy {cont['together_ms']:.3f} ms (slope {bench_slope:.3f})")
+        stepc = None  # the fixed cost of a multi-device step, from the one-op probe pair
+        if alone is not None and res["(reference)"].ok and res["(one-op probe)"].ok \
+                and res["(probe)"].ok:
+            stepc = alone.fit_step_cost(probe["(reference)"], res["(reference)"].median_ms,
+                                        probe["(one-op probe)"],
+                                        res["(one-op probe)"].median_ms)
+            if "recv_fit" in stepc.changes:
+                stepc = stepc.refit_recv(alone.probe, res["(probe)"].median_ms)
+            print(f"{name:18s} step cost from the one-op probe "
+                  f"({res['(one-op probe)'].median_ms:.3f} ms against "
+                  f"{res['(reference)'].median_ms:.3f} ms): {stepc.multi_device_ms * 1e3:.1f} us"
+                  + (f", receive overhead {stepc.details['recv_overhead_ms'] * 1e3:.1f} us"
+                     if "recv_fit" in stepc.changes else ""))
         scaled = contended = None  # re-anchored to the single-device reference of the rounds
         if alone is not None and res["(reference)"].ok and res["(probe)"].ok:
             scaled = alone.rescale(probe["(reference)"], res["(reference)"].median_ms)
@@ -274,7 +293,8 @@ def main(argv: list[str] | None = None) -> int:
                    "wakeup": wake.makespan(plan) if wake else math.nan,
                    "handoff": hand.makespan(plan) if hand else math.nan,
                    "rescaled": scaled.makespan(plan) if scaled else math.nan,
-                   "contended": contended.makespan(plan) if contended else math.nan}
+                   "contended": contended.makespan(plan) if contended else math.nan,
+                   "step-cost": stepc.makespan(plan) if stepc else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             if m in plans:
@@ -284,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
                   f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
-                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} "
+                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} {row['step-cost']:8.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -328,7 +348,7 @@ def _print_ladder(rows) -> None:
     from workbench.runtime.judging import ladder_stats
 
     rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff",
-             "rescaled", "contended"]
+             "rescaled", "contended", "step-cost"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

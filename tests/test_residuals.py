@@ -424,13 +424,15 @@ def test_contention_is_measured_untraced_with_every_device_busy(rt, mlp):
 
 
 @tf_only
-def test_rescale_and_contention_bench_are_named_changes(rt, mlp):
+def test_rescale_contention_bench_and_step_cost_are_named_changes(rt, mlp):
     from workbench.runtime.calibrate import calibrate_model, local_cluster, reference_plan
 
     cl = local_cluster(2)
     m = calibrate_model(mlp, cl, changes=("shared_memory", "contention_bench", "rescale",
-                                          "recv_fit"), steps=3, warmup=1, traces=2)
-    assert m.changes == ("shared_memory", "contention_bench", "rescale", "recv_fit")
+                                          "step_cost", "recv_fit"), steps=3, warmup=1, traces=2)
+    assert m.changes == ("shared_memory", "contention_bench", "step_cost", "rescale",
+                         "recv_fit")
+    assert m.multi_device_ms == m.details["step_cost_ms"] >= 0
     assert m.contention == {} and m.overlap == m.details["contention_bench_slope"] >= 0
     ref = reference_plan(mlp, cl)
     assert m.details["rescale"] > 0
@@ -438,3 +440,23 @@ def test_rescale_and_contention_bench_are_named_changes(rt, mlp):
     assert m.makespan(ref) == pytest.approx(m.details["reference_measured_ms"], rel=1e-6)
     with pytest.raises(RuntimeBridgeError, match="'contention' and 'contention_bench'"):
         calibrate_model(mlp, cl, changes=("contention", "contention_bench"))
+
+
+def test_step_cost_adds_a_constant_to_multi_device_steps_only():
+    from workbench.runtime.calibrate import JudgeModel, local_cluster, one_op_probe, reference_plan
+
+    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    cl = local_cluster(2)
+    m = JudgeModel(cl)
+    ref, one = reference_plan(g, cl), one_op_probe(g, cl)
+    assert len(one.devices_used()) == 2
+    assert sum(d == "cpu1" for d in one.placement.values()) == 1
+    gap = m.makespan(one) - m.makespan(ref)
+    f = m.fit_step_cost(ref, 5.0, one, 5.0 + gap + 0.3)
+    assert f.multi_device_ms == pytest.approx(0.3) and f.changes == ("step_cost",)
+    assert f.makespan(ref) == m.makespan(ref)
+    s0, s1 = m.simulate(one), f.simulate(one)
+    assert s1.makespan == pytest.approx(s0.makespan + 0.3)
+    assert (s1.end - s1.start) == pytest.approx(s0.end - s0.start)   # durations unchanged
+    # a one-op probe measured faster than the model's transfers imply: no negative cost
+    assert m.fit_step_cost(ref, 5.0, one, 5.0 + gap - 0.2).multi_device_ms == 0.0

@@ -50,6 +50,7 @@ __all__ = [
     "fit_wakeup",
     "idle_probe_plan",
     "local_cluster",
+    "one_op_probe",
     "probe_plan",
     "reference_plan",
 ]
@@ -312,6 +313,31 @@ def probe_plan(graph, cluster: Cluster, *, seed: int = 0):
     return Plan(graph, placement, method="probe")
 
 
+def one_op_probe(graph, cluster: Cluster):
+    """The ``step_cost`` change's probe: :func:`reference_plan` with one op moved to the
+    cluster's second device -- the op nearest the middle of the topological order that has one
+    input and one consumer and no colocation group (any op when none has).
+
+    >>> from workbench import samples
+    >>> p = one_op_probe(samples.diamond(), local_cluster(2))
+    >>> p.method, sorted(v for v, d in p.placement.items() if d == "cpu1")
+    ('one-op-probe', ['c'])
+    """
+    ref = reference_plan(graph, cluster)
+    topo = ref.order[cluster.names[0]]
+    grouped = {v for members in graph.colocation_groups.values() for v in members}
+    gc, index = graph.c, {v: i for i, v in enumerate(graph.ops)}
+    cands = [v for v in topo if v not in grouped and len(gc.pred[index[v]]) == 1
+             and len(gc.succ[index[v]]) == 1] or list(topo)
+    mid = len(topo) / 2
+    pos = {v: k for k, v in enumerate(topo)}
+    moved = min(cands, key=lambda v: (abs(pos[v] - mid), pos[v]))
+    second = cluster.names[1]
+    order = {cluster.names[0]: [v for v in topo if v != moved], second: [moved]}
+    return replace(ref, placement={**ref.placement, moved: second}, order=order,
+                   method="one-op-probe")
+
+
 def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, warmup: int = 5,
                       seed: int = 0, program=None, max_ms: float = 1.0, return_details: bool = False,
                       **run_kw):
@@ -383,7 +409,7 @@ MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench")
+OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench", "step_cost")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
 ``overlap``
@@ -420,6 +446,11 @@ OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench
     :func:`~workbench.runtime.contention.measure_contention` (the single-device step alone and
     with every device running it) instead of fitted from traced op times. Excludes
     ``contention`` and ``overlap``.
+``step_cost``
+    A step on two or more devices costs a constant more than its ops and transfers
+    (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
+    the caller's thread and a multi-device one as executors on the thread pool. Fitted from the
+    pair :func:`reference_plan` / :func:`one_op_probe` (one op moved to a second device).
 """
 
 
@@ -456,6 +487,7 @@ class JudgeModel:
     idle_probe: object = None
     send_overhead: float = 0.0
     handoff_slope: float = 0.0
+    multi_device_ms: float = 0.0
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -473,11 +505,17 @@ class JudgeModel:
 
         if (self.overlap > 0 or self.wakeup > 0 or self.send_overhead > 0
                 or self.handoff_slope > 0):
-            return simulate_overlap(plan, self.cluster_for(plan), self.overlap,
-                                    wakeup_ms=self.wakeup, send_ms=self.send_overhead,
-                                    handoff_slope=self.handoff_slope,
-                                    congestion=self.congestion, **kw)
-        return simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
+            s = simulate_overlap(plan, self.cluster_for(plan), self.overlap,
+                                 wakeup_ms=self.wakeup, send_ms=self.send_overhead,
+                                 handoff_slope=self.handoff_slope,
+                                 congestion=self.congestion, **kw)
+        else:
+            s = simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
+        if self.multi_device_ms > 0 and len(plan.devices_used()) > 1:
+            c = self.multi_device_ms  # the step_cost change: the whole step starts c later
+            s = replace(s, start=s.start + c, end=s.end + c, t_start=s.t_start + c,
+                        t_end=s.t_end + c, makespan=s.makespan + c)
+        return s
 
     def with_overlap(self) -> JudgeModel:
         """This model with ``overlap`` in place of ``contention``, its slope read from
@@ -493,6 +531,35 @@ class JudgeModel:
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
+
+    def fit_step_cost(self, reference, reference_ms: float, one_op, one_op_ms: float,
+                      ) -> JudgeModel:
+        """This model with the ``step_cost`` change: a step that uses two or more devices costs
+        ``c`` more than its ops and transfers, ``c`` = the measured difference between
+        :func:`one_op_probe` (one op moved off the reference's device) and the single-device
+        ``reference``, minus the difference this model predicts for them (the moved op's
+        transfers). A single-device step runs TensorFlow's synchronous executor in the caller's
+        thread; a step on several devices starts one executor per device on the thread pool
+        and waits for them (measured: one op moved to a second device adds 0.05 ms to mlp's
+        step, 0.15-0.22 ms to lstm_seq2seq's and transformer_small's, and 4 or 16 moved ops
+        barely more). Plans on one device are unchanged.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond(); m = JudgeModel(local_cluster(2))
+        >>> ref, one = reference_plan(g, m.cluster), one_op_probe(g, m.cluster)
+        >>> f = m.fit_step_cost(ref, 10.0, one, 10.5 + m.makespan(one) - m.makespan(ref))
+        >>> round(f.multi_device_ms, 6), f.makespan(ref) == m.makespan(ref)
+        (0.5, True)
+        >>> round(f.makespan(one) - m.makespan(one), 6)
+        0.5
+        """
+        base = replace(self, multi_device_ms=0.0)
+        c = (one_op_ms - reference_ms) - (base.makespan(one_op) - base.makespan(reference))
+        c = max(0.0, float(c)) if np.isfinite(c) else 0.0
+        changes = self.changes + (() if "step_cost" in self.changes else ("step_cost",))
+        return replace(self, multi_device_ms=c, changes=changes,
+                       details={**self.details, "step_cost_ms": c,
+                                "one_op_probe_measured_ms": one_op_ms})
 
     def with_overlap_slope(self, slope: float) -> JudgeModel:
         """This model with the ``overlap`` slowdown at ``slope`` in place of ``contention`` (the
@@ -695,7 +762,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff, rescale, contention_bench)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff, rescale, contention_bench, step_cost)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -757,12 +824,21 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
                                   realtime=realtime)
         model = model.with_overlap_slope(cont["slope"])
         details = model.details
-    if "rescale" in changes:
-        from .runner import run_plan
+    if "rescale" in changes or "step_cost" in changes:
+        from .runner import measure_plans
 
-        ref = reference_plan(graph, cluster)
-        model = model.rescale(ref, run_plan(ref, steps=steps, warmup=warmup, program=program,
-                                            realtime=realtime).median_ms)
+        ref, one = reference_plan(graph, cluster), one_op_probe(graph, cluster)
+        pair = {"reference": ref, **({"one-op": one} if "step_cost" in changes else {})}
+        timed = measure_plans(graph, pair, steps=steps, warmup=warmup, program=program,
+                              rounds=3, realtime=realtime)
+        for k, m in timed.items():
+            if not m.ok:
+                raise RuntimeBridgeError(f"calibrate_model: the {k} run failed: {m.error}")
+        if "step_cost" in changes:
+            model = model.fit_step_cost(ref, timed["reference"].median_ms, one,
+                                        timed["one-op"].median_ms)
+        if "rescale" in changes:
+            model = model.rescale(ref, timed["reference"].median_ms)
         details = model.details
     if "recv_fit" in changes:
         model = model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
