@@ -25,7 +25,10 @@ to a single-device reference timed in the same interleaved rounds
 (:meth:`~workbench.runtime.calibrate.JudgeModel.rescale`), receive overhead then refitted;
 ``contended`` (rung ``contended``) ``rescaled`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``. The probes' rows (measured, every rung) are printed after the plans and never
+``contention``; ``stepcost`` (rung ``step-cost``) the probe-alone model plus the fixed cost of a
+multi-device step, fitted from a one-op probe against the single-device reference (both timed
+in the rounds; :meth:`~workbench.runtime.calibrate.JudgeModel.fit_step_cost`), receive overhead
+then refitted. The probes' rows (measured, every rung) are printed after the plans and never
 counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
 of the measured best, for all plans and for the multi-device plans alone. ``--residuals`` traces each model's worst plan and prints its error parts
