@@ -28,7 +28,8 @@ to a single-device reference timed in the same interleaved rounds
 ``contention``; ``stepcost`` (rung ``step-cost``) the probe-alone model plus the fixed cost of a
 multi-device step, fitted from a one-op probe against the single-device reference (both timed
 in the rounds; :meth:`~workbench.runtime.calibrate.JudgeModel.fit_step_cost`), receive overhead
-then refitted. The probes' rows (measured, every rung) are printed after the plans and never
+then refitted; ``anchored`` (rung ``anchored``) ``rescaled`` plus the same step cost. The
+probes' rows (measured, every rung) are printed after the plans and never
 counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
 of the measured best, for all plans and for the multi-device plans alone. ``--residuals`` traces each model's worst plan and prints its error parts
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
           f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
-          f"{'rescaled':>8s} {'contended':>9s} {'stepcost':>8s} "
+          f"{'rescaled':>8s} {'contended':>9s} {'stepcost':>8s} {'anchored':>8s} "
           f"{'measured':>9s} "
           f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
@@ -264,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{res['(reference)'].median_ms:.3f} ms): {stepc.multi_device_ms * 1e3:.1f} us"
                   + (f", receive overhead {stepc.details['recv_overhead_ms'] * 1e3:.1f} us"
                      if "recv_fit" in stepc.changes else ""))
-        scaled = contended = None  # re-anchored to the single-device reference of the rounds
+        scaled = contended = both = None  # re-anchored to the single-device reference of the rounds
         if alone is not None and res["(reference)"].ok and res["(probe)"].ok:
             scaled = alone.rescale(probe["(reference)"], res["(reference)"].median_ms)
             if "recv_fit" in alone.changes:
@@ -273,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
                 contended = scaled.with_overlap_slope(bench_slope)
                 if "recv_fit" in contended.changes:
                     contended = contended.refit_recv(alone.probe, res["(probe)"].median_ms)
+            both = None  # rescale + step_cost together
+            if stepc is not None:
+                both = scaled.fit_step_cost(probe["(reference)"],
+                                            res["(reference)"].median_ms,
+                                            probe["(one-op probe)"],
+                                            res["(one-op probe)"].median_ms)
+                if "recv_fit" in both.changes:
+                    both = both.refit_recv(alone.probe, res["(probe)"].median_ms)
             print(f"{name:18s} rescaled to the interleaved reference "
                   f"({res['(reference)'].median_ms:.3f} ms): x{scaled.details['rescale']:.3f}"
                   + (f", receive overhead {scaled.details['recv_overhead_ms'] * 1e3:.1f} us"
@@ -297,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                    "handoff": hand.makespan(plan) if hand else math.nan,
                    "rescaled": scaled.makespan(plan) if scaled else math.nan,
                    "contended": contended.makespan(plan) if contended else math.nan,
-                   "step-cost": stepc.makespan(plan) if stepc else math.nan}
+                   "step-cost": stepc.makespan(plan) if stepc else math.nan,
+                   "anchored": both.makespan(plan) if both else math.nan}
             sim = row["calibrated"] if model else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             if m in plans:
@@ -307,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
                   f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
                   f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
-                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} {row['step-cost']:8.2f} "
+                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} {row['step-cost']:8.2f} {row['anchored']:8.2f} "
                   f"{meas.median_ms:9.2f} "
                   f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
         if args.residuals and model is not None and model_rows:
@@ -351,7 +361,7 @@ def _print_ladder(rows) -> None:
     from workbench.runtime.judging import ladder_stats
 
     rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff",
-             "rescaled", "contended", "step-cost"]
+             "rescaled", "contended", "step-cost", "anchored"]
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():
