@@ -252,40 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_slope = cont["slope"]
             print(f"{name:18s} contention benchmark: alone {cont['alone_ms']:.3f} ms, with every "
                   f"device busy {cont['together_ms']:.3f} ms (slope {bench_slope:.3f})")
-        stepc = None  # the fixed cost of a multi-device step, from the one-op probe pair
-        if alone is not None and res["(reference)"].ok and res["(one-op probe)"].ok \
-                and res["(probe)"].ok:
-            stepc = alone.fit_step_cost(probe["(reference)"], res["(reference)"].median_ms,
-                                        probe["(one-op probe)"],
-                                        res["(one-op probe)"].median_ms)
-            if "recv_fit" in stepc.changes:
-                stepc = stepc.refit_recv(alone.probe, res["(probe)"].median_ms)
-            print(f"{name:18s} step cost from the one-op probe "
-                  f"({res['(one-op probe)'].median_ms:.3f} ms against "
-                  f"{res['(reference)'].median_ms:.3f} ms): {stepc.multi_device_ms * 1e3:.1f} us"
-                  + (f", receive overhead {stepc.details['recv_overhead_ms'] * 1e3:.1f} us"
-                     if "recv_fit" in stepc.changes else ""))
-        scaled = contended = both = None  # re-anchored to the single-device reference of the rounds
-        if alone is not None and res["(reference)"].ok and res["(probe)"].ok:
-            scaled = alone.rescale(probe["(reference)"], res["(reference)"].median_ms)
-            if "recv_fit" in alone.changes:
-                scaled = scaled.refit_recv(alone.probe, res["(probe)"].median_ms)
-            if bench_slope is not None:
-                contended = scaled.with_overlap_slope(bench_slope)
-                if "recv_fit" in contended.changes:
-                    contended = contended.refit_recv(alone.probe, res["(probe)"].median_ms)
-            both = None  # rescale + step_cost together
-            if stepc is not None:
-                both = scaled.fit_step_cost(probe["(reference)"],
-                                            res["(reference)"].median_ms,
-                                            probe["(one-op probe)"],
-                                            res["(one-op probe)"].median_ms)
-                if "recv_fit" in both.changes:
-                    both = both.refit_recv(alone.probe, res["(probe)"].median_ms)
-            print(f"{name:18s} rescaled to the interleaved reference "
-                  f"({res['(reference)'].median_ms:.3f} ms): x{scaled.details['rescale']:.3f}"
-                  + (f", receive overhead {scaled.details['recv_overhead_ms'] * 1e3:.1f} us"
-                     if "recv_fit" in scaled.changes else ""))
+        stepc, scaled, contended, both = _anchored_models(name, alone, probe, res, bench_slope)
         model_rows = []
         # the plans, then the probes (printed for inspection, never counted in the ladder)
         for m, plan in [*plans.items(), *probe.items()]:
@@ -344,6 +311,41 @@ def main(argv: list[str] | None = None) -> int:
               "profile and the 'rescale' reference):")
         _print_ladder(multi)
     return 0
+
+
+def _anchored_models(name, alone, probe, res, bench_slope):
+    """The rungs fitted to the single-device reference and the one-op probe timed in the plans'
+    interleaved rounds, each with its receive overhead refitted to the interleaved probe (when
+    the model has ``recv_fit``): ``step-cost``, ``rescaled``, ``contended`` (``rescaled`` with
+    the untraced overlap slope ``bench_slope``) and ``anchored`` (``rescaled`` + step cost).
+    Any of them is None when its runs failed."""
+    if alone is None or not res["(probe)"].ok or not res["(reference)"].ok:
+        return None, None, None, None
+    ref, ref_ms = probe["(reference)"], res["(reference)"].median_ms
+    one, one_ok = probe["(one-op probe)"], res["(one-op probe)"].ok
+
+    def refit(m):
+        return m.refit_recv(alone.probe, res["(probe)"].median_ms) \
+            if "recv_fit" in m.changes else m
+
+    def with_step_cost(m):
+        return refit(m.fit_step_cost(ref, ref_ms, one, res["(one-op probe)"].median_ms))
+
+    def recv_note(m):
+        return (f", receive overhead {m.details['recv_overhead_ms'] * 1e3:.1f} us"
+                if "recv_fit" in m.changes else "")
+
+    stepc = with_step_cost(alone) if one_ok else None
+    if stepc is not None:
+        print(f"{name:18s} step cost from the one-op probe "
+              f"({res['(one-op probe)'].median_ms:.3f} ms against {ref_ms:.3f} ms): "
+              f"{stepc.multi_device_ms * 1e3:.1f} us" + recv_note(stepc))
+    scaled = refit(alone.rescale(ref, ref_ms))
+    contended = refit(scaled.with_overlap_slope(bench_slope)) if bench_slope is not None else None
+    both = with_step_cost(scaled) if one_ok else None
+    print(f"{name:18s} rescaled to the interleaved reference ({ref_ms:.3f} ms): "
+          f"x{scaled.details['rescale']:.3f}" + recv_note(scaled))
+    return stepc, scaled, contended, both
 
 
 def _load() -> str:

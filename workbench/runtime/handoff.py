@@ -132,9 +132,9 @@ def _time(kind: str, a: str, b: str, *, repeats: int, trials: int, spinning: boo
     best = float("inf")
     for _ in range(trials):
         g, init, step = _graph(kind, a, b, **kw)
-        sess = new_session(g, what="hand-off benchmark", cpus=2 + max(
-            int(a.rsplit(":", 1)[1]), int(b.rsplit(":", 1)[1])) - 1, inter_op=2, intra_op=1,
-            spinning=spinning)
+        cpus = 1 + max(int(a.rsplit(":", 1)[1]), int(b.rsplit(":", 1)[1]))
+        sess = new_session(g, what="hand-off benchmark", cpus=cpus, inter_op=2, intra_op=1,
+                           spinning=spinning)
         with closing_reported(sess, "hand-off benchmark"):
             sess.run(init)
             timed_runs(sess, step, 10)
