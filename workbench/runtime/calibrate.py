@@ -617,11 +617,8 @@ class JudgeModel:
         >>> m.cluster.devices[0].recv_overhead, m.send_overhead, m.handoff_slope, m.changes
         (0.002, 0.001, 0.04, ('handoff',))
         """
-        lat = costs.latency_ms
         devs = [replace(d, recv_overhead=costs.recv_ms) for d in self.cluster.devices]
-        links = {(a.name, b.name): Link(lat, math.inf) for a in devs for b in devs
-                 if a.name != b.name}
-        cl = Cluster(devs, intra_host=Link(lat, math.inf), links=links, name=self.cluster.name)
+        cl = _pointer_cluster(devs, costs.latency_ms, self.cluster.name)
         changes = tuple(c for c in self.changes if c not in ("shared_memory", "recv_fit"))
         return replace(self, cluster=cl, congestion=False, send_overhead=costs.send_ms,
                        handoff_slope=costs.slope, changes=changes + ("handoff",),
@@ -719,6 +716,15 @@ def contention_factor(busy: dict, alone: dict, *, min_ms: float = 0.01) -> float
     return max(1.0, float(statistics.median(ratios))) if ratios else 1.0
 
 
+def _pointer_cluster(devices, latency_ms: float, name: str) -> Cluster:
+    """``devices`` linked as logical devices of one process pass tensors: every pair by a
+    per-tensor ``latency_ms`` with infinite bandwidth (the ``shared_memory`` and ``handoff``
+    changes)."""
+    links = {(a.name, b.name): Link(latency_ms, math.inf) for a in devices for b in devices
+             if a.name != b.name}
+    return Cluster(devices, intra_host=Link(latency_ms, math.inf), links=links, name=name)
+
+
 def _same_process(cluster: Cluster) -> bool:
     """True when every device is a local logical CPU device of this process (``cpuN``)."""
     return all(d.kind == "cpu" and "/" not in d.name for d in cluster.devices)
@@ -795,10 +801,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if "shared_memory" in changes and _same_process(cluster):
         bind = res.transfers[res.transfers["binding"]]["meas_ms"]
         lat = float(max(0.0, bind.median())) if len(bind) else 0.0
-        links = {(a.name, b.name): Link(lat, math.inf) for a in cluster.devices
-                 for b in cluster.devices if a.name != b.name}
-        cl = Cluster(cluster.devices, intra_host=Link(lat, math.inf), links=links,
-                     name=cluster.name)
+        cl = _pointer_cluster(cluster.devices, lat, cluster.name)
         model = replace(model, cluster=cl, congestion=False,
                         changes=model.changes + ("shared_memory",))
         details["tensor_latency_ms"] = lat
