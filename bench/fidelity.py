@@ -7,35 +7,33 @@ measured is printed per plan, with the median and the worst over all plans.
 
 By default each graph is re-profiled first (costs must come from the machine that measures),
 and a calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of
-shared_memory, contention, recv_fit) is fitted to a random-placement probe of the model and a
-single-device run (``--no-fit``: none); the probe is not among the evaluated plans, and is timed
-in the same interleaved rounds as the plans, its receive overhead refitted to that time.
-Printed per plan: the fidelity ladder -- step time predicted with roofline costs, with profiled
-costs, by the calibrated model, and measured (median, spread = half the interquartile range);
-``alone`` (rung ``probe-alone``) is the calibrated model before its receive overhead is refitted
-to the probe timed in the interleaved rounds (fitted to the probe timed alone); ``overlap``
-(rung ``overlap``) the calibrated model with the optional ``overlap`` change in place of
-``contention`` (``JudgeModel.with_overlap``, fitted from the same traces); ``wakeup`` (rung
-``wakeup``) the calibrated model plus the optional ``wakeup`` change, fitted to a second probe
-(``fit_wakeup``: timed alone, then refitted to its time in the interleaved rounds);
-``handoff`` (rung ``handoff``) the probe-alone model with the per-tensor costs measured once by
+shared_memory, overlap, rescale, step_cost, recv_fit) is fitted to probe runs of the model
+(``--no-fit``: none): a random placement, a single-device reference and the reference with one
+op on a second device. No probe is among the evaluated plans. The probes are timed again in the
+same interleaved rounds as the plans and the model is re-anchored to those times
+(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, multi-device step cost and
+receive overhead). Printed per plan: the fidelity ladder -- step time predicted with roofline
+costs, with profiled costs, by the calibrated model, and measured (median, spread = half the
+interquartile range) -- and the ablation and extension rungs (``_rung_models``):
+``probe-alone`` the calibrated model as fitted at calibration (not re-anchored); ``base``
+with ``contention`` in place of ``overlap`` and without ``rescale`` and ``step_cost`` (the
+default before round four, ``docs/runtime.md``);
+``no-rescale`` and ``no-stepcost`` without one of them; ``contention`` with the optional
+``contention`` change in place of ``overlap`` (fitted from the same traces); ``wakeup`` plus the
+optional ``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted
+to its time in the rounds); ``handoff`` with the per-tensor costs measured once by
 micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted
-latency and receive overhead; ``rescaled`` (rung ``rescaled``) the probe-alone model re-anchored
-to a single-device reference timed in the same interleaved rounds
-(:meth:`~workbench.runtime.calibrate.JudgeModel.rescale`), receive overhead then refitted;
-``contended`` (rung ``contended``) ``rescaled`` with the ``overlap`` slowdown at the slope
+latency and receive overhead; ``contended`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``; ``stepcost`` (rung ``step-cost``) the probe-alone model plus the fixed cost of a
-multi-device step, fitted from a one-op probe against the single-device reference (both timed
-in the rounds; :meth:`~workbench.runtime.calibrate.JudgeModel.fit_step_cost`), receive overhead
-then refitted; ``anchored`` (rung ``anchored``) ``rescaled`` plus the same step cost. The
-probes' rows (measured, every rung) are printed after the plans and never
+``contention``. The probes' rows (measured, every rung) are printed after the plans and never
 counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
-of the measured best, for all plans and for the multi-device plans alone. ``--residuals`` traces each model's worst plan and prints its error parts
-(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine
-slows all plans alike. Logical CPU devices share the machine's cores: use at most as many
-devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
+of the measured best, for all plans and for the multi-device plans alone (the single-device plan
+shares its placement with the profile and with ``rescale``'s reference). ``--residuals`` traces
+each model's worst plan and prints its error parts (:func:`workbench.runtime.residuals`). The
+plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine slows all
+plans alike. Logical CPU devices share the machine's cores: use at most as many devices as idle
+cores (``--devices``, default 2). See ``docs/runtime.md``.
 
 With ``--realtime`` every timed, traced and profiled step (link calibration, profiles, probes,
 plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
@@ -83,6 +81,8 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
                 "keras:TransformerEncoder": (8, (64, 128), {"ffn": 256})}
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
+RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
+         "contention", "wakeup", "handoff", "contended"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -103,12 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import (
-        MODEL_CHANGES,
-        fit_wakeup,
-        one_op_probe,
-        reference_plan,
-    )
+    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -131,7 +126,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-fit", action="store_true",
                     help="no calibrated model (no probe runs): the profiled rung is judged")
     ap.add_argument("--changes", nargs="*", default=list(MODEL_CHANGES),
-                    help=f"model changes of the calibrated rung (of {', '.join(MODEL_CHANGES)})")
+                    help=f"model changes of the calibrated rung (default {' '.join(MODEL_CHANGES)};"
+                         f" optional: {' '.join(OPTIONAL_CHANGES)})")
     ap.add_argument("--residuals", action="store_true",
                     help="trace the worst plan of each model and print its residual groups")
     ap.add_argument("--no-reprofile", action="store_true",
@@ -187,11 +183,9 @@ def main(argv: list[str] | None = None) -> int:
     if skipped:
         print(f"(methods not registered, skipped: {', '.join(skipped)})")
     errors, rows = [], []
-    print(f"{'model':18s} {'method':12s} {'devs':>4s} {'roofline':>9s} {'profiled':>9s} "
-          f"{'calibrated':>10s} {'alone':>7s} {'overlap':>7s} {'wakeup':>7s} {'handoff':>7s} "
-          f"{'rescaled':>8s} {'contended':>9s} {'stepcost':>8s} {'anchored':>8s} "
-          f"{'measured':>9s} "
-          f"{'spread':>7s} {'error':>7s} {'ticks':>6s}")
+    print(f"{'model':18s} {'method':12s} {'devs':>4s} "
+          + " ".join(f"{r:>{_width(r)}s}" for r in RUNGS)
+          + f" {'measured':>9s} {'spread':>7s} {'error':>7s} {'ticks':>6s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -220,39 +214,20 @@ def main(argv: list[str] | None = None) -> int:
         wake = None  # the optional 'wakeup' change, fitted to its own probe (timed here)
         if model is not None and not args.gpu:
             wake = fit_wakeup(model, g, steps=args.steps, warmup=args.warmup, **rtk)
-        probe = {} if model is None else {"(probe)": model.probe}
+        probe = {} if model is None else dict(model.probe_plans())
         if wake is not None:
             probe["(idle probe)"] = wake.idle_probe
-        if model is not None:  # the single-device reference of the 'rescale' rung
-            probe["(reference)"] = reference_plan(g, gcl)
-            probe["(one-op probe)"] = one_op_probe(g, gcl)  # and the 'step_cost' pair
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
-        alone = model  # fitted to the probe timed alone (calibration), before the refit
-        # the optional 'overlap' change in place of 'contention', on the same measurements
-        over = model.with_overlap() if model and "overlap_slope" in model.details else None
-        if wake is not None and res["(probe)"].ok and res["(idle probe)"].ok:
-            wake = fit_wakeup(wake, g, measured_ms=res["(idle probe)"].median_ms,
-                              probe_ms=res["(probe)"].median_ms)
-            print(f"{name:18s} wakeup fitted to the interleaved idle probe "
-                  f"({res['(idle probe)'].median_ms:.3f} ms): {wake.wakeup * 1e3:.1f} us")
-        if model is not None and "recv_fit" in model.changes and res["(probe)"].ok:
-            over = over and over.refit_recv(model.probe, res["(probe)"].median_ms)
-            # refit to the probe timed in the same interleaved rounds as the plans
-            model = model.refit_recv(model.probe, res["(probe)"].median_ms)
-            print(f"{name:18s} receive overhead refitted to the interleaved probe "
-                  f"({res['(probe)'].median_ms:.3f} ms): "
-                  f"{model.details['recv_overhead_ms'] * 1e3:.1f} us")
-        hand = alone.with_handoff(handoff) if alone is not None and handoff else None
         bench_slope = None  # the overlap slope measured untraced (single step, all devices busy)
-        if alone is not None and not args.gpu:
+        if model is not None and not args.gpu:
             from workbench.runtime.contention import measure_contention
 
             cont = measure_contention(g, gcl, steps=args.steps, warmup=args.warmup, **rtk)
             bench_slope = cont["slope"]
             print(f"{name:18s} contention benchmark: alone {cont['alone_ms']:.3f} ms, with every "
                   f"device busy {cont['together_ms']:.3f} ms (slope {bench_slope:.3f})")
-        stepc, scaled, contended, both = _anchored_models(name, alone, probe, res, bench_slope)
+        models = _rung_models(name, g, model, wake, handoff, bench_slope, res)
         model_rows = []
         # the plans, then the probes (printed for inspection, never counted in the ladder)
         for m, plan in [*plans.items(), *probe.items()]:
@@ -266,27 +241,19 @@ def main(argv: list[str] | None = None) -> int:
                    "roofline": wb.simulate(Plan(roof, plan.placement, order=plan.order),
                                            cluster).makespan,
                    "profiled": wb.simulate(plan, cluster).makespan,
-                   "calibrated": model.makespan(plan) if model else math.nan,
-                   "probe-alone": alone.makespan(plan) if alone else math.nan,
-                   "overlap": over.makespan(plan) if over else math.nan,
-                   "wakeup": wake.makespan(plan) if wake else math.nan,
-                   "handoff": hand.makespan(plan) if hand else math.nan,
-                   "rescaled": scaled.makespan(plan) if scaled else math.nan,
-                   "contended": contended.makespan(plan) if contended else math.nan,
-                   "step-cost": stepc.makespan(plan) if stepc else math.nan,
-                   "anchored": both.makespan(plan) if both else math.nan}
-            sim = row["calibrated"] if model else row["profiled"]
+                   **{r: jm.makespan(plan) if jm is not None else math.nan
+                      for r, jm in models.items()}}
+            sim = row["calibrated"] if models["calibrated"] is not None else row["profiled"]
             err = abs(sim - meas.median_ms) / meas.median_ms
             if m in plans:
                 errors.append((err, name, m))
                 model_rows.append((err, plan, meas))
                 rows.append(row)
-            print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} {row['roofline']:9.2f} "
-                  f"{row['profiled']:9.2f} {row['calibrated']:10.2f} {row['probe-alone']:7.2f} "
-                  f"{row['overlap']:7.2f} {row['wakeup']:7.2f} {row['handoff']:7.2f} "
-                  f"{row['rescaled']:8.2f} {row['contended']:9.2f} {row['step-cost']:8.2f} {row['anchored']:8.2f} "
-                  f"{meas.median_ms:9.2f} "
-                  f"{row['spread']:7.2f} {100 * err:6.1f}% {100 * tick_share(meas.samples):5.0f}%")
+            print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} "
+                  + " ".join(f"{row[r]:{_width(r)}.2f}" for r in RUNGS)
+                  + f" {meas.median_ms:9.2f} {row['spread']:7.2f} {100 * err:6.1f}%"
+                  f" {100 * tick_share(meas.samples):5.0f}%")
+        model = models["calibrated"]
         if args.residuals and model is not None and model_rows:
             err, plan, _ = max(model_rows, key=lambda x: x[0])
             tm = traced_measurement(plan, cluster=gcl, steps=args.steps, warmup=args.warmup,
@@ -313,39 +280,64 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _anchored_models(name, alone, probe, res, bench_slope):
-    """The rungs fitted to the single-device reference and the one-op probe timed in the plans'
-    interleaved rounds, each with its receive overhead refitted to the interleaved probe (when
-    the model has ``recv_fit``): ``step-cost``, ``rescaled``, ``contended`` (``rescaled`` with
-    the untraced overlap slope ``bench_slope``) and ``anchored`` (``rescaled`` + step cost).
-    Any of them is None when its runs failed."""
-    if alone is None or not res["(probe)"].ok or not res["(reference)"].ok:
-        return None, None, None, None
-    ref, ref_ms = probe["(reference)"], res["(reference)"].median_ms
-    one, one_ok = probe["(one-op probe)"], res["(one-op probe)"].ok
+def _width(rung: str) -> int:
+    """The column width of a rung in the bench's table."""
+    return max(8, len(rung))
 
-    def refit(m):
-        return m.refit_recv(alone.probe, res["(probe)"].median_ms) \
-            if "recv_fit" in m.changes else m
 
-    def with_step_cost(m):
-        return refit(m.fit_step_cost(ref, ref_ms, one, res["(one-op probe)"].median_ms))
+def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
+    """The judge model of every rung after ``roofline`` and ``profiled`` (None where it cannot
+    be built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to
+    its probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the
+    model as calibrated, its probes timed once at calibration): ``calibrated`` (the default
+    changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale`` and
+    ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
+    ``contention`` (``contention`` in place of ``overlap``, factor from the same traces),
+    ``wakeup`` (plus ``wakeup``, fitted to its
+    idle probe), ``handoff`` (micro-benchmarked per-tensor costs in place of
+    ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap`` slope of
+    ``measure_contention`` in place of the traced one)."""
+    from workbench.errors import RuntimeBridgeError
+    from workbench.runtime.calibrate import fit_wakeup
 
-    def recv_note(m):
-        return (f", receive overhead {m.details['recv_overhead_ms'] * 1e3:.1f} us"
-                if "recv_fit" in m.changes else "")
+    out = dict.fromkeys(RUNGS[2:])
+    if model is None:
+        return out
+    out["probe-alone"] = model
+    own = model.changes
 
-    stepc = with_step_cost(alone) if one_ok else None
-    if stepc is not None:
-        print(f"{name:18s} step cost from the one-op probe "
-              f"({res['(one-op probe)'].median_ms:.3f} ms against {ref_ms:.3f} ms): "
-              f"{stepc.multi_device_ms * 1e3:.1f} us" + recv_note(stepc))
-    scaled = refit(alone.rescale(ref, ref_ms))
-    contended = refit(scaled.with_overlap_slope(bench_slope)) if bench_slope is not None else None
-    both = with_step_cost(scaled) if one_ok else None
-    print(f"{name:18s} rescaled to the interleaved reference ({ref_ms:.3f} ms): "
-          f"x{scaled.details['rescale']:.3f}" + recv_note(scaled))
-    return stepc, scaled, contended, both
+    def anchored(m, changes=None):
+        try:
+            return m.reanchor(res, changes=changes)
+        except RuntimeBridgeError as e:
+            print(f"{name:18s} not re-anchored: {e}")
+            return None
+
+    out["calibrated"] = anchored(model)
+    swap = "overlap" in own and "contention_factor" in model.details
+    old = model.with_contention() if swap else model  # the default before round four
+    out["base"] = anchored(old, [c for c in old.changes if c not in ("rescale", "step_cost")])
+    out["no-rescale"] = anchored(model, [c for c in own if c != "rescale"])
+    out["no-stepcost"] = anchored(model, [c for c in own if c != "step_cost"])
+    if swap:
+        out["contention"] = anchored(old)
+    if wake is not None and res["(idle probe)"].ok and out["calibrated"] is not None:
+        out["wakeup"] = fit_wakeup(anchored(wake), g, measured_ms=res["(idle probe)"].median_ms,
+                                   probe_ms=res["(probe)"].median_ms)
+        print(f"{name:18s} wakeup fitted to the interleaved idle probe "
+              f"({res['(idle probe)'].median_ms:.3f} ms): {out['wakeup'].wakeup * 1e3:.1f} us")
+    if handoff is not None:
+        out["handoff"] = anchored(model.with_handoff(handoff))
+    if bench_slope is not None:
+        out["contended"] = anchored(model.with_overlap_slope(bench_slope))
+    cal = out["calibrated"]
+    if cal is not None:
+        print(f"{name:18s} re-anchored to the probes timed in the rounds: "
+              + ", ".join(f"{k} {v:.4g}" for k, v in cal.details.items()
+                          if k in ("rescale", "reference_measured_ms", "step_cost_ms",
+                                   "one_op_probe_measured_ms", "recv_overhead_ms",
+                                   "probe_measured_ms")))
+    return out
 
 
 def _load() -> str:
@@ -362,8 +354,7 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = ["roofline", "profiled", "calibrated", "probe-alone", "overlap", "wakeup", "handoff",
-             "rescaled", "contended", "step-cost", "anchored"]
+    rungs = RUNGS
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
     for rung, st in ladder_stats(rows, rungs).items():

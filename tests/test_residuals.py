@@ -1,6 +1,7 @@
 """The judge against reality: residuals of traced runs, the calibrated model, the ladder."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -155,7 +156,8 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
     assert full.changes == MODEL_CHANGES and not full.congestion
     assert all(math.isinf(lk.bandwidth) for lk in full.cluster.links.values())
     assert full.details["tensor_latency_ms"] >= 0
-    assert full.contention[2] >= 1.0
+    assert full.contention == {} and full.overlap == full.details["overlap_slope"] >= 0
+    assert full.with_contention().contention[2] == full.details["contention_factor"] >= 1.0
     probe = full.probe   # probe_plan's placement, in the order it was run
     assert probe.placement == rt.probe_plan(mlp, cl).placement and probe.order is not None
     # the receive overhead is fitted so that the model predicts the probe's measured step
@@ -430,7 +432,7 @@ def test_rescale_contention_bench_and_step_cost_are_named_changes(rt, mlp):
     cl = local_cluster(2)
     m = calibrate_model(mlp, cl, changes=("shared_memory", "contention_bench", "rescale",
                                           "step_cost", "recv_fit"), steps=3, warmup=1, traces=2)
-    assert m.changes == ("shared_memory", "contention_bench", "step_cost", "rescale",
+    assert m.changes == ("shared_memory", "contention_bench", "rescale", "step_cost",
                          "recv_fit")
     assert m.multi_device_ms == m.details["step_cost_ms"] >= 0
     assert m.contention == {} and m.overlap == m.details["contention_bench_slope"] >= 0
@@ -460,3 +462,80 @@ def test_step_cost_adds_a_constant_to_multi_device_steps_only():
     assert (s1.end - s1.start) == pytest.approx(s0.end - s0.start)   # durations unchanged
     # a one-op probe measured faster than the model's transfers imply: no negative cost
     assert m.fit_step_cost(ref, 5.0, one, 5.0 + gap - 0.2).multi_device_ms == 0.0
+
+
+def test_reanchor_refits_rescale_step_cost_and_recv_to_the_round_times():
+    from workbench.runtime.calibrate import (
+        PROBES,
+        JudgeModel,
+        local_cluster,
+        probe_plan,
+    )
+    from workbench.runtime.runner import Measurement
+
+    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    cl = local_cluster(2)
+    m = JudgeModel(cl, congestion=False, changes=("shared_memory", "rescale", "step_cost",
+                                                  "recv_fit"), probe=probe_plan(g, cl, seed=3))
+    probes = m.probe_plans()
+    assert tuple(probes) == PROBES
+    ref, one, probe = probes["(reference)"], probes["(one-op probe)"], probes["(probe)"]
+    # the times a machine 1.5x slower than the profile, with a 0.4 ms multi-device step cost
+    # and a 0.02 ms receive overhead, would measure: re-anchoring recovers all three
+    slow = cl.with_devices([replace(d, speed=d.speed / 1.5, recv_overhead=0.02)
+                            for d in cl.devices])
+    truth = replace(m, cluster=slow, multi_device_ms=0.4)
+    times = {k: truth.makespan(p) for k, p in probes.items()}
+    r = m.reanchor(times)
+    assert r.changes == m.changes
+    assert r.makespan(ref) == pytest.approx(times["(reference)"], rel=1e-9)
+    assert r.details["rescale"] == pytest.approx(1.5)
+    assert r.multi_device_ms == pytest.approx(0.4, abs=1e-3)
+    assert r.details["recv_overhead_ms"] == pytest.approx(0.02, abs=1e-4)
+    for k, p in probes.items():
+        assert r.makespan(p) == pytest.approx(times[k], rel=1e-4)
+    # re-anchoring is not cumulative: the same times give the same model again
+    again = r.reanchor(times)
+    assert again.details["rescale"] == pytest.approx(r.details["rescale"], rel=1e-9)
+    assert again.makespan(probe) == pytest.approx(times["(probe)"], rel=1e-4)
+    assert again.multi_device_ms == pytest.approx(r.multi_device_ms, abs=1e-3)
+    # an ablation leaves changes out and keeps the rest
+    base = r.reanchor(times, changes=("recv_fit",))
+    assert base.changes == ("shared_memory", "recv_fit") and base.multi_device_ms == 0
+    assert base.makespan(ref) == pytest.approx(m.makespan(ref), rel=1e-9)
+    # ... and its receive overhead absorbs what the left-out changes carried
+    assert base.details["recv_overhead_ms"] > 10 * r.details["recv_overhead_ms"]
+    # Measurements are accepted as they come from measure_plans; a failed one is named
+    ok = Measurement("reference", samples=[times["(reference)"]] * 3)
+    assert m.reanchor({**times, "(reference)": ok}).makespan(ref) == pytest.approx(
+        times["(reference)"])
+    bad = Measurement("probe", error="InternalError: boom")
+    with pytest.raises(RuntimeBridgeError, match=r"\(probe\) run failed: InternalError"):
+        m.reanchor({**times, "(probe)": bad})
+    with pytest.raises(RuntimeBridgeError, match="no probe"):
+        JudgeModel(cl, changes=("rescale",)).probe_plans()
+
+
+@tf_only
+def test_default_model_reanchors_to_its_probes_timed_with_the_plans(rt, mlp):
+    from workbench.runtime.calibrate import MODEL_CHANGES, calibrate_model, local_cluster
+    from workbench.runtime.runner import with_run_order
+
+    cl = local_cluster(2)
+    m = calibrate_model(mlp, cl, steps=3, warmup=1, traces=2)
+    assert m.changes == MODEL_CHANGES and m.multi_device_ms >= 0 and m.details["rescale"] > 0
+    plans = {"heft": with_run_order(rt_solve(mlp, m.cluster), m.cluster)}
+    res = rt.measure_plans(mlp, {**plans, **m.probe_plans()}, steps=3, warmup=1, rounds=2,
+                           cluster=m.cluster)
+    r = m.reanchor(res)
+    ref = m.probe_plans()["(reference)"]
+    assert r.makespan(ref) == pytest.approx(res["(reference)"].median_ms, rel=1e-6)
+    if r.details["recv_overhead_ms"] > 0:
+        assert r.makespan(m.probe) == pytest.approx(res["(probe)"].median_ms, rel=1e-3)
+    assert math.isfinite(r.makespan(plans["heft"]))
+
+
+def rt_solve(g, cluster):
+    import workbench as wb
+
+    return wb.solve(g, cluster, method="heft", seed=0)

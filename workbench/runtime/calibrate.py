@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_SIZES",
     "MODEL_CHANGES",
     "OPTIONAL_CHANGES",
+    "PROBES",
     "JudgeModel",
     "calibrate_links",
     "calibrate_model",
@@ -390,36 +391,57 @@ def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, w
 
 
 # ---------------------------------------------------------------------- the calibrated model
-MODEL_CHANGES = ("shared_memory", "contention", "recv_fit")
-"""The model changes :func:`calibrate_model` can make, each switchable (see ``docs/runtime.md``):
+PROBES = ("(probe)", "(reference)", "(one-op probe)")
+"""The names of :meth:`JudgeModel.probe_plans`: :func:`probe_plan` (``recv_fit``, in its run
+order), :func:`reference_plan` (``rescale``, ``step_cost``) and :func:`one_op_probe`
+(``step_cost``), in parentheses so that they never clash with a solver's name."""
+
+MODEL_CHANGES = ("shared_memory", "overlap", "rescale", "step_cost", "recv_fit")
+"""The model changes :func:`calibrate_model` makes by default, applied in this order, each
+switchable (see ``docs/runtime.md``). ``rescale``, ``step_cost`` and ``recv_fit`` are fitted to
+probe runs that :meth:`JudgeModel.reanchor` refits to the same probes timed in the plans'
+interleaved rounds (:meth:`JudgeModel.probe_plans`):
 
 ``shared_memory``
     Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
     its bytes and no FIFO link on which transfers queue. Their links become a per-tensor
     latency (bandwidth infinite), fitted as the median measured delay of the probe's binding
     cross-device tensors, and the simulation runs without link congestion.
-``contention``
+``overlap``
     Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
-    bandwidth and caches are shared, and other processes take cores). The slowdown is the ratio
-    of the probe's op times (median timeline, traced) to the same ops' times in a traced
-    single-device run (median over ops, :func:`contention_factor`); plans on as many devices
-    as the probe uses run at ``1 / factor`` speed.
+    bandwidth and caches are shared): an op is slowed by the time another device computes
+    while it runs, ``t * (1 + s * x)``, ``x`` its overlap fraction in the simulated schedule
+    (fixed point, :func:`~workbench.runtime.judging.simulate_overlap`), ``s`` fitted from the
+    probe's and a single-device run's traced op times
+    (:func:`~workbench.runtime.judging.overlap_slope`). A plan whose devices seldom compute at
+    once is barely slowed (measured: GNMT with one op moved to a second device ran 195.9 and
+    199.0 ms against 195.5 and 198.0 ms on one device; ``contention``'s one factor predicted
+    it 9-17 % slower).
+``rescale``
+    Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
+    predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
+    machine's speed at the time of measuring, not of profiling (measured: the single-device
+    plan 5-29 % away from its own profile within one run). Local logical CPU devices only,
+    like ``step_cost`` (elsewhere the first device need not run every op).
+``step_cost``
+    A step on two or more devices costs a constant more than its ops and transfers
+    (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
+    the caller's thread and a multi-device one as executors on the thread pool. Fitted from the
+    pair :func:`reference_plan` / :func:`one_op_probe` (one op moved to a second device).
 ``recv_fit``
     The devices' receive overhead fitted by bisection so that the model predicts the probe's
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench", "step_cost")
+OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
-``overlap``
-    Instead of ``contention``'s one factor for every op of a multi-device plan, an op is slowed
-    by the time another device computes while it runs: ``t * (1 + s * x)``, ``x`` its overlap
-    fraction in the simulated schedule (fixed point, :func:`~workbench.runtime.judging.
-    simulate_overlap`), ``s`` fitted from the same probe and single-device traces as
-    ``contention`` (:func:`~workbench.runtime.judging.overlap_slope`). A random probe keeps
-    devices waiting on each other, so its median slowdown understates that of a balanced plan
-    whose devices compute at the same time. Excludes ``contention``.
+``contention``
+    The default before round four (``docs/runtime.md``), in place of ``overlap``: every op of a
+    plan on as many devices as the probe runs slower by one factor. The slowdown is the ratio
+    of the probe's op times (median timeline, traced) to the same ops' times in a traced
+    single-device run (median over ops, :func:`contention_factor`); plans on as many devices
+    as the probe uses run at ``1 / factor`` speed. Excludes ``overlap``.
 ``wakeup``
     A tensor that reaches a device whose thread has idled at least
     :data:`~workbench.runtime.judging.WAKEUP_IDLE_MS` (0.1 ms), and the first op of every
@@ -436,21 +458,11 @@ OPTIONAL_CHANGES = ("overlap", "wakeup", "handoff", "rescale", "contention_bench
     the time the receiving device idled (``latency_ms + slope * idle``, idle capped at 1 ms;
     :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a
     probe. Excludes ``shared_memory`` and ``recv_fit``.
-``rescale``
-    Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
-    predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
-    machine's speed at the time of measuring, not of profiling. ``calibrate_model`` times the
-    reference once; ``bench/fidelity.py`` re-times it in the plans' interleaved rounds.
 ``contention_bench``
     The ``overlap`` slowdown with its slope measured untraced by
     :func:`~workbench.runtime.contention.measure_contention` (the single-device step alone and
     with every device running it) instead of fitted from traced op times. Excludes
     ``contention`` and ``overlap``.
-``step_cost``
-    A step on two or more devices costs a constant more than its ops and transfers
-    (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
-    the caller's thread and a multi-device one as executors on the thread pool. Fitted from the
-    pair :func:`reference_plan` / :func:`one_op_probe` (one op moved to a second device).
 """
 
 
@@ -528,6 +540,26 @@ class JudgeModel:
         changes += () if "overlap" in changes else ("overlap",)
         return replace(self, contention={}, overlap=float(self.details["overlap_slope"]),
                        changes=changes)
+
+    def with_contention(self) -> JudgeModel:
+        """This model with ``contention`` in place of ``overlap`` (the default before round
+        four), its factor read from ``details["contention_factor"]`` (fitted by
+        :func:`calibrate_model` from the same traces as the overlap slope).
+
+        >>> g = __import__("workbench").samples.diamond(); cl = local_cluster(2)
+        >>> m = JudgeModel(cl, overlap=0.3, changes=("overlap", "recv_fit"),
+        ...                details={"contention_factor": 1.2}, probe=probe_plan(g, cl, seed=1))
+        >>> c = m.with_contention()
+        >>> c.overlap, c.contention, c.changes
+        (0.0, {2: 1.2}, ('recv_fit', 'contention'))
+        """
+        if "contention_factor" not in self.details or self.probe is None:
+            raise RuntimeBridgeError("with_contention: this model has no fitted contention "
+                                     "factor (calibrate it with 'overlap' or 'contention')")
+        changes = tuple(c for c in self.changes if c not in ("overlap", "contention_bench"))
+        k = len(self.probe.devices_used())
+        return replace(self, overlap=0.0, contention={k: float(self.details["contention_factor"])},
+                       changes=changes + ("contention",))
 
     def makespan(self, plan) -> float:
         return self.simulate(plan).makespan
@@ -639,6 +671,111 @@ class JudgeModel:
                        details={**self.details, "recv_overhead_ms": o,
                                 "probe_measured_ms": measured_ms,
                                 "probe_predicted_ms": with_o(o).makespan(probe)})
+
+    def probe_plans(self) -> dict:
+        """The probe runs this model's ``rescale``, ``step_cost`` and ``recv_fit`` figures are
+        fitted to, by name (:data:`PROBES`): time them in the same interleaved rounds as the
+        plans you judge (:func:`~workbench.runtime.runner.measure_plans`) and pass the
+        measurements to :meth:`reanchor`, so that the machine's drift between calibration and
+        measurement does not enter the model. Only the probes its changes need.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond(); cl = local_cluster(2)
+        >>> m = JudgeModel(cl, changes=("rescale", "step_cost", "recv_fit"),
+        ...                probe=probe_plan(g, cl))
+        >>> sorted(m.probe_plans())
+        ['(one-op probe)', '(probe)', '(reference)']
+        >>> sorted(JudgeModel(cl, changes=("rescale",), probe=probe_plan(g, cl)).probe_plans())
+        ['(reference)']
+        """
+        if self.probe is None:
+            raise RuntimeBridgeError("probe_plans: the model has no probe (use calibrate_model)")
+        g, out = self.probe.graph, {}
+        if "recv_fit" in self.changes:
+            out["(probe)"] = self.probe
+        if {"rescale", "step_cost"} & set(self.changes):
+            out["(reference)"] = reference_plan(g, self.cluster)
+        if "step_cost" in self.changes:
+            out["(one-op probe)"] = one_op_probe(g, self.cluster)
+        return out
+
+    def unanchored(self) -> JudgeModel:
+        """This model without its ``rescale`` and ``step_cost`` changes (speeds as profiled, no
+        multi-device step cost); the other changes and figures are kept.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond(); m = JudgeModel(local_cluster(2))
+        >>> ref = reference_plan(g, m.cluster)
+        >>> r = m.rescale(ref, 3 * m.makespan(ref))
+        >>> r.unanchored().makespan(ref) == m.makespan(ref), r.unanchored().changes
+        (True, ())
+        """
+        f = self.details.get("rescale", 1.0)
+        cl = self.cluster if f == 1.0 else self.cluster.with_devices(
+            [replace(d, speed=d.speed * f) for d in self.cluster.devices])
+        drop = ("rescale", "reference_measured_ms", "step_cost_ms", "one_op_probe_measured_ms")
+        return replace(self, cluster=cl, multi_device_ms=0.0,
+                       changes=tuple(c for c in self.changes if c not in ("rescale", "step_cost")),
+                       details={k: v for k, v in self.details.items() if k not in drop})
+
+    def reanchor(self, measured, *, changes: Iterable[str] | None = None,
+                 max_ms: float = 1.0) -> JudgeModel:
+        """This model with ``rescale``, ``step_cost`` and ``recv_fit`` (those of ``changes``,
+        default this model's own) refitted, in that order, to ``measured`` (the step cost and
+        the receive overhead alternately, to their fixed point, as each enters the other's
+        fit): the
+        :meth:`probe_plans` by name -> measured step (ms, or a
+        :class:`~workbench.runtime.runner.Measurement`). Changes not named are left out (an
+        ablation: ``changes=("recv_fit",)`` is the model without ``rescale`` and
+        ``step_cost``); the other changes are kept.
+
+        Raises
+        ------
+        RuntimeBridgeError
+            A probe a change needs is missing from ``measured`` or its run failed.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond(); cl = local_cluster(2)
+        >>> m = JudgeModel(cl, changes=("rescale", "step_cost"), probe=probe_plan(g, cl))
+        >>> ref = reference_plan(g, cl)
+        >>> r = m.reanchor({"(reference)": 2 * m.makespan(ref), "(one-op probe)": 20.0})
+        >>> r.details["rescale"], r.makespan(ref) == 2 * m.makespan(ref), r.changes
+        (2.0, True, ('rescale', 'step_cost'))
+        >>> m.reanchor({"(reference)": 1.0})
+        Traceback (most recent call last):
+        ...
+        workbench.errors.RuntimeBridgeError: reanchor: no measurement of '(one-op probe)' (needed by step_cost)
+        """
+        changes = set(self.changes if changes is None else changes)
+        model = self.unanchored()
+        if "recv_fit" in changes:  # refitted last, so named last
+            model = replace(model, changes=tuple(c for c in model.changes if c != "recv_fit"))
+        probes = replace(self, changes=tuple(changes)).probe_plans()
+
+        def ms(name: str, change: str) -> float:
+            m = measured.get(name)
+            if m is None:
+                raise RuntimeBridgeError(f"reanchor: no measurement of {name!r} (needed by "
+                                         f"{change})")
+            if getattr(m, "ok", True) is False:
+                raise RuntimeBridgeError(f"reanchor: the {name} run failed: {m.error}")
+            return float(getattr(m, "median_ms", m))
+
+        ref = probes.get("(reference)")
+        if "rescale" in changes:
+            model = model.rescale(ref, ms("(reference)", "rescale"))
+        for _ in range(8):  # the step cost and the receive overhead each enter the other's fit
+            c = model.multi_device_ms
+            if "step_cost" in changes:
+                model = model.fit_step_cost(ref, ms("(reference)", "step_cost"),
+                                            probes["(one-op probe)"],
+                                            ms("(one-op probe)", "step_cost"))
+            if "recv_fit" in changes:
+                model = model.refit_recv(self.probe, ms("(probe)", "recv_fit"), max_ms=max_ms)
+            if "step_cost" not in changes or "recv_fit" not in changes \
+                    or abs(model.multi_device_ms - c) < 1e-6:
+                break
+        return model
 
 
 def idle_probe_plan(graph, cluster: Cluster, *, chunks: int = 8):
@@ -754,9 +891,14 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
 
     The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
     it out of the plans you evaluate) and a single-device run are measured with
-    :func:`workbench.runtime.judging.traced_measurement`; each change of ``changes`` (a subset
-    of :data:`MODEL_CHANGES`, applied in that order) is fitted from them. ``realtime``: the
-    probe runs under ``SCHED_FIFO`` (see :func:`~workbench.runtime.runner.run_plan`).
+    :func:`workbench.runtime.judging.traced_measurement`, the single-device reference and the
+    one-op probe in three interleaved rounds; each change of ``changes`` (of
+    :data:`MODEL_CHANGES` and :data:`OPTIONAL_CHANGES`, applied in that order) is fitted from
+    them. The model's ``rescale``, ``step_cost`` and ``recv_fit`` figures then follow the
+    machine at calibration time: to judge plans, time :meth:`JudgeModel.probe_plans` in the
+    plans' rounds and :meth:`JudgeModel.reanchor` the model to them (as ``bench/fidelity.py``
+    does). ``realtime``: every run under ``SCHED_FIFO`` (see
+    :func:`~workbench.runtime.runner.run_plan`).
 
     Raises
     ------
@@ -768,7 +910,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention, recv_fit, overlap, wakeup, handoff, rescale, contention_bench, step_cost)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, overlap, rescale, step_cost, recv_fit, contention, wakeup, handoff, contention_bench)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -826,27 +968,21 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         cont = measure_contention(graph, cluster, steps=steps, warmup=warmup, program=program,
                                   realtime=realtime)
         model = model.with_overlap_slope(cont["slope"])
-        details = model.details
-    if "rescale" in changes or "step_cost" in changes:
+    # rescale and step_cost time all ops on the first device: logical CPU devices only (a GPU
+    # cluster's first device is the host, and not every op has a kernel on every device)
+    anchors = [c for c in ("rescale", "step_cost", "recv_fit") if c in changes
+               and (c == "recv_fit" or _same_process(cluster))]
+    timed = {"(probe)": meas.median_ms}
+    if {"rescale", "step_cost"} & set(anchors):
         from .runner import measure_plans
 
-        ref, one = reference_plan(graph, cluster), one_op_probe(graph, cluster)
-        pair = {"reference": ref, **({"one-op": one} if "step_cost" in changes else {})}
-        timed = measure_plans(graph, pair, steps=steps, warmup=warmup, program=program,
-                              rounds=3, realtime=realtime)
-        for k, m in timed.items():
-            if not m.ok:
-                raise RuntimeBridgeError(f"calibrate_model: the {k} run failed: {m.error}")
-        if "step_cost" in changes:
-            model = model.fit_step_cost(ref, timed["reference"].median_ms, one,
-                                        timed["one-op"].median_ms)
-        if "rescale" in changes:
-            model = model.rescale(ref, timed["reference"].median_ms)
-        details = model.details
-    if "recv_fit" in changes:
-        model = model.refit_recv(probe, meas.median_ms, max_ms=max_ms)
-    else:
-        details["probe_predicted_ms"] = model.makespan(probe)
+        pair = {k: p for k, p in replace(model, changes=tuple(anchors)).probe_plans().items()
+                if k != "(probe)"}
+        timed.update(measure_plans(graph, pair, steps=steps, warmup=warmup, program=program,
+                                   rounds=3, realtime=realtime))
+    model = model.reanchor(timed, changes=anchors, max_ms=max_ms)
+    if "recv_fit" not in changes:
+        model.details["probe_predicted_ms"] = model.makespan(probe)
     if "wakeup" in changes:
         model = fit_wakeup(model, graph, steps=steps, warmup=warmup, program=program,
                            realtime=realtime)
