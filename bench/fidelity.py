@@ -18,7 +18,8 @@ interquartile range) -- and the ablation and extension rungs (``_rung_models``):
 ``probe-alone`` the calibrated model as fitted at calibration (not re-anchored); ``base``
 with ``contention`` in place of ``overlap`` and without ``rescale`` and ``step_cost`` (the
 default before round four, ``docs/runtime.md``);
-``no-rescale`` and ``no-stepcost`` without one of them; ``contention`` with the optional
+``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the
+traced tensor latency where the receive overhead fit hits 0; ``contention`` with the optional
 ``contention`` change in place of ``overlap`` (fitted from the same traces); ``wakeup`` plus the
 optional ``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted
 to its time in the rounds); ``handoff`` with the per-tensor costs measured once by
@@ -82,7 +83,7 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
-         "contention", "wakeup", "handoff", "contended"]  # the ladder (see _rung_models)
+         "no-latfit", "contention", "wakeup", "handoff", "contended"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -292,6 +293,7 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     model as calibrated, its probes timed once at calibration): ``calibrated`` (the default
     changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale`` and
     ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
+    ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0),
     ``contention`` (``contention`` in place of ``overlap``, factor from the same traces),
     ``wakeup`` (plus ``wakeup``, fitted to its
     idle probe), ``handoff`` (micro-benchmarked per-tensor costs in place of
@@ -306,9 +308,9 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     out["probe-alone"] = model
     own = model.changes
 
-    def anchored(m, changes=None):
+    def anchored(m, changes=None, latency=True):
         try:
-            return m.reanchor(res, changes=changes)
+            return m.reanchor(res, changes=changes, latency=latency)
         except RuntimeBridgeError as e:
             print(f"{name:18s} not re-anchored: {e}")
             return None
@@ -316,9 +318,11 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     out["calibrated"] = anchored(model)
     swap = "overlap" in own and "contention_factor" in model.details
     old = model.with_contention() if swap else model  # the default before round four
-    out["base"] = anchored(old, [c for c in old.changes if c not in ("rescale", "step_cost")])
+    out["base"] = anchored(old, [c for c in old.changes if c not in ("rescale", "step_cost")],
+                           latency=False)
     out["no-rescale"] = anchored(model, [c for c in own if c != "rescale"])
     out["no-stepcost"] = anchored(model, [c for c in own if c != "step_cost"])
+    out["no-latfit"] = anchored(model, latency=False)
     if swap:
         out["contention"] = anchored(old)
     if wake is not None and res["(idle probe)"].ok and out["calibrated"] is not None:

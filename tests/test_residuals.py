@@ -317,7 +317,7 @@ def test_wakeup_is_fitted_to_the_idle_probe_only():
     )
     from workbench.runtime.runner import with_run_order
 
-    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    g = _unit_pesto()
     cl = local_cluster(2)
     probe = with_run_order(probe_plan(g, cl, seed=1), cl)
     base = JudgeModel(cl, congestion=False, changes=("shared_memory", "recv_fit"), probe=probe,
@@ -355,7 +355,7 @@ def test_handoff_change_charges_send_receive_and_idle_dependent_latency():
     from workbench.runtime.handoff import HandoffCosts
     from workbench.runtime.judging import sent_tensors
 
-    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    g = _unit_pesto()
     cl = local_cluster(2)
     split = Plan(g, {v: ("cpu0" if k % 3 else "cpu1") for k, v in enumerate(g.ops)})
     one = Plan(g, {v: "cpu0" for v in g.ops})
@@ -394,7 +394,7 @@ def test_handoff_costs_are_measured_between_logical_devices(rt):
 def test_rescale_anchors_the_single_device_speed_and_composes():
     from workbench.runtime.calibrate import JudgeModel, local_cluster, reference_plan
 
-    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    g = _unit_pesto()
     cl = local_cluster(2)
     m = JudgeModel(cl, contention={2: 1.5})
     ref = reference_plan(g, cl)
@@ -447,7 +447,7 @@ def test_rescale_contention_bench_and_step_cost_are_named_changes(rt, mlp):
 def test_step_cost_adds_a_constant_to_multi_device_steps_only():
     from workbench.runtime.calibrate import JudgeModel, local_cluster, one_op_probe, reference_plan
 
-    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    g = _unit_pesto()
     cl = local_cluster(2)
     m = JudgeModel(cl)
     ref, one = reference_plan(g, cl), one_op_probe(g, cl)
@@ -465,21 +465,16 @@ def test_step_cost_adds_a_constant_to_multi_device_steps_only():
 
 
 def test_reanchor_refits_rescale_step_cost_and_recv_to_the_round_times():
-    from workbench.runtime.calibrate import (
-        PROBES,
-        JudgeModel,
-        local_cluster,
-        probe_plan,
-    )
+    from workbench.runtime.calibrate import PROBES, JudgeModel, local_cluster, probe_plan
     from workbench.runtime.runner import Measurement
 
-    g = samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+    g = _unit_pesto()
     cl = local_cluster(2)
     m = JudgeModel(cl, congestion=False, changes=("shared_memory", "rescale", "step_cost",
                                                   "recv_fit"), probe=probe_plan(g, cl, seed=3))
     probes = m.probe_plans()
     assert tuple(probes) == PROBES
-    ref, one, probe = probes["(reference)"], probes["(one-op probe)"], probes["(probe)"]
+    ref, probe = probes["(reference)"], probes["(probe)"]
     # the times a machine 1.5x slower than the profile, with a 0.4 ms multi-device step cost
     # and a 0.02 ms receive overhead, would measure: re-anchoring recovers all three
     slow = cl.with_devices([replace(d, speed=d.speed / 1.5, recv_overhead=0.02)
@@ -539,3 +534,8 @@ def rt_solve(g, cluster):
     import workbench as wb
 
     return wb.solve(g, cluster, method="heft", seed=0)
+
+
+def _unit_pesto():
+    """Pesto's Figure 2 graph with every op 1 ms on a CPU."""
+    return samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
