@@ -11,7 +11,7 @@ names below load their module on first access.
 :func:`profile`             measured per-op times written into the graph's compute costs
 :func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
 :func:`fit_recv_overhead`   the devices' receive overhead fitted to a measured probe run
-:func:`calibrate_model`     a JudgeModel (shared-memory links, contention, receive overhead)
+:func:`calibrate_model`     a JudgeModel (shared-memory links, overlap, re-anchoring, receive overhead)
 :func:`residuals`           a traced run lined up with its simulation, error split by cause
 :func:`local_cluster`       Cluster of local devices named as the runner expects (``cpu0``..)
 :func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
