@@ -546,7 +546,8 @@ class JudgeModel:
         four), its factor read from ``details["contention_factor"]`` (fitted by
         :func:`calibrate_model` from the same traces as the overlap slope).
 
-        >>> g = __import__("workbench").samples.diamond(); cl = local_cluster(2)
+        >>> from workbench import samples
+        >>> g = samples.diamond(); cl = local_cluster(2)
         >>> m = JudgeModel(cl, overlap=0.3, changes=("overlap", "recv_fit"),
         ...                details={"contention_factor": 1.2}, probe=probe_plan(g, cl, seed=1))
         >>> c = m.with_contention()
