@@ -930,10 +930,11 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
 
     The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
     it out of the plans you evaluate) and a single-device run are measured with
-    :func:`workbench.runtime.judging.traced_measurement`, the single-device reference and the
-    one-op probe in three interleaved rounds; each change of ``changes`` (of
-    :data:`MODEL_CHANGES` and :data:`OPTIONAL_CHANGES`, applied in that order) is fitted from
-    them. The model's ``rescale``, ``step_cost`` and ``recv_fit`` figures then follow the
+    :func:`workbench.runtime.judging.traced_measurement` (traces: the tensor latency and the
+    slowdown); the probe, the single-device reference and the one-op probe are then timed
+    together in three interleaved rounds (the speed, step cost and receive overhead). Each
+    change of ``changes`` (of :data:`MODEL_CHANGES` and :data:`OPTIONAL_CHANGES`, applied in
+    that order) is fitted from them. The model's ``rescale``, ``step_cost`` and ``recv_fit`` figures then follow the
     machine at calibration time: to judge plans, time :meth:`JudgeModel.probe_plans` in the
     plans' rounds and :meth:`JudgeModel.reanchor` the model to them (as ``bench/fidelity.py``
     does). ``realtime``: every run under ``SCHED_FIFO`` (see
@@ -1015,10 +1016,11 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if {"rescale", "step_cost"} & set(anchors):
         from .runner import measure_plans
 
-        pair = {k: p for k, p in replace(model, changes=tuple(anchors)).probe_plans().items()
-                if k != "(probe)"}
-        timed.update(measure_plans(graph, pair, steps=steps, warmup=warmup, program=program,
-                                   rounds=3, realtime=realtime))
+        # the anchoring probes timed together, in interleaved rounds: a drift between them
+        # would enter the fits (the random probe alone swung 2.3-3.4 ms on transformer_small)
+        timed.update(measure_plans(graph, replace(model, changes=tuple(anchors)).probe_plans(),
+                                   steps=steps, warmup=warmup, program=program, rounds=3,
+                                   realtime=realtime))
     model = model.reanchor(timed, changes=anchors, max_ms=max_ms)
     if "recv_fit" not in changes:
         model.details["probe_predicted_ms"] = model.makespan(probe)
