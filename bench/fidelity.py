@@ -293,12 +293,11 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     model as calibrated, its probes timed once at calibration): ``calibrated`` (the default
     changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale`` and
     ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
-    ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0),
-    ``contention`` (``contention`` in place of ``overlap``, factor from the same traces),
-    ``wakeup`` (plus ``wakeup``, fitted to its
-    idle probe), ``handoff`` (micro-benchmarked per-tensor costs in place of
-    ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap`` slope of
-    ``measure_contention`` in place of the traced one)."""
+    ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0), ``contention``
+    (``contention`` in place of ``overlap``, factor from the same traces), ``wakeup`` (plus
+    ``wakeup``, fitted to its idle probe), ``handoff`` (micro-benchmarked per-tensor costs in
+    place of ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap``
+    slope of ``measure_contention`` in place of the traced one)."""
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime.calibrate import fit_wakeup
 
@@ -358,10 +357,9 @@ def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
-    rungs = RUNGS
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
-    for rung, st in ladder_stats(rows, rungs).items():
+    for rung, st in ladder_stats(rows, RUNGS).items():
         if not math.isfinite(st["median"]):
             continue
         w, wm, wp = st["worst"]

@@ -519,7 +519,7 @@ def test_default_model_reanchors_to_its_probes_timed_with_the_plans(rt, mlp):
     cl = local_cluster(2)
     m = calibrate_model(mlp, cl, steps=3, warmup=1, traces=2)
     assert m.changes == MODEL_CHANGES and m.multi_device_ms >= 0 and m.details["rescale"] > 0
-    plans = {"heft": with_run_order(rt_solve(mlp, m.cluster), m.cluster)}
+    plans = {"heft": with_run_order(_heft_plan(mlp, m.cluster), m.cluster)}
     res = rt.measure_plans(mlp, {**plans, **m.probe_plans()}, steps=3, warmup=1, rounds=2,
                            cluster=m.cluster)
     r = m.reanchor(res)
@@ -530,7 +530,7 @@ def test_default_model_reanchors_to_its_probes_timed_with_the_plans(rt, mlp):
     assert math.isfinite(r.makespan(plans["heft"]))
 
 
-def rt_solve(g, cluster):
+def _heft_plan(g, cluster):
     import workbench as wb
 
     return wb.solve(g, cluster, method="heft", seed=0)
