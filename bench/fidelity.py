@@ -26,7 +26,8 @@ to its time in the rounds); ``handoff`` with the per-tensor costs measured once 
 micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted
 latency and receive overhead; ``contended`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``. The probes' rows (measured, every rung) are printed after the plans and never
+``contention``; ``memory`` plus the optional ``live_memory`` change (op costs that follow the
+memory live in the plan's order), fitted to the order probe timed in the same rounds. The probes' rows (measured, every rung) are printed after the plans and never
 counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
 of the measured best, for all plans and for the multi-device plans alone (the single-device plan
@@ -83,7 +84,8 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
-         "no-latfit", "contention", "wakeup", "handoff", "contended"]  # the ladder (see _rung_models)
+         "no-latfit", "contention", "wakeup", "handoff", "contended",
+         "memory"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup
+    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup, order_probe
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -216,6 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         if model is not None and not args.gpu:
             wake = fit_wakeup(model, g, steps=args.steps, warmup=args.warmup, **rtk)
         probe = {} if model is None else dict(model.probe_plans())
+        if model is not None and not args.gpu:  # the optional 'live_memory' change's probe
+            probe.setdefault("(order probe)", order_probe(g, gcl))
         if wake is not None:
             probe["(idle probe)"] = wake.idle_probe
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
@@ -297,7 +301,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     (``contention`` in place of ``overlap``, factor from the same traces), ``wakeup`` (plus
     ``wakeup``, fitted to its idle probe), ``handoff`` (micro-benchmarked per-tensor costs in
     place of ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap``
-    slope of ``measure_contention`` in place of the traced one)."""
+    slope of ``measure_contention`` in place of the traced one) and ``memory`` (plus
+    ``live_memory``, fitted to the order probe)."""
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime.calibrate import fit_wakeup
 
@@ -333,6 +338,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
         out["handoff"] = anchored(model.with_handoff(handoff))
     if bench_slope is not None:
         out["contended"] = anchored(model.with_overlap_slope(bench_slope))
+    if "(order probe)" in res and "live_memory" not in own:
+        out["memory"] = anchored(model, [*own, "live_memory"])
     cal = out["calibrated"]
     if cal is not None:
         print(f"{name:18s} re-anchored to the probes timed in the rounds: "
@@ -340,6 +347,10 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
                           if k in ("rescale", "reference_measured_ms", "step_cost_ms",
                                    "one_op_probe_measured_ms", "recv_overhead_ms",
                                    "probe_measured_ms")))
+    if out["memory"] is not None:
+        print(f"{name:18s} live_memory fitted to the order probe "
+              f"({out['memory'].details['order_probe_measured_ms']:.3f} ms): "
+              f"{100 * out['memory'].memory_slope:.2f} % per MB")
     return out
 
 

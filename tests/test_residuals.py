@@ -473,7 +473,7 @@ def test_reanchor_refits_rescale_step_cost_and_recv_to_the_round_times():
     m = JudgeModel(cl, congestion=False, changes=("shared_memory", "rescale", "step_cost",
                                                   "recv_fit"), probe=probe_plan(g, cl, seed=3))
     probes = m.probe_plans()
-    assert tuple(probes) == PROBES
+    assert tuple(probes) == PROBES[:3]   # the order probe only with live_memory
     ref, probe = probes["(reference)"], probes["(probe)"]
     # the times a machine 1.5x slower than the profile, with a 0.4 ms multi-device step cost
     # and a 0.02 ms receive overhead, would measure: re-anchoring recovers all three
@@ -539,3 +539,62 @@ def _heft_plan(g, cluster):
 def _unit_pesto():
     """Pesto's Figure 2 graph with every op 1 ms on a CPU."""
     return samples.pesto_fig2().map_ops(lambda v, d: {**d, "compute": {"cpu": 1.0}})
+
+
+def test_live_bytes_follow_the_order_the_ops_run_in():
+    from workbench.runtime.calibrate import local_cluster, order_probe, reference_live_bytes
+    from workbench.runtime.judging import live_bytes
+
+    g = samples.diamond()   # a -> b, a -> c, b -> d, c -> d; 10 MB tensors
+    # one device, a b c d: b's output waits for d while c runs
+    assert live_bytes(g, [0, 1, 2, 3], [1, 2, 3, 4]).tolist() == [0, 1e7, 2e7, 2e7]
+    # b and c at once on two devices (one shared memory): a's tensor dies when both end
+    assert live_bytes(g, [0, 1, 1, 2], [1, 2, 2, 3]).tolist() == [0, 1e7, 1e7, 2e7]
+    g = samples.load_sample("resnet_small")
+    topo = {v: k for k, v in enumerate(g.topological_order())}
+    at = [topo[v] for v in g.ops]
+    assert live_bytes(g, at, [k + 1 for k in at]).tolist() == reference_live_bytes(g).tolist()
+    # list-scheduling order defers the weight gradients: more memory live at its peak
+    seq = {v: k for k, v in enumerate(order_probe(g, local_cluster(2)).order["cpu0"])}
+    at = [seq[v] for v in g.ops]
+    assert live_bytes(g, at, [k + 1 for k in at]).max() > 1.5 * reference_live_bytes(g).max()
+
+
+def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
+    from workbench.runtime.calibrate import (
+        PROBES,
+        JudgeModel,
+        local_cluster,
+        order_probe,
+        probe_plan,
+        reference_plan,
+    )
+
+    g = samples.load_sample("resnet_small")
+    cl = local_cluster(2)
+    m = JudgeModel(cl, congestion=False, changes=("rescale", "live_memory", "step_cost"),
+                   probe=probe_plan(g, cl, seed=3))
+    probes = m.probe_plans()
+    assert set(probes) == {"(reference)", "(order probe)", "(one-op probe)"} <= set(PROBES)
+    ref, order = probes["(reference)"], probes["(order probe)"]
+    assert order.placement == ref.placement and order.order != ref.order
+    assert order == order_probe(g, cl) and ref == reference_plan(g, cl)
+    # a machine 1.2x slower, with ops 3 % slower per MB live beyond the reference's and a
+    # 0.3 ms multi-device step cost: re-anchoring recovers all three
+    slow = cl.with_devices([replace(d, speed=d.speed / 1.2) for d in cl.devices])
+    truth = replace(m, cluster=slow, memory_slope=0.03, multi_device_ms=0.3)
+    times = {k: truth.makespan(p) for k, p in probes.items()}
+    assert times["(order probe)"] > times["(reference)"] * 1.05
+    r = m.reanchor(times)
+    assert r.details["rescale"] == pytest.approx(1.2)
+    assert r.memory_slope == pytest.approx(0.03, rel=1e-3)
+    assert r.multi_device_ms == pytest.approx(0.3, abs=1e-3)
+    assert r.changes == ("rescale", "live_memory", "step_cost")
+    heft = _heft_plan(g, cl)
+    assert r.makespan(heft) == pytest.approx(truth.makespan(heft), rel=1e-3)
+    # the ablation drops it; a gap within the two runs' spreads fits nothing
+    assert m.reanchor(times, changes=("rescale",)).memory_slope == 0.0
+    t, gap = times["(order probe)"], times["(order probe)"] - times["(reference)"]
+    wide = [t - 5 * gap, t, t + 5 * gap, t]     # half its interquartile range: 1.25 x the gap
+    r2 = m.reanchor({**times, "(order probe)": Measurement("order", samples=wide)})
+    assert r2.memory_slope == 0.0 and "live_memory" in r2.changes

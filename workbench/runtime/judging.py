@@ -56,7 +56,8 @@ import numpy as np
 
 from ..errors import RuntimeBridgeError
 
-__all__ = ["Residuals", "busy_overlap", "ladder_stats", "median_timeline", "overlap_slope",
+__all__ = ["Residuals", "busy_overlap", "ladder_stats", "live_bytes", "median_timeline",
+           "overlap_slope",
            "residuals", "simulate_overlap", "step_spread", "tick_share", "traced_measurement",
            "woken_ops"]
 
@@ -553,6 +554,36 @@ def handoff_idle(graph, schedule) -> np.ndarray:
     return out
 
 
+def live_bytes(graph, start, end) -> np.ndarray:
+    """Per op, the bytes of tensors live when it starts (the ``live_memory`` model change): an
+    op's output (its largest outgoing tensor) is live from the op's end until the end of its
+    last consumer; ``start`` and ``end`` are per-op times of one schedule (any devices: logical
+    devices of one process share the memory). Outputs nobody consumes are not counted.
+
+    >>> from workbench import samples
+    >>> g = samples.diamond()          # a -> b, a -> c, b -> d, c -> d
+    >>> [g.edge(u, v)["bytes"] for u, v in g.edges()]
+    [10000000.0, 10000000.0, 10000000.0, 10000000.0]
+    >>> live_bytes(g, [0, 1, 2, 3], [1, 2, 3, 4]).tolist()   # one device, order a b c d
+    [0.0, 10000000.0, 20000000.0, 20000000.0]
+    """
+    gc = graph.c
+    st, en = np.asarray(start, dtype=float), np.asarray(end, dtype=float)
+    if gc.m == 0:
+        return np.zeros(gc.n)
+    size = np.zeros(gc.n)
+    np.maximum.at(size, gc.src, np.asarray(gc.bytes, dtype=float))
+    last = np.full(gc.n, -np.inf)
+    np.maximum.at(last, gc.src, en[gc.dst])
+    has = np.isfinite(last)
+    born, dies, w = en[has], last[has], size[has]
+    ob, od = np.argsort(born, kind="stable"), np.argsort(dies, kind="stable")
+    cb = np.concatenate([[0.0], np.cumsum(w[ob])])
+    cd = np.concatenate([[0.0], np.cumsum(w[od])])
+    return (cb[np.searchsorted(born[ob], st, side="right")]
+            - cd[np.searchsorted(dies[od], st, side="right")])
+
+
 def woken_ops(graph, schedule, *, idle_ms: float = WAKEUP_IDLE_MS) -> np.ndarray:
     """Per op (graph order), True where the simulated ``schedule`` starts it on a device that had
     been idle for at least ``idle_ms`` and whose start waits for an input from another device
@@ -597,7 +628,8 @@ def sent_tensors(plan, cluster) -> np.ndarray:
 
 def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup_ms: float = 0.0,
                      idle_ms: float = WAKEUP_IDLE_MS, send_ms: float = 0.0,
-                     handoff_slope: float = 0.0, idle_cap_ms: float = 1.0, **sim_kw):
+                     handoff_slope: float = 0.0, idle_cap_ms: float = 1.0,
+                     memory_slope: float = 0.0, memory_base=None, **sim_kw):
     """:func:`workbench.simulate` with the per-op extras of the optional model changes:
 
     * ``overlap``: each op's compute time ``t`` becomes ``t * (1 + slope * x)``, ``x`` its
@@ -605,7 +637,10 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
     * ``wakeup``: ``wakeup_ms`` more where :func:`woken_ops` marks it;
     * ``handoff``: ``send_ms`` per tensor an op sends to another device
       (:func:`sent_tensors`, static), and ``handoff_slope * min(idle, idle_cap_ms)`` where its
-      start is a hand-off after its device idled ``idle`` ms (:func:`handoff_idle`).
+      start is a hand-off after its device idled ``idle`` ms (:func:`handoff_idle`);
+    * ``live_memory``: ``t * memory_slope * (live - base) / 1e6``, ``live`` the bytes live when
+      the op starts (:func:`live_bytes`) and ``base`` the same op's in a reference schedule
+      (``memory_base``, per op; default 0); never less than ``-t / 2``.
 
     The dynamic extras are read off the previous iteration's schedule (starting from the plain
     simulation; ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets
@@ -622,16 +657,20 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
     True
     >>> simulate_overlap(p, c, 0.0, send_ms=1.0).makespan > simulate(p, c).makespan
     True
+    >>> simulate_overlap(p, c, 0.0, memory_slope=0.5).makespan > simulate(p, c).makespan
+    True
     """
     from ..simulate import simulate
 
-    if not (slope > 0 or wakeup_ms > 0 or send_ms > 0 or handoff_slope > 0):
+    if not (slope > 0 or wakeup_ms > 0 or send_ms > 0 or handoff_slope > 0
+            or memory_slope > 0):
         return simulate(plan, cluster, **sim_kw)
     g = plan.graph
     base = cluster.op_times(g)[np.arange(g.n_ops), plan.device_array(cluster)]
     static = send_ms * sent_tensors(plan, cluster) if send_ms > 0 else 0.0 * base
     s = simulate(plan, _SlowedOps(cluster, static), **sim_kw)
-    dynamic = slope > 0 or wakeup_ms > 0 or handoff_slope > 0
+    dynamic = slope > 0 or wakeup_ms > 0 or handoff_slope > 0 or memory_slope > 0
+    mem_base = 0.0 if memory_base is None else np.asarray(memory_base, dtype=float)
     for _ in range(max(1, int(iterations)) if dynamic else 0):
         extra = base * slope * busy_overlap(s.device, s.start, s.end) if slope > 0 else 0.0 * base
         if wakeup_ms > 0:
@@ -640,5 +679,8 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
             idle = handoff_idle(g, s)
             extra = extra + np.where(idle >= 0, handoff_slope * np.minimum(idle, idle_cap_ms),
                                      0.0)
+        if memory_slope > 0:
+            live = live_bytes(g, s.start, s.end) - mem_base
+            extra = extra + np.maximum(base * memory_slope * live / 1e6, -0.5 * base)
         s = simulate(plan, _SlowedOps(cluster, static + extra), **sim_kw)
     return s
