@@ -27,8 +27,8 @@ micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of
 latency and receive overhead; ``contended`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
 ``contention``; ``memory`` plus the optional ``live_memory`` change (op costs that follow the
-memory live in the plan's order), fitted to the order probe timed in the same rounds. The probes' rows (measured, every rung) are printed after the plans and never
-counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
+memory live in the plan's order), fitted to the order probe timed in the same rounds. The
+probes' rows (measured, every rung) are printed after the plans and never counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
 of the measured best, for all plans and for the multi-device plans alone (the single-device plan
 shares its placement with the profile and with ``rescale``'s reference). ``--residuals`` traces
