@@ -7,17 +7,17 @@ measured is printed per plan, with the median and the worst over all plans.
 
 By default each graph is re-profiled first (costs must come from the machine that measures),
 and a calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of
-shared_memory, overlap, rescale, step_cost, recv_fit) is fitted to probe runs of the model
-(``--no-fit``: none): a random placement, a single-device reference and the reference with one
-op on a second device. No probe is among the evaluated plans. The probes are timed again in the
-same interleaved rounds as the plans and the model is re-anchored to those times
-(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, multi-device step cost and
-receive overhead). Printed per plan: the fidelity ladder -- step time predicted with roofline
+shared_memory, overlap, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of
+the model (``--no-fit``: none): a random placement, a single-device reference, the reference in
+list-scheduling order and the reference with one op on a second device. No probe is among the
+evaluated plans. The probes are timed again in the same interleaved rounds as the plans and the
+model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
+speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the fidelity ladder -- step time predicted with roofline
 costs, with profiled costs, by the calibrated model, and measured (median, spread = half the
 interquartile range) -- and the ablation and extension rungs (``_rung_models``):
 ``probe-alone`` the calibrated model as fitted at calibration (not re-anchored); ``base``
-with ``contention`` in place of ``overlap`` and without ``rescale`` and ``step_cost`` (the
-default before round four, ``docs/runtime.md``);
+with ``contention`` in place of ``overlap`` and without ``rescale``, ``live_memory`` and
+``step_cost`` (the default before round four, ``docs/runtime.md``);
 ``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the
 traced tensor latency where the receive overhead fit hits 0; ``contention`` with the optional
 ``contention`` change in place of ``overlap`` (fitted from the same traces); ``wakeup`` plus the
@@ -26,9 +26,9 @@ to its time in the rounds); ``handoff`` with the per-tensor costs measured once 
 micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted
 latency and receive overhead; ``contended`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``; ``memory`` plus the optional ``live_memory`` change (op costs that follow the
-memory live in the plan's order), fitted to the order probe timed in the same rounds. The
-probes' rows (measured, every rung) are printed after the plans and never counted. At the end per rung the median and worst error, pairwise order agreement (all pairs
+``contention``; ``no-memory`` without ``live_memory`` (op costs that follow the memory live in
+the plan's order, fitted to the order probe; the default of round four). The probes' rows (measured, every rung) are printed after the plans and never counted. At the end
+per rung the median and worst error, pairwise order agreement (all pairs
 and those beyond the measured spread) and the models whose predicted best is within the spread
 of the measured best, for all plans and for the multi-device plans alone (the single-device plan
 shares its placement with the profile and with ``rescale``'s reference). ``--residuals`` traces
@@ -84,8 +84,8 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
-         "no-latfit", "contention", "wakeup", "handoff", "contended",
-         "memory"]  # the ladder (see _rung_models)
+         "no-latfit", "no-memory", "contention", "wakeup", "handoff",
+         "contended"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -218,8 +218,6 @@ def main(argv: list[str] | None = None) -> int:
         if model is not None and not args.gpu:
             wake = fit_wakeup(model, g, steps=args.steps, warmup=args.warmup, **rtk)
         probe = {} if model is None else dict(model.probe_plans())
-        if model is not None and not args.gpu:  # the optional 'live_memory' change's probe
-            probe.setdefault("(order probe)", order_probe(g, gcl))
         if wake is not None:
             probe["(idle probe)"] = wake.idle_probe
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
@@ -295,14 +293,14 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     be built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to
     its probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the
     model as calibrated, its probes timed once at calibration): ``calibrated`` (the default
-    changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale`` and
-    ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
+    changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale``,
+    ``live_memory`` and ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
     ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0), ``contention``
     (``contention`` in place of ``overlap``, factor from the same traces), ``wakeup`` (plus
     ``wakeup``, fitted to its idle probe), ``handoff`` (micro-benchmarked per-tensor costs in
     place of ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap``
-    slope of ``measure_contention`` in place of the traced one) and ``memory`` (plus
-    ``live_memory``, fitted to the order probe)."""
+    slope of ``measure_contention`` in place of the traced one) and ``no-memory`` (without
+    ``live_memory``: the default of round four)."""
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime.calibrate import fit_wakeup
 
@@ -322,7 +320,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     out["calibrated"] = anchored(model)
     swap = "overlap" in own and "contention_factor" in model.details
     old = model.with_contention() if swap else model  # the default before round four
-    out["base"] = anchored(old, [c for c in old.changes if c not in ("rescale", "step_cost")],
+    out["base"] = anchored(old, [c for c in old.changes
+                                 if c not in ("rescale", "live_memory", "step_cost")],
                            latency=False)
     out["no-rescale"] = anchored(model, [c for c in own if c != "rescale"])
     out["no-stepcost"] = anchored(model, [c for c in own if c != "step_cost"])
@@ -338,8 +337,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
         out["handoff"] = anchored(model.with_handoff(handoff))
     if bench_slope is not None:
         out["contended"] = anchored(model.with_overlap_slope(bench_slope))
-    if "(order probe)" in res and "live_memory" not in own:
-        out["memory"] = anchored(model, [*own, "live_memory"])
+    if "live_memory" in own:
+        out["no-memory"] = anchored(model, [c for c in own if c != "live_memory"])
     cal = out["calibrated"]
     if cal is not None:
         print(f"{name:18s} re-anchored to the probes timed in the rounds: "
@@ -347,10 +346,10 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
                           if k in ("rescale", "reference_measured_ms", "step_cost_ms",
                                    "one_op_probe_measured_ms", "recv_overhead_ms",
                                    "probe_measured_ms")))
-    if out["memory"] is not None:
+    if cal is not None and "order_probe_measured_ms" in cal.details:
         print(f"{name:18s} live_memory fitted to the order probe "
-              f"({out['memory'].details['order_probe_measured_ms']:.3f} ms): "
-              f"{100 * out['memory'].memory_slope:.2f} % per MB")
+              f"({cal.details['order_probe_measured_ms']:.3f} ms): "
+              f"{100 * cal.memory_slope:.2f} % per MB")
     return out
 
 

@@ -47,11 +47,12 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     assert all(math.isfinite(m) and math.isfinite(w) and 0 <= m <= w
                for m, w in ladder.values())
     # the default model, re-anchored to the probes timed in the rounds
-    assert "calibrated model (shared_memory, overlap, rescale, step_cost, recv_fit)" in out
+    assert ("calibrated model (shared_memory, overlap, rescale, live_memory, step_cost, "
+            "recv_fit)") in out
     assert "re-anchored to the probes timed in the rounds" in out
     # three plans are counted; the probes are printed but not among them
     assert "plans measured: 3 " in out
-    for probe in ("(probe)", "(reference)", "(one-op probe)", "(idle probe)"):
+    for probe in ("(probe)", "(reference)", "(one-op probe)", "(order probe)", "(idle probe)"):
         assert f"mlp                {probe}" in out
     # the reference is predicted exactly by every re-anchored rung that rescales
     row = next(line for line in out.splitlines() if line.startswith("mlp") and "(reference)"

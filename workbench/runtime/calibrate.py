@@ -398,11 +398,11 @@ order), :func:`reference_plan` (``rescale``, ``step_cost``, ``live_memory``),
 :func:`one_op_probe` (``step_cost``) and :func:`order_probe` (``live_memory``), in parentheses
 so that they never clash with a solver's name."""
 
-MODEL_CHANGES = ("shared_memory", "overlap", "rescale", "step_cost", "recv_fit")
+MODEL_CHANGES = ("shared_memory", "overlap", "rescale", "live_memory", "step_cost", "recv_fit")
 """The model changes :func:`calibrate_model` makes by default, applied in this order, each
-switchable (see ``docs/runtime.md``). ``rescale``, ``step_cost`` and ``recv_fit`` are fitted to
-probe runs that :meth:`JudgeModel.reanchor` refits to the same probes timed in the plans'
-interleaved rounds (:meth:`JudgeModel.probe_plans`):
+switchable (see ``docs/runtime.md``). ``rescale``, ``live_memory``, ``step_cost`` and
+``recv_fit`` are fitted to probe runs that :meth:`JudgeModel.reanchor` refits to the same probes
+timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
 
 ``shared_memory``
     Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
@@ -425,6 +425,18 @@ interleaved rounds (:meth:`JudgeModel.probe_plans`):
     machine's speed at the time of measuring, not of profiling (measured: the single-device
     plan 5-29 % away from its own profile within one run). Local logical CPU devices only,
     like ``step_cost`` (elsewhere the first device need not run every op).
+``live_memory``
+    An op's cost depends on the order the ops run in, through the memory live when it starts:
+    ``t * (1 + m * (live - live_ref) / 1 MB)``, ``live`` the bytes of tensors produced and not
+    yet consumed (:func:`~workbench.runtime.judging.live_bytes`, all devices: logical devices
+    share the memory) and ``live_ref`` the same op's in :func:`reference_plan` (whose costs the
+    profile and ``rescale`` anchor; fixed point over the simulated schedule). ``m`` is fitted to
+    :func:`order_probe`, the reference's placement in list-scheduling (upward rank) order,
+    against the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`).
+    Measured: resnet_small's single-device step in HEFT's global order ran 15.2-16.4 ms
+    against 13.9-14.4 ms in the reference's order, its backward convolutions 15-17 % slower
+    each, with 17.6 MB live at the peak against 10.7 MB. Local logical CPU devices only.
+    Default since round five (``docs/runtime.md``).
 ``step_cost``
     A step on two or more devices costs a constant more than its ops and transfers
     (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
@@ -435,7 +447,7 @@ interleaved rounds (:meth:`JudgeModel.probe_plans`):
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench", "live_memory")
+OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench")
 """Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
 
 ``contention``
@@ -465,17 +477,6 @@ OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench", "live
     :func:`~workbench.runtime.contention.measure_contention` (the single-device step alone and
     with every device running it) instead of fitted from traced op times. Excludes
     ``contention`` and ``overlap``.
-``live_memory``
-    An op's cost depends on the order the ops run in, through the memory live when it starts:
-    ``t * (1 + m * (live - live_ref) / 1 MB)``, ``live`` the bytes of tensors produced and not
-    yet consumed (:func:`~workbench.runtime.judging.live_bytes`, all devices: logical devices
-    share the memory) and ``live_ref`` the same op's in :func:`reference_plan` (whose costs the
-    profile and ``rescale`` anchor; fixed point over the simulated schedule). ``m`` is fitted to
-    :func:`order_probe`, the reference's placement in list-scheduling (upward rank) order,
-    against the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`).
-    Measured: resnet_small's single-device step in HEFT's global order ran 15.2-16.4 ms
-    against 13.9-14.4 ms in the reference's order, its backward convolutions 15-17 % slower
-    each, with 17.6 MB live at the peak against 10.7 MB. Local logical CPU devices only.
 """
 
 
@@ -1083,7 +1084,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, overlap, rescale, step_cost, recv_fit, contention, wakeup, handoff, contention_bench, live_memory)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, overlap, rescale, live_memory, step_cost, recv_fit, contention, wakeup, handoff, contention_bench)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
