@@ -54,6 +54,7 @@ __all__ = [
     "one_op_probe",
     "order_probe",
     "probe_plan",
+    "reference_live_bytes",
     "reference_plan",
 ]
 
