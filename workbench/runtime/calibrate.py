@@ -490,7 +490,8 @@ class JudgeModel:
     ``changes``: the names of :data:`MODEL_CHANGES` applied; ``details``: the fitted figures;
     ``probe``: the probe plan it was fitted to; ``overlap``: the slope of the ``overlap``
     change, ``wakeup`` the ms of the ``wakeup`` change and ``idle_probe`` the plan it was fitted
-    to (0 / None: off, see :data:`OPTIONAL_CHANGES`).
+    to (0 / None: off, see :data:`OPTIONAL_CHANGES`); ``multi_device_ms`` the ``step_cost``
+    change's constant and ``memory_slope`` the ``live_memory`` change's slope (per MB).
 
     >>> from workbench import samples, Plan
     >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
@@ -821,13 +822,14 @@ class JudgeModel:
                  max_ms: float = 1.0, latency: bool = True) -> JudgeModel:
         """This model with ``rescale``, ``live_memory``, ``step_cost`` and ``recv_fit`` (those
         of ``changes``, default this model's own) refitted, in that order, to ``measured`` (the
-        step cost and
-        the receive overhead alternately, to their fixed point, as each enters the other's
-        fit): the
-        :meth:`probe_plans` by name -> measured step (ms, or a
+        step cost and the receive overhead alternately, to their fixed point, as each enters
+        the other's fit): the :meth:`probe_plans` by name -> measured step (ms, or a
         :class:`~workbench.runtime.runner.Measurement`). Changes not named are left out (an
         ablation: ``changes=("recv_fit",)`` is the model without ``rescale`` and
         ``step_cost``); the other changes are kept. ``latency``: as in :meth:`refit_recv`.
+        ``live_memory`` is fitted only where the order probe and the reference differ by more
+        than their two spreads (:func:`~workbench.runtime.judging.step_spread` of the
+        Measurements' samples; bare numbers have none).
 
         Raises
         ------
