@@ -629,7 +629,8 @@ def sent_tensors(plan, cluster) -> np.ndarray:
 def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup_ms: float = 0.0,
                      idle_ms: float = WAKEUP_IDLE_MS, send_ms: float = 0.0,
                      handoff_slope: float = 0.0, idle_cap_ms: float = 1.0,
-                     memory_slope: float = 0.0, memory_base=None, **sim_kw):
+                     memory_slope: float = 0.0, memory_base=None,
+                     memory_cap: float = math.inf, **sim_kw):
     """:func:`workbench.simulate` with the per-op extras of the optional model changes:
 
     * ``overlap``: each op's compute time ``t`` becomes ``t * (1 + slope * x)``, ``x`` its
@@ -640,7 +641,8 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
       start is a hand-off after its device idled ``idle`` ms (:func:`handoff_idle`);
     * ``live_memory``: ``t * memory_slope * (live - base) / 1e6``, ``live`` the bytes live when
       the op starts (:func:`live_bytes`) and ``base`` the same op's in a reference schedule
-      (``memory_base``, per op; default 0); never less than ``-t / 2``.
+      (``memory_base``, per op; default 0), both capped at ``memory_cap`` bytes (the last-level
+      cache: beyond it more live memory evicts nothing more); never less than ``-t / 2``.
 
     The dynamic extras are read off the previous iteration's schedule (starting from the plain
     simulation; ``iterations`` fixed-point passes). The simulator itself is unchanged: it gets
@@ -671,6 +673,7 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
     s = simulate(plan, _SlowedOps(cluster, static), **sim_kw)
     dynamic = slope > 0 or wakeup_ms > 0 or handoff_slope > 0 or memory_slope > 0
     mem_base = 0.0 if memory_base is None else np.asarray(memory_base, dtype=float)
+    mem_base = np.minimum(mem_base, memory_cap)
     for _ in range(max(1, int(iterations)) if dynamic else 0):
         extra = base * slope * busy_overlap(s.device, s.start, s.end) if slope > 0 else 0.0 * base
         if wakeup_ms > 0:
@@ -680,7 +683,7 @@ def simulate_overlap(plan, cluster, slope: float, *, iterations: int = 3, wakeup
             extra = extra + np.where(idle >= 0, handoff_slope * np.minimum(idle, idle_cap_ms),
                                      0.0)
         if memory_slope > 0:
-            live = live_bytes(g, s.start, s.end) - mem_base
+            live = np.minimum(live_bytes(g, s.start, s.end), memory_cap) - mem_base
             extra = extra + np.maximum(base * memory_slope * live / 1e6, -0.5 * base)
         s = simulate(plan, _SlowedOps(cluster, static + extra), **sim_kw)
     return s
