@@ -5,37 +5,37 @@ is simulated on a cluster of logical CPU devices whose links were calibrated on 
 then applied to the real program and measured; the relative error |simulated - measured| /
 measured is printed per plan, with the median and the worst over all plans.
 
-By default each graph is re-profiled first (costs must come from the machine that measures),
-and a calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of
-shared_memory, overlap, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of
-the model (``--no-fit``: none): a random placement, a single-device reference, the reference in
+By default each graph is re-profiled first (costs must come from the machine that measures), and a
+calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of shared_memory,
+overlap, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of the model
+(``--no-fit``: none): a random placement, a single-device reference, the reference in
 list-scheduling order and the reference with one op on a second device. No probe is among the
 evaluated plans. The probes are timed again in the same interleaved rounds as the plans and the
 model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
-speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the fidelity ladder -- step time predicted with roofline
-costs, with profiled costs, by the calibrated model, and measured (median, spread = half the
-interquartile range) -- and the ablation and extension rungs (``_rung_models``):
-``probe-alone`` the calibrated model as fitted at calibration (not re-anchored); ``base``
-with ``contention`` in place of ``overlap`` and without ``rescale``, ``live_memory`` and
-``step_cost`` (the default before round four, ``docs/runtime.md``);
-``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the
-traced tensor latency where the receive overhead fit hits 0; ``contention`` with the optional
+speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the
+fidelity ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated
+model, and measured (median, spread = half the interquartile range) -- and the ablation and
+extension rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration
+(not re-anchored); ``base`` with ``contention`` in place of ``overlap`` and without ``rescale``,
+``live_memory`` and ``step_cost`` (the default before round four, ``docs/runtime.md``);
+``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the traced
+tensor latency where the receive overhead fit hits 0; ``contention`` with the optional
 ``contention`` change in place of ``overlap`` (fitted from the same traces); ``wakeup`` plus the
-optional ``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted
-to its time in the rounds); ``handoff`` with the per-tensor costs measured once by
-micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted
-latency and receive overhead; ``contended`` with the ``overlap`` slowdown at the slope
+optional ``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted to
+its time in the rounds); ``handoff`` with the per-tensor costs measured once by micro-benchmarks
+(:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted latency and receive
+overhead; ``contended`` with the ``overlap`` slowdown at the slope
 :func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``; ``no-memory`` without ``live_memory`` (op costs that follow the memory live in
-the plan's order, fitted to the order probe; the default of round four). The probes' rows (measured, every rung) are printed after the plans and never counted. At the end
-per rung the median and worst error, pairwise order agreement (all pairs
-and those beyond the measured spread) and the models whose predicted best is within the spread
-of the measured best, for all plans and for the multi-device plans alone (the single-device plan
-shares its placement with the profile and with ``rescale``'s reference). ``--residuals`` traces
-each model's worst plan and prints its error parts (:func:`workbench.runtime.residuals`). The
-plans' timed steps are interleaved in ``--rounds`` passes so that a drifting machine slows all
-plans alike. Logical CPU devices share the machine's cores: use at most as many devices as idle
-cores (``--devices``, default 2). See ``docs/runtime.md``.
+``contention``; ``no-memory`` without ``live_memory`` (op costs that follow the memory live in the
+plan's order, fitted to the order probe; the default of round four). The probes' rows (measured,
+every rung) are printed after the plans and never counted. At the end per rung the median and worst
+error, pairwise order agreement (all pairs and those beyond the measured spread) and the models
+whose predicted best is within the spread of the measured best, for all plans and for the
+multi-device plans alone (the single-device plan shares its placement with the profile and with
+``rescale``'s reference). ``--residuals`` traces each model's worst plan and prints its error parts
+(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds`` passes
+so that a drifting machine slows all plans alike. Logical CPU devices share the machine's cores: use
+at most as many devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
 
 With ``--realtime`` every timed, traced and profiled step (link calibration, profiles, probes,
 plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup, order_probe
+    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup
     from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
@@ -289,16 +289,16 @@ def _width(rung: str) -> int:
 
 
 def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
-    """The judge model of every rung after ``roofline`` and ``profiled`` (None where it cannot
-    be built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to
-    its probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the
-    model as calibrated, its probes timed once at calibration): ``calibrated`` (the default
-    changes), ``base`` (``contention`` in place of ``overlap``, without ``rescale``,
-    ``live_memory`` and ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
+    """The judge model of every rung after ``roofline`` and ``profiled`` (None where it cannot be
+    built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to its
+    probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the model
+    as calibrated, its probes timed once at calibration): ``calibrated`` (the default changes),
+    ``base`` (``contention`` in place of ``overlap``, without ``rescale``, ``live_memory`` and
+    ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
     ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0), ``contention``
     (``contention`` in place of ``overlap``, factor from the same traces), ``wakeup`` (plus
     ``wakeup``, fitted to its idle probe), ``handoff`` (micro-benchmarked per-tensor costs in
-    place of ``shared_memory`` and ``recv_fit``) and ``contended`` (the untraced ``overlap``
+    place of ``shared_memory`` and ``recv_fit``), ``contended`` (the untraced ``overlap``
     slope of ``measure_contention`` in place of the traced one) and ``no-memory`` (without
     ``live_memory``: the default of round four)."""
     from workbench.errors import RuntimeBridgeError

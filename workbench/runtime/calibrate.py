@@ -428,19 +428,19 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     plan 5-29 % away from its own profile within one run). Local logical CPU devices only,
     like ``step_cost`` (elsewhere the first device need not run every op).
 ``live_memory``
-    An op's cost depends on the order the ops run in, through the memory live when it starts:
-    ``t * (1 + m * (live - live_ref) / 1 MB)``, ``live`` the bytes of tensors produced and not
-    yet consumed (:func:`~workbench.runtime.judging.live_bytes`, all devices: logical devices
-    share the memory) and ``live_ref`` the same op's in :func:`reference_plan` (whose costs the
-    profile and ``rescale`` anchor; fixed point over the simulated schedule). ``m`` is fitted to
-    :func:`order_probe`, the reference's placement in list-scheduling (upward rank) order,
-    against the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`).
-    Both live figures are capped at the last-level cache (:func:`last_level_cache_bytes`, 32
-    MiB here): beyond it more live memory evicts nothing more (ResNet-50 and GNMT keep hundreds
-    of MB live in any order). Measured: resnet_small's single-device step in HEFT's global order ran 15.2-16.4 ms
-    against 13.9-14.4 ms in the reference's order, its backward convolutions 15-17 % slower
-    each, with 17.6 MB live at the peak against 10.7 MB. Local logical CPU devices only.
-    Default since round five (``docs/runtime.md``).
+    An op's cost depends on the order the ops run in, through the memory live when it starts: ``t *
+    (1 + m * (live - live_ref) / 1 MB)``, ``live`` the bytes of tensors produced and not yet
+    consumed (:func:`~workbench.runtime.judging.live_bytes`, all devices: logical devices share the
+    memory) and ``live_ref`` the same op's in :func:`reference_plan` (whose costs the profile and
+    ``rescale`` anchor; fixed point over the simulated schedule). ``m`` is fitted to
+    :func:`order_probe`, the reference's placement in list-scheduling (upward rank) order, against
+    the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`). Both live figures
+    are capped at the last-level cache (:func:`last_level_cache_bytes`, 32 MiB here): beyond it more
+    live memory evicts nothing more (ResNet-50 and GNMT keep hundreds of MB live in any order).
+    Measured: resnet_small's single-device step in HEFT's global order ran 15.2-16.4 ms against
+    13.9-14.4 ms in the reference's order, its backward convolutions 15-17 % slower each, with 17.6
+    MB live at the peak against 10.7 MB. Local logical CPU devices only. Default since round five
+    (``docs/runtime.md``).
 ``step_cost``
     A step on two or more devices costs a constant more than its ops and transfers
     (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
