@@ -916,16 +916,14 @@ def order_probe(graph, cluster: Cluster):
     """
     import heapq
 
+    from ..analysis import upward_rank
+
     ref = reference_plan(graph, cluster)
     first = cluster.names[0]
     gc, topo = graph.c, graph.topological_order()
     pos = {v: k for k, v in enumerate(topo)}
     cost = cluster.op_times(graph)[:, 0]
-    cost = np.where(np.isfinite(cost), cost, 0.0)
-    rank = np.zeros(gc.n)
-    for v in reversed(topo):
-        i = gc.index[v]
-        rank[i] = cost[i] + max((rank[j] for j in gc.succ[i]), default=0.0)
+    rank = upward_rank(graph, np.where(np.isfinite(cost), cost, 0.0), np.zeros(gc.m))
     indeg = np.array([len(gc.pred[i]) for i in range(gc.n)])
     ready = [(-rank[gc.index[v]], pos[v], v) for v in topo if indeg[gc.index[v]] == 0]
     heapq.heapify(ready)
