@@ -7,27 +7,29 @@ measured is printed per plan, with the median and the worst over all plans.
 
 By default each graph is re-profiled first (costs must come from the machine that measures), and a
 calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of shared_memory,
-overlap, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of the model
+contention_bench, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of the model
 (``--no-fit``: none): a random placement, a single-device reference, the reference in
 list-scheduling order and the reference with one op on a second device. No probe is among the
-evaluated plans. The probes are timed again in the same interleaved rounds as the plans and the
+evaluated plans. The slowdown of ops while another device computes has its slope measured
+untraced after the plans' rounds (:func:`workbench.runtime.contention.measure_contention`, the
+``contention_bench`` change); the model is first fitted with the traced slope (``overlap``), which
+the ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same interleaved rounds as the plans and the
 model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
 speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the
 fidelity ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated
 model, and measured (median, spread = half the interquartile range) -- and the ablation and
 extension rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration
-(not re-anchored); ``base`` with ``contention`` in place of ``overlap`` and without ``rescale``,
+(not re-anchored); ``base`` with ``contention`` in place of the slowdown and without ``rescale``,
 ``live_memory`` and ``step_cost`` (the default before round four, ``docs/runtime.md``);
 ``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the traced
-tensor latency where the receive overhead fit hits 0; ``contention`` with the optional
-``contention`` change in place of ``overlap`` (fitted from the same traces); ``wakeup`` plus the
-optional ``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted to
-its time in the rounds); ``handoff`` with the per-tensor costs measured once by micro-benchmarks
-(:func:`workbench.runtime.handoff.measure_handoff`) in place of the fitted latency and receive
-overhead; ``contended`` with the ``overlap`` slowdown at the slope
-:func:`workbench.runtime.contention.measure_contention` measures untraced, in place of
-``contention``; ``no-memory`` without ``live_memory`` (op costs that follow the memory live in the
-plan's order, fitted to the order probe; the default of round four). The probes' rows (measured,
+tensor latency where the receive overhead fit hits 0; ``no-memory`` without ``live_memory`` (op
+costs that follow the memory live in the plan's order, fitted to the order probe); ``traced``
+with the slowdown's slope fitted from traced op times (``overlap``, the default of rounds four and
+five); ``contention`` with the optional ``contention`` change in place of the slowdown (fitted
+from the same traces); ``wakeup`` plus the optional ``wakeup`` change, fitted to a second probe
+(``fit_wakeup``: timed alone, then refitted to its time in the rounds); ``handoff`` with the
+per-tensor costs measured once by micro-benchmarks (:func:`workbench.runtime.handoff.
+measure_handoff`) in place of the fitted latency and receive overhead. The probes' rows (measured,
 every rung) are printed after the plans and never counted. At the end per rung the median and worst
 error, pairwise order agreement (all pairs and those beyond the measured spread) and the models
 whose predicted best is within the spread of the measured best, for all plans and for the
@@ -84,8 +86,8 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
-         "no-latfit", "no-memory", "contention", "wakeup", "handoff",
-         "contended"]  # the ladder (see _rung_models)
+         "no-latfit", "no-memory", "traced", "contention", "wakeup",
+         "handoff"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -201,8 +203,12 @@ def main(argv: list[str] | None = None) -> int:
         elif not args.no_reprofile or name.startswith("keras:"):
             g = rt.profile(g, steps=10, warmup=3, **rtk)
         gcl, model = cluster, None
+        # the untraced slope is measured after the rounds (below): calibrate with the traced
+        # one, which the 'traced', 'base' and 'contention' rungs need, and swap it in there
+        untraced = "contention_bench" in args.changes and not args.gpu
         if not args.no_fit:
-            model = rt.calibrate_model(g, cluster, changes=args.changes, steps=args.steps,
+            fit = ["overlap" if c == "contention_bench" and untraced else c for c in args.changes]
+            model = rt.calibrate_model(g, cluster, changes=fit, steps=args.steps,
                                        warmup=args.warmup, **rtk)
             gcl = model.cluster
             print(f"{name:18s} calibrated model ({', '.join(model.changes) or 'no change'}): "
@@ -223,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
         res = rt.measure_plans(g, {**plans, **probe}, steps=args.steps, warmup=args.warmup,
                                cluster=gcl, rounds=args.rounds, **rtk)
         bench_slope = None  # the overlap slope measured untraced (single step, all devices busy)
-        if model is not None and not args.gpu:
+        if model is not None and untraced:
             from workbench.runtime.contention import measure_contention
 
             cont = measure_contention(g, gcl, steps=args.steps, warmup=args.warmup, **rtk)
@@ -292,23 +298,29 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     """The judge model of every rung after ``roofline`` and ``profiled`` (None where it cannot be
     built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to its
     probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the model
-    as calibrated, its probes timed once at calibration): ``calibrated`` (the default changes),
-    ``base`` (``contention`` in place of ``overlap``, without ``rescale``, ``live_memory`` and
-    ``step_cost``: the default before round four), ``no-rescale``, ``no-stepcost``,
-    ``no-latfit`` (the traced tensor latency kept where ``recv_fit`` hits 0), ``contention``
-    (``contention`` in place of ``overlap``, factor from the same traces), ``wakeup`` (plus
-    ``wakeup``, fitted to its idle probe), ``handoff`` (micro-benchmarked per-tensor costs in
-    place of ``shared_memory`` and ``recv_fit``), ``contended`` (the untraced ``overlap``
-    slope of ``measure_contention`` in place of the traced one) and ``no-memory`` (without
-    ``live_memory``: the default of round four)."""
+    as calibrated, its probes timed once at calibration). ``model`` is calibrated with the
+    traced ``overlap`` slope; ``bench_slope`` (the untraced slope of ``measure_contention``, or
+    None) takes its place in the default (the ``contention_bench`` change). The rungs:
+    ``calibrated`` (the default changes), ``base`` (``contention`` in place of the slope,
+    without ``rescale``, ``live_memory`` and ``step_cost``: the default before round four),
+    ``no-rescale``, ``no-stepcost``, ``no-latfit`` (the traced tensor latency kept where
+    ``recv_fit`` hits 0), ``no-memory`` (without ``live_memory``), ``traced`` (the traced
+    ``overlap`` slope in place of the untraced one: the default of rounds four and five),
+    ``contention`` (``contention`` in place of the slope, factor from the same traces),
+    ``wakeup`` (plus ``wakeup``, fitted to its idle probe) and ``handoff`` (micro-benchmarked
+    per-tensor costs in place of ``shared_memory`` and ``recv_fit``)."""
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime.calibrate import fit_wakeup
 
     out = dict.fromkeys(RUNGS[2:])
     if model is None:
         return out
-    out["probe-alone"] = model
-    own = model.changes
+
+    def untraced(m):
+        return m.with_overlap_slope(bench_slope) if bench_slope is not None else m
+
+    out["probe-alone"] = default = untraced(model)
+    own = default.changes
 
     def anchored(m, changes=None, latency=True):
         try:
@@ -317,35 +329,37 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
             print(f"{name:18s} not re-anchored: {e}")
             return None
 
-    out["calibrated"] = anchored(model)
-    swap = "overlap" in own and "contention_factor" in model.details
+    out["calibrated"] = anchored(default)
+    swap = "overlap" in model.changes and "contention_factor" in model.details
     old = model.with_contention() if swap else model  # the default before round four
     out["base"] = anchored(old, [c for c in old.changes
                                  if c not in ("rescale", "live_memory", "step_cost")],
                            latency=False)
-    out["no-rescale"] = anchored(model, [c for c in own if c != "rescale"])
-    out["no-stepcost"] = anchored(model, [c for c in own if c != "step_cost"])
-    out["no-latfit"] = anchored(model, latency=False)
+    out["no-rescale"] = anchored(default, [c for c in own if c != "rescale"])
+    out["no-stepcost"] = anchored(default, [c for c in own if c != "step_cost"])
+    out["no-latfit"] = anchored(default, latency=False)
+    if "live_memory" in own:
+        out["no-memory"] = anchored(default, [c for c in own if c != "live_memory"])
+    if "overlap_slope" in model.details:
+        out["traced"] = anchored(model.with_overlap())
     if swap:
         out["contention"] = anchored(old)
     if wake is not None and res["(idle probe)"].ok and out["calibrated"] is not None:
-        out["wakeup"] = fit_wakeup(anchored(wake), g, measured_ms=res["(idle probe)"].median_ms,
+        out["wakeup"] = fit_wakeup(anchored(untraced(wake)), g,
+                                   measured_ms=res["(idle probe)"].median_ms,
                                    probe_ms=res["(probe)"].median_ms)
         print(f"{name:18s} wakeup fitted to the interleaved idle probe "
               f"({res['(idle probe)'].median_ms:.3f} ms): {out['wakeup'].wakeup * 1e3:.1f} us")
     if handoff is not None:
-        out["handoff"] = anchored(model.with_handoff(handoff))
-    if bench_slope is not None:
-        out["contended"] = anchored(model.with_overlap_slope(bench_slope))
-    if "live_memory" in own:
-        out["no-memory"] = anchored(model, [c for c in own if c != "live_memory"])
+        out["handoff"] = anchored(default.with_handoff(handoff))
     cal = out["calibrated"]
     if cal is not None:
-        print(f"{name:18s} re-anchored to the probes timed in the rounds: "
+        print(f"{name:18s} re-anchored to the probes timed in the rounds "
+              f"({', '.join(cal.changes)}): "
               + ", ".join(f"{k} {v:.4g}" for k, v in cal.details.items()
                           if k in ("rescale", "reference_measured_ms", "step_cost_ms",
                                    "one_op_probe_measured_ms", "recv_overhead_ms",
-                                   "probe_measured_ms")))
+                                   "probe_measured_ms", "contention_bench_slope")))
     if cal is not None and "order_probe_measured_ms" in cal.details:
         print(f"{name:18s} live_memory fitted to the order probe "
               f"({cal.details['order_probe_measured_ms']:.3f} ms): "

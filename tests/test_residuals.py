@@ -156,8 +156,11 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
     assert full.changes == MODEL_CHANGES and not full.congestion
     assert all(math.isinf(lk.bandwidth) for lk in full.cluster.links.values())
     assert full.details["tensor_latency_ms"] >= 0
-    assert full.contention == {} and full.overlap == full.details["overlap_slope"] >= 0
-    assert full.with_contention().contention[2] == full.details["contention_factor"] >= 1.0
+    # the default slowdown: the slope measured untraced, no traced single-device run
+    assert full.contention == {} and full.overlap == full.details["contention_bench_slope"] >= 0
+    assert "overlap_slope" not in full.details
+    with pytest.raises(RuntimeBridgeError, match="no fitted contention factor"):
+        full.with_contention()
     probe = full.probe   # probe_plan's placement, in the order it was run
     assert probe.placement == rt.probe_plan(mlp, cl).placement and probe.order is not None
     # the receive overhead is fitted so that the model predicts the probe's measured step
@@ -272,6 +275,11 @@ def test_calibrated_model_fits_the_overlap_slope(rt, mlp):
     assert m.overlap == m.details["overlap_slope"] >= 0.0
     assert m.details["contention_factor"] >= 1.0   # both fitted from the same traces
     assert m.with_overlap().overlap == m.overlap
+    assert m.with_contention().contention[2] == m.details["contention_factor"]
+    # the untraced slope takes the traced one's place; with_overlap puts it back
+    u = m.with_overlap_slope(0.25)
+    assert u.changes == ("shared_memory", "contention_bench") and u.overlap == 0.25
+    assert u.with_overlap().changes == m.changes and u.with_overlap().overlap == m.overlap
     # the probe runs in one fixed order (calibration, interleaved rounds and predictions)
     assert m.probe.order is not None
     assert sorted(v for ops in m.probe.order.values() for v in ops) == sorted(mlp.ops)

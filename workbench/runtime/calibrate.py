@@ -400,7 +400,8 @@ order), :func:`reference_plan` (``rescale``, ``step_cost``, ``live_memory``),
 :func:`one_op_probe` (``step_cost``) and :func:`order_probe` (``live_memory``), in parentheses
 so that they never clash with a solver's name."""
 
-MODEL_CHANGES = ("shared_memory", "overlap", "rescale", "live_memory", "step_cost", "recv_fit")
+MODEL_CHANGES = ("shared_memory", "contention_bench", "rescale", "live_memory", "step_cost",
+                 "recv_fit")
 """The model changes :func:`calibrate_model` makes by default, applied in this order, each
 switchable (see ``docs/runtime.md``). ``rescale``, ``live_memory``, ``step_cost`` and
 ``recv_fit`` are fitted to probe runs that :meth:`JudgeModel.reanchor` refits to the same probes
@@ -411,16 +412,19 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     its bytes and no FIFO link on which transfers queue. Their links become a per-tensor
     latency (bandwidth infinite), fitted as the median measured delay of the probe's binding
     cross-device tensors, and the simulation runs without link congestion.
-``overlap``
+``contention_bench``
     Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
     bandwidth and caches are shared): an op is slowed by the time another device computes
     while it runs, ``t * (1 + s * x)``, ``x`` its overlap fraction in the simulated schedule
-    (fixed point, :func:`~workbench.runtime.judging.simulate_overlap`), ``s`` fitted from the
-    probe's and a single-device run's traced op times
-    (:func:`~workbench.runtime.judging.overlap_slope`). A plan whose devices seldom compute at
-    once is barely slowed (measured: GNMT with one op moved to a second device ran 195.9 and
-    199.0 ms against 195.5 and 198.0 ms on one device; ``contention``'s one factor predicted
-    it 9-17 % slower).
+    (fixed point, :func:`~workbench.runtime.judging.simulate_overlap`), ``s`` measured untraced
+    by :func:`~workbench.runtime.contention.measure_contention`: the single-device reference step
+    timed alone and while every other device runs it too, ``s`` = their ratio - 1. A plan whose
+    devices seldom compute at once is barely slowed. Default since round six
+    (``docs/runtime.md``): with the slope fitted from traced op times (``overlap``) GNMT's HEFT
+    plan was predicted 6-19 % fast in every paper-sized run of rounds four and five (traced
+    slope 0-0.14, untraced 0.04-0.29). On a cluster that is not local logical CPU devices (a
+    GPU cluster's first device is the host, which cannot run every op) the traced ``overlap``
+    slope is fitted instead, and ``changes`` names ``overlap``.
 ``rescale``
     Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
     predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
@@ -451,9 +455,22 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench")
-"""Model changes that are off unless named (extensions under evaluation, ``docs/runtime.md``):
+OPTIONAL_CHANGES = ("overlap", "contention", "wakeup", "handoff")
+"""Model changes that are off unless named (other models of the same effect, and extensions
+under evaluation, ``docs/runtime.md``):
 
+``overlap``
+    Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
+    bandwidth and caches are shared): an op is slowed by the time another device computes
+    while it runs, ``t * (1 + s * x)``, ``x`` its overlap fraction in the simulated schedule
+    (fixed point, :func:`~workbench.runtime.judging.simulate_overlap`), ``s`` fitted from the
+    probe's and a single-device run's traced op times
+    (:func:`~workbench.runtime.judging.overlap_slope`). A plan whose devices seldom compute at
+    once is barely slowed (measured: GNMT with one op moved to a second device ran 195.9 and
+    199.0 ms against 195.5 and 198.0 ms on one device; ``contention``'s one factor predicted
+    it 9-17 % slower).
+    The default of rounds four and five, in place of ``contention_bench`` (excludes it and
+    ``contention``).
 ``contention``
     The default before round four (``docs/runtime.md``), in place of ``overlap``: every op of a
     plan on as many devices as the probe runs slower by one factor. The slowdown is the ratio
@@ -476,11 +493,6 @@ OPTIONAL_CHANGES = ("contention", "wakeup", "handoff", "contention_bench")
     the time the receiving device idled (``latency_ms + slope * idle``, idle capped at 1 ms;
     :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a
     probe. Excludes ``shared_memory`` and ``recv_fit``.
-``contention_bench``
-    The ``overlap`` slowdown with its slope measured untraced by
-    :func:`~workbench.runtime.contention.measure_contention` (the single-device step alone and
-    with every device running it) instead of fitted from traced op times. Excludes
-    ``contention`` and ``overlap``.
 """
 
 
@@ -554,13 +566,22 @@ class JudgeModel:
         return s
 
     def with_overlap(self) -> JudgeModel:
-        """This model with ``overlap`` in place of ``contention``, its slope read from
-        ``details["overlap_slope"]`` (fitted by :func:`calibrate_model` whenever it traces the
-        single-device reference run), so both can be judged on the same measurements."""
+        """This model with ``overlap`` in place of ``contention`` or ``contention_bench``, its
+        slope read from ``details["overlap_slope"]`` (fitted by :func:`calibrate_model` whenever
+        it traces the single-device reference run), so both can be judged on the same
+        measurements.
+
+        >>> m = JudgeModel(local_cluster(2), overlap=0.25, details={"overlap_slope": 0.05},
+        ...                changes=("shared_memory", "contention_bench", "recv_fit"))
+        >>> o = m.with_overlap()
+        >>> o.overlap, o.changes
+        (0.05, ('shared_memory', 'overlap', 'recv_fit'))
+        """
         if "overlap_slope" not in self.details:
             raise RuntimeBridgeError("with_overlap: this model has no fitted overlap slope "
                                      "(calibrate it with 'contention' or 'overlap')")
-        changes = tuple(c for c in self.changes if c != "contention")
+        slot = ("contention", "overlap", "contention_bench")  # the slowdown keeps its place
+        changes = tuple(dict.fromkeys("overlap" if c in slot else c for c in self.changes))
         changes += () if "overlap" in changes else ("overlap",)
         return replace(self, contention={}, overlap=float(self.details["overlap_slope"]),
                        changes=changes)
@@ -676,10 +697,15 @@ class JudgeModel:
         >>> o = m.with_overlap_slope(0.2)
         >>> o.contention, o.overlap, o.changes
         ({}, 0.2, ('contention_bench',))
+        >>> JudgeModel(local_cluster(2), changes=("shared_memory", "overlap", "recv_fit")
+        ...            ).with_overlap_slope(0.1).changes
+        ('shared_memory', 'contention_bench', 'recv_fit')
         """
-        changes = tuple(c for c in self.changes if c not in ("contention", "overlap"))
-        return replace(self, contention={}, overlap=float(slope),
-                       changes=changes + ("contention_bench",),
+        slot = ("contention", "overlap", "contention_bench")  # the slowdown keeps its place
+        changes = tuple(dict.fromkeys("contention_bench" if c in slot else c
+                                      for c in self.changes))
+        changes += () if "contention_bench" in changes else ("contention_bench",)
+        return replace(self, contention={}, overlap=float(slope), changes=changes,
                        details={**self.details, "contention_bench_slope": float(slope)})
 
     def rescale(self, reference, measured_ms: float) -> JudgeModel:
@@ -1068,6 +1094,22 @@ def _same_process(cluster: Cluster) -> bool:
     return all(d.kind == "cpu" and "/" not in d.name for d in cluster.devices)
 
 
+def _measurable(changes: tuple, cluster: Cluster) -> tuple:
+    """``changes`` with ``contention_bench`` replaced by ``overlap`` (the traced slope) unless
+    every device is a local logical CPU device: the benchmark runs every op on each device, and
+    a GPU cluster's host, or a GPU, cannot run every op.
+
+    >>> from workbench import Cluster
+    >>> _measurable(("shared_memory", "contention_bench"), local_cluster(2))
+    ('shared_memory', 'contention_bench')
+    >>> _measurable(("shared_memory", "contention_bench"), Cluster.preset("2xV100-pcie"))
+    ('shared_memory', 'overlap')
+    """
+    if _same_process(cluster):
+        return tuple(changes)
+    return tuple("overlap" if c == "contention_bench" else c for c in changes)
+
+
 def _spread(measured, name: str) -> float:
     """The spread (:func:`~workbench.runtime.judging.step_spread`) of a measurement given as a
     :class:`~workbench.runtime.runner.Measurement`; 0 for a bare number."""
@@ -1100,13 +1142,16 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     """Fit a :class:`JudgeModel` to traced probe runs of the real program.
 
     The probe (default :func:`probe_plan`: a random placement, many cross-device tensors; keep
-    it out of the plans you evaluate) and a single-device run are measured with
-    :func:`workbench.runtime.judging.traced_measurement` (traces: the tensor latency and the
-    slowdown); the probe, the single-device reference and the one-op probe are then timed
-    together in three interleaved rounds (the speed, step cost and receive overhead). Each
+    it out of the plans you evaluate) is measured with
+    :func:`workbench.runtime.judging.traced_measurement` (traces: the tensor latency), a
+    single-device run too where the slowdown is fitted from traces (``overlap``,
+    ``contention``); the default slowdown (``contention_bench``) is measured untraced by
+    :func:`~workbench.runtime.contention.measure_contention`; the probe, the single-device
+    reference, the order probe and the one-op probe are then timed together in three
+    interleaved rounds (the speed, live-memory slope, step cost and receive overhead). Each
     change of ``changes`` (of :data:`MODEL_CHANGES` and :data:`OPTIONAL_CHANGES`, applied in
-    that order) is fitted from them. The model's ``rescale``, ``step_cost`` and ``recv_fit`` figures then follow the
-    machine at calibration time: to judge plans, time :meth:`JudgeModel.probe_plans` in the
+    that order) is fitted from them. The model's ``rescale``, ``live_memory``, ``step_cost``
+    and ``recv_fit`` figures then follow the machine at calibration time: to judge plans, time :meth:`JudgeModel.probe_plans` in the
     plans' rounds and :meth:`JudgeModel.reanchor` the model to them (as ``bench/fidelity.py``
     does). ``realtime``: every run under ``SCHED_FIFO`` (see
     :func:`~workbench.runtime.runner.run_plan`).
@@ -1121,7 +1166,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, overlap, rescale, live_memory, step_cost, recv_fit, contention, wakeup, handoff, contention_bench)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention_bench, rescale, live_memory, step_cost, recv_fit, overlap, contention, wakeup, handoff)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -1158,6 +1203,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         model = replace(model, cluster=cl, congestion=False,
                         changes=model.changes + ("shared_memory",))
         details["tensor_latency_ms"] = lat
+    changes = _measurable(changes, cluster)
     if "contention" in changes or "overlap" in changes:
         first = cluster.names[0]
         single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
