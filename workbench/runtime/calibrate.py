@@ -421,10 +421,10 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     timed alone and while every other device runs it too, ``s`` = their ratio - 1. A plan whose
     devices seldom compute at once is barely slowed. Default since round six
     (``docs/runtime.md``): with the slope fitted from traced op times (``overlap``) GNMT's HEFT
-    plan was predicted 6-19 % fast in every paper-sized run of rounds four and five (traced
-    slope 0-0.14, untraced 0.04-0.29). On a cluster that is not local logical CPU devices (a
-    GPU cluster's first device is the host, which cannot run every op) the traced ``overlap``
-    slope is fitted instead, and ``changes`` names ``overlap``.
+    plan was predicted 6-19 % fast in every paper-sized run of rounds four and five but one
+    (5.8 %; traced slope 0-0.15, untraced 0.03-0.29). On a cluster that is not local logical
+    CPU devices (a GPU cluster's first device is the host, which cannot run every op) the traced
+    ``overlap`` slope is fitted instead, and ``changes`` names ``overlap``.
 ``rescale``
     Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
     predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
