@@ -45,7 +45,9 @@ plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
 instead of waiting for the scheduler's 4 ms tick, and idle CPUs poll instead of sleeping
 (``--no-idle-poll``: they may sleep; :func:`workbench.runtime.realtime.idle_poll`). Solving and
 graph building stay at normal priority. A machine that refuses it stops the bench with the reason. Per plan the share of
-timed steps within 0.3 ms of a multiple of 4 ms is printed (``ticks``).
+timed steps within 0.3 ms of a multiple of 4 ms is printed (``ticks``), and the minor page faults
+per timed step (``faults``: every session holds the memory its steps free,
+:mod:`workbench.runtime.steady_memory`; a warm plan that still faults is worth a look).
 
 With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
 carved out of one), plus ``cpu0`` for the ops that have no GPU kernel: each graph is profiled on
@@ -141,7 +143,14 @@ def main(argv: list[str] | None = None) -> int:
                     help="timed, traced and profiled steps under SCHED_FIFO (see the docstring)")
     ap.add_argument("--no-idle-poll", action="store_true",
                     help="with --realtime: let idle CPUs sleep (no zero wake-up latency request)")
+    ap.add_argument("--no-hold-memory", action="store_true",
+                    help="let the sessions' freed memory go back to the system (see "
+                         "workbench.runtime.steady_memory)")
     args = ap.parse_args(argv)
+    if args.no_hold_memory:
+        from workbench.runtime import steady_memory
+
+        steady_memory.HOLD_FREED_MEMORY = False
     if args.no_idle_poll:
         from workbench.runtime import realtime as realtime_module
 
@@ -190,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     errors, rows = [], []
     print(f"{'model':18s} {'method':12s} {'devs':>4s} "
           + " ".join(f"{r:>{_width(r)}s}" for r in RUNGS)
-          + f" {'measured':>9s} {'spread':>7s} {'error':>7s} {'ticks':>6s}")
+          + f" {'measured':>9s} {'spread':>7s} {'error':>7s} {'ticks':>6s} {'faults':>7s}")
     for name in args.models:
         if name.startswith("keras:"):  # extracted here (default batch 2, input 32x32)
             batch, size, sizes = KERAS_MODELS.get(name, (2, (32, 32), {}))
@@ -261,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:18s} {m:12s} {len(plan.devices_used()):4d} "
                   + " ".join(f"{row[r]:{_width(r)}.2f}" for r in RUNGS)
                   + f" {meas.median_ms:9.2f} {row['spread']:7.2f} {100 * err:6.1f}%"
-                  f" {100 * tick_share(meas.samples):5.0f}%")
+                  f" {100 * tick_share(meas.samples):5.0f}% {meas.faults_per_step:7.0f}")
         model = models["calibrated"]
         if args.residuals and model is not None and model_rows:
             err, plan, _ = max(model_rows, key=lambda x: x[0])

@@ -33,6 +33,7 @@ from typing import Any
 
 from .._native import block_triton
 from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
+from .steady_memory import hold_freed_memory
 
 __all__ = ["closing_reported", "new_session", "op_error_message", "session_config", "tf", "tf_device", "timed_runs"]
 
@@ -155,7 +156,10 @@ def op_error_message(e: BaseException) -> str:
 
 def new_session(graph, *, target: str = "", what: str = "session", **config):
     """A ``tf.compat.v1.Session`` on ``graph`` with :func:`session_config` (``**config``); a
-    failure to open it is a RuntimeBridgeError naming ``what``."""
+    failure to open it is a RuntimeBridgeError naming ``what``. Every session the runtime opens
+    comes from here, and first makes the process hold the memory its steps free
+    (:func:`~workbench.runtime.steady_memory.hold_freed_memory`, unless switched off)."""
+    hold_freed_memory()
     try:
         return tf().compat.v1.Session(target=target, graph=graph,
                                       config=session_config(target=target, **config))

@@ -49,11 +49,12 @@ import networkx as nx
 
 from ..errors import PlanError, RuntimeBridgeError, WorkbenchError
 from ..plan import Plan
-from ._tf import op_error_message, session_config, tf, tf_device
+from ._tf import new_session, op_error_message, tf, tf_device
 from .extraction import program_for
 from .gpu import is_gpu_device, sync_op
 from .program import Program, _input_name, step_dag
 from .realtime import realtime as realtime_scheduling
+from .steady_memory import minor_faults
 
 __all__ = [
     "Decision",
@@ -75,7 +76,9 @@ class Measurement:
 
     ``trace`` (when requested) maps node -> ``(tf_device, start_ms, end_ms)`` of one traced step,
     times relative to the step's first op. ``realtime``: every timed and traced step ran under
-    real-time scheduling (:mod:`workbench.runtime.realtime`).
+    real-time scheduling (:mod:`workbench.runtime.realtime`). ``faults``: the process's minor page
+    faults during the timed steps (:mod:`workbench.runtime.steady_memory`: a warm step that
+    takes hundreds is one whose memory goes back to the system and is faulted in again).
     """
 
     method: str
@@ -90,6 +93,7 @@ class Measurement:
     error: str | None = None
     order_source: str | None = None
     realtime: bool = False
+    faults: int = 0
 
     @property
     def ok(self) -> bool:
@@ -99,12 +103,21 @@ class Measurement:
     def median_ms(self) -> float:
         return statistics.median(self.samples) if self.samples else math.nan
 
+    @property
+    def faults_per_step(self) -> float:
+        """Minor page faults per timed step (NaN without timed steps).
+
+        >>> Measurement("x", samples=[1.0, 1.1], faults=6).faults_per_step
+        3.0
+        """
+        return self.faults / len(self.samples) if self.samples else math.nan
+
     def to_dict(self) -> dict:
         return {"method": self.method, "mean_ms": self.mean_ms, "std_ms": self.std_ms,
                 "median_ms": self.median_ms, "samples": list(self.samples), "steps": self.steps,
                 "warmup": self.warmup, "devices": list(self.devices), "ordered": self.ordered,
                 "order_source": self.order_source, "error": self.error,
-                "realtime": self.realtime}
+                "realtime": self.realtime, "faults": self.faults}
 
 
 @dataclass
@@ -306,9 +319,9 @@ def _open_session(graph, tf_devs: Iterable[str], *, target: str, inter_op: int |
     if not target and cpus > 256:
         raise RuntimeBridgeError(f"a plan on {cpus} logical CPU devices is not supported "
                                  f"(at most 256)")
-    cfg = session_config(cpus=cpus, inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op,
-                         target=target, spinning=spinning)
-    sess = t.compat.v1.Session(target=target or "", graph=graph, config=cfg)
+    sess = new_session(graph, target=target or "", cpus=cpus,
+                       inter_op=inter_op or len(set(tf_devs)), intra_op=intra_op,
+                       spinning=spinning)
     have = {_canonical(d.name) for d in sess.list_devices()}
     for d in tf_devs:
         if _canonical(d) not in have:
@@ -417,6 +430,7 @@ class PlanSession:
         self._sess = _open_session(graph, dmap.values(), target=target, inter_op=inter_op,
                                    intra_op=intra_op, spinning=not self.realtime)
         self.samples: list = []
+        self.faults = 0  # minor page faults during the timed steps
         self.warmup = 0
         try:
             _check_kernels(plan, program, dmap)  # after the devices are known to exist
@@ -457,10 +471,12 @@ class PlanSession:
         """Run ``steps`` timed steps; their wall times (ms) are added to :attr:`samples`."""
         out = []
         with self._scheduled():
+            f0 = minor_faults()
             for _ in range(steps):
                 t0 = time.perf_counter()
                 self._run(self._train)
                 out.append((time.perf_counter() - t0) * 1e3)
+            self.faults += minor_faults() - f0
         self.samples.extend(out)
         return out
 
@@ -482,7 +498,8 @@ class PlanSession:
         std = statistics.pstdev(s) if len(s) > 1 else 0.0
         return Measurement(self.plan.method, mean, std, list(s), len(s), self.warmup,
                            self.devices, self.ordered, trace, order_source=self.order_source,
-                           realtime=bool(self._granted) and all(self._granted))
+                           realtime=bool(self._granted) and all(self._granted),
+                           faults=self.faults)
 
     def close(self) -> None:
         sess, self._sess = getattr(self, "_sess", None), None
