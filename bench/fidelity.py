@@ -13,8 +13,8 @@ list-scheduling order and the reference with one op on a second device. No probe
 evaluated plans. The slowdown of ops while another device computes has its slope measured
 untraced after the plans' rounds (:func:`workbench.runtime.contention.measure_contention`, the
 ``contention_bench`` change); the model is first fitted with the traced slope (``overlap``), which
-the ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same interleaved rounds as the plans and the
-model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
+the ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same
+interleaved rounds as the plans and the model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
 speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the
 fidelity ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated
 model, and measured (median, spread = half the interquartile range) -- and the ablation and
@@ -44,9 +44,9 @@ plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
 (:mod:`workbench.runtime.realtime`): on a loaded machine a woken thread then runs at once
 instead of waiting for the scheduler's 4 ms tick, and idle CPUs poll instead of sleeping
 (``--no-idle-poll``: they may sleep; :func:`workbench.runtime.realtime.idle_poll`). Solving and
-graph building stay at normal priority. A machine that refuses it stops the bench with the reason. Per plan the share of
-timed steps within 0.3 ms of a multiple of 4 ms is printed (``ticks``), and the minor page faults
-per timed step (``faults``: every session holds the memory its steps free,
+graph building stay at normal priority. A machine that refuses it stops the bench with the
+reason. Per plan the share of timed steps within 0.3 ms of a multiple of 4 ms is printed
+(``ticks``), and the minor page faults per timed step (``faults``: every session holds the memory its steps free,
 :mod:`workbench.runtime.steady_memory`; a warm plan that still faults is worth a look).
 
 With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
