@@ -14,8 +14,9 @@ evaluated plans. The slowdown of ops while another device computes has its slope
 untraced after the plans' rounds (:func:`workbench.runtime.contention.measure_contention`, the
 ``contention_bench`` change); the model is first fitted with the traced slope (``overlap``), which
 the ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same
-interleaved rounds as the plans and the model is re-anchored to those times (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`:
-speed, live-memory slope, multi-device step cost and receive overhead). Printed per plan: the
+interleaved rounds as the plans and the model is re-anchored to those times
+(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, live-memory slope,
+multi-device step cost and receive overhead). Printed per plan: the
 fidelity ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated
 model, and measured (median, spread = half the interquartile range) -- and the ablation and
 extension rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration
@@ -46,8 +47,9 @@ instead of waiting for the scheduler's 4 ms tick, and idle CPUs poll instead of 
 (``--no-idle-poll``: they may sleep; :func:`workbench.runtime.realtime.idle_poll`). Solving and
 graph building stay at normal priority. A machine that refuses it stops the bench with the
 reason. Per plan the share of timed steps within 0.3 ms of a multiple of 4 ms is printed
-(``ticks``), and the minor page faults per timed step (``faults``: every session holds the memory its steps free,
-:mod:`workbench.runtime.steady_memory`; a warm plan that still faults is worth a look).
+(``ticks``), and the minor page faults per timed step (``faults``: every session holds the
+memory its steps free, :mod:`workbench.runtime.steady_memory`; a warm plan that still faults
+is worth a look).
 
 With ``--gpu`` the devices are the machine's NVIDIA GPUs (or ``--partitions N`` logical GPUs
 carved out of one), plus ``cpu0`` for the ops that have no GPU kernel: each graph is profiled on

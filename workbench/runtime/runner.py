@@ -658,21 +658,19 @@ def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
         # the rest of the warm-up interleaved too: the sessions' steps share the process's
         # heap, which grows until every plan has run among the others (measured: GNMT's HEFT
         # plan took 13,000 page faults a step in its first timed round after warming alone)
-        for _ in range(warmup - 1):
+        def each_open(run):  # one pass over the open sessions; a failure closes its session
             for name in list(open_):
                 try:
-                    open_[name].warm(1)
+                    run(open_[name])
                 except WorkbenchError as e:
                     failed(name, e)
                     open_.pop(name).close()
+
+        for _ in range(warmup - 1):
+            each_open(lambda ps: ps.warm(1))
         per_round = max(1, math.ceil(steps / rounds))
         for _ in range(rounds):
-            for name in list(open_):
-                try:
-                    open_[name].time(per_round)
-                except WorkbenchError as e:
-                    failed(name, e)
-                    open_.pop(name).close()
+            each_open(lambda ps: ps.time(per_round))
         for name, ps in open_.items():
             try:
                 m = ps.measurement(ps.trace() if trace else None)
