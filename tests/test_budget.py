@@ -45,6 +45,14 @@ def test_until_ends_at_a_fraction_of_the_whole_call():
     assert polish.deadline == pytest.approx(b.t0 + 9.0)
 
 
+def test_the_limit_is_the_seconds_given_whatever_the_clock_reads():
+    # at this clock reading t0 + 120 - t0 is 119.99999999999977 in floating point: the limit
+    # (reported, and shown in doctests) must still be the 120 s asked for
+    assert 1929.057 + 120.0 - 1929.057 != 120.0
+    b = Budget(120.0, clock=lambda: 1929.057)
+    assert b.limit == 120.0 and b.deadline == 1929.057 + 120.0
+
+
 def test_unbounded_budget():
     b = Budget.of(None)
     assert b.left() == math.inf and b.seconds() is None and not b.over()

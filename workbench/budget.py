@@ -96,7 +96,14 @@ class Budget:
             self.deadline: float | None = _deadline
         else:
             self.deadline = None if seconds is None else self.t0 + float(seconds)
-        self.limit = None if self.deadline is None else self.deadline - self.t0
+        # the limit as given: ``t0 + seconds - t0`` is not ``seconds`` in floating point once
+        # the clock is large (120 s came out as 119.99999999999955 after a long uptime)
+        if self.deadline is None:
+            self.limit = None
+        elif _deadline is None:
+            self.limit = float(seconds)
+        else:
+            self.limit = self.deadline - self.t0
         self.shares: dict[str, Budget] = {}
 
     # ------------------------------------------------------------------ making one
