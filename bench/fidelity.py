@@ -6,39 +6,45 @@ then applied to the real program and measured; the relative error |simulated - m
 measured is printed per plan, with the median and the worst over all plans.
 
 By default each graph is re-profiled first (costs must come from the machine that measures), and a
-calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of shared_memory,
-contention_bench, rescale, live_memory, step_cost, recv_fit) is fitted to probe runs of the model
-(``--no-fit``: none): a random placement, a single-device reference, the reference in
-list-scheduling order and the reference with one op on a second device. No probe is among the
-evaluated plans. The slowdown of ops while another device computes has its slope measured
-untraced after the plans' rounds (:func:`workbench.runtime.contention.measure_contention`, the
-``contention_bench`` change); the model is first fitted with the traced slope (``overlap``), which
-the ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same
-interleaved rounds as the plans and the model is re-anchored to those times
+calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of contention_bench,
+handoff, rescale, live_memory, step_cost; optional shared_memory, recv_fit, overlap, contention,
+wakeup) is fitted to probe runs of the model (``--no-fit``: none): a random placement, a
+single-device reference, the reference in list-scheduling order and the reference with one op on
+a second device. No probe is among the evaluated plans. The per-tensor costs between devices are
+measured once by micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`, the
+``handoff`` change), and the slowdown of ops while another device computes has its slope
+measured untraced after the plans' rounds (:func:`workbench.runtime.contention.
+measure_contention`, the ``contention_bench`` change); the model is first fitted with the traced
+slope (``overlap``) and with a per-tensor latency and receive overhead fitted to the random probe
+(``shared_memory``, ``recv_fit``), which the ``recv-fit``, ``traced``, ``base`` and
+``contention`` rungs use. The probes are timed again in the same interleaved rounds as the plans
+and the model is re-anchored to those times
 (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, live-memory slope,
-multi-device step cost and receive overhead). Printed per plan: the
-fidelity ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated
-model, and measured (median, spread = half the interquartile range) -- and the ablation and
-extension rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration
-(not re-anchored); ``base`` with ``contention`` in place of the slowdown and without ``rescale``,
-``live_memory`` and ``step_cost`` (the default before round four, ``docs/runtime.md``);
-``no-rescale`` and ``no-stepcost`` without one of them; ``no-latfit`` without lowering the traced
-tensor latency where the receive overhead fit hits 0; ``no-memory`` without ``live_memory`` (op
-costs that follow the memory live in the plan's order, fitted to the order probe); ``traced``
-with the slowdown's slope fitted from traced op times (``overlap``, the default of rounds four and
-five); ``contention`` with the optional ``contention`` change in place of the slowdown (fitted
-from the same traces); ``wakeup`` plus the optional ``wakeup`` change, fitted to a second probe
-(``fit_wakeup``: timed alone, then refitted to its time in the rounds); ``handoff`` with the
-per-tensor costs measured once by micro-benchmarks (:func:`workbench.runtime.handoff.
-measure_handoff`) in place of the fitted latency and receive overhead. The probes' rows (measured,
-every rung) are printed after the plans and never counted. At the end per rung the median and worst
-error, pairwise order agreement (all pairs and those beyond the measured spread) and the models
-whose predicted best is within the spread of the measured best, for all plans and for the
-multi-device plans alone (the single-device plan shares its placement with the profile and with
-``rescale``'s reference). ``--residuals`` traces each model's worst plan and prints its error parts
-(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds`` passes
-so that a drifting machine slows all plans alike. Logical CPU devices share the machine's cores: use
-at most as many devices as idle cores (``--devices``, default 2). See ``docs/runtime.md``.
+multi-device step cost and, where fitted, receive overhead). Printed per plan: the fidelity
+ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated model,
+and measured (median, spread = half the interquartile range) -- and the ablation and extension
+rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration (not
+re-anchored); ``base`` with ``contention`` in place of the slowdown, the fitted latency and
+receive overhead, without ``rescale``, ``live_memory`` and ``step_cost`` (the default before
+round four, ``docs/runtime.md``); ``recv-fit`` with the fitted latency and receive overhead in
+place of the measured hand-off costs (the default of round six); ``no-rescale`` and
+``no-stepcost`` without one of them; ``no-memory`` without ``live_memory`` (op costs that follow
+the memory live in the plan's order, fitted to the order probe); ``uncapped`` with the live
+memory not capped at the last-level cache; ``traced`` with the slowdown's slope fitted
+from traced op times (``overlap``), the fitted latency and receive overhead (the default of
+rounds four and five); ``contention`` with the optional ``contention`` change in place of the
+slowdown (fitted from the same traces); ``wakeup`` the ``recv-fit`` model plus the optional
+``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted to its
+time in the rounds). The probes' rows (measured, every rung) are printed after the plans and
+never counted. At the end per rung the median and worst error, pairwise order agreement (all
+pairs and those beyond the measured spread) and the models whose predicted best is within the
+spread of the measured best, for all plans and for the multi-device plans alone (the
+single-device plan shares its placement with the profile and with ``rescale``'s reference).
+``--residuals`` traces each model's worst plan and prints its error parts
+(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds``
+passes so that a drifting machine slows all plans alike. Logical CPU devices share the machine's
+cores: use at most as many devices as idle cores (``--devices``, default 2). See
+``docs/runtime.md``.
 
 With ``--realtime`` every timed, traced and profiled step (link calibration, profiles, probes,
 plans, residual traces) runs with the process's threads under ``SCHED_FIFO``
@@ -64,7 +70,7 @@ are added: each is extracted from its ``tf.function`` training step on this mach
 Usage::
 
     .venv/bin/python bench/fidelity.py [--devices 2] [--steps 20] [--models mlp lstm_seq2seq]
-    .venv/bin/python bench/fidelity.py --residuals --changes shared_memory recv_fit
+    .venv/bin/python bench/fidelity.py --residuals --changes shared_memory recv_fit  # fitted
     .venv/bin/python bench/fidelity.py --realtime --residuals   # as root, or with CAP_SYS_NICE
     .venv/bin/python bench/fidelity.py --keras --models   # the Keras models only
     .venv/bin/python bench/fidelity.py --gpu [--partitions 2]
@@ -77,6 +83,7 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -89,9 +96,9 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
                 "keras:TransformerEncoder": (8, (64, 128), {"ffn": 256})}
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
-RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "no-rescale", "no-stepcost",
-         "no-latfit", "no-memory", "traced", "contention", "wakeup",
-         "handoff"]  # the ladder (see _rung_models)
+RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "recv-fit", "no-rescale",
+         "no-stepcost", "no-memory", "uncapped", "traced", "contention",
+         "wakeup"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -217,8 +224,12 @@ def main(argv: list[str] | None = None) -> int:
         # the untraced slope is measured after the rounds (below): calibrate with the traced
         # one, which the 'traced', 'base' and 'contention' rungs need, and swap it in there
         untraced = "contention_bench" in args.changes and not args.gpu
+        # the same for the measured hand-off costs: calibrate with the fitted latency and
+        # receive overhead, which the 'recv-fit', 'traced', 'base' and 'contention' rungs need
+        swap = {"contention_bench": ["overlap"] if untraced else ["contention_bench"],
+                "handoff": ["shared_memory", "recv_fit"] if handoff is not None else ["handoff"]}
         if not args.no_fit:
-            fit = ["overlap" if c == "contention_bench" and untraced else c for c in args.changes]
+            fit = [f for c in args.changes for f in swap.get(c, [c])]
             model = rt.calibrate_model(g, cluster, changes=fit, steps=args.steps,
                                        warmup=args.warmup, **rtk)
             gcl = model.cluster
@@ -247,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             bench_slope = cont["slope"]
             print(f"{name:18s} contention benchmark: alone {cont['alone_ms']:.3f} ms, with every "
                   f"device busy {cont['together_ms']:.3f} ms (slope {bench_slope:.3f})")
-        models = _rung_models(name, g, model, wake, handoff, bench_slope, res)
+        models = _rung_models(name, g, model, wake,
+                              handoff if "handoff" in args.changes else None, bench_slope, res)
         model_rows = []
         # the plans, then the probes (printed for inspection, never counted in the ladder)
         for m, plan in [*plans.items(), *probe.items()]:
@@ -310,16 +322,20 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to its
     probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the model
     as calibrated, its probes timed once at calibration). ``model`` is calibrated with the
-    traced ``overlap`` slope; ``bench_slope`` (the untraced slope of ``measure_contention``, or
-    None) takes its place in the default (the ``contention_bench`` change). The rungs:
-    ``calibrated`` (the default changes), ``base`` (``contention`` in place of the slope,
-    without ``rescale``, ``live_memory`` and ``step_cost``: the default before round four),
-    ``no-rescale``, ``no-stepcost``, ``no-latfit`` (the traced tensor latency kept where
-    ``recv_fit`` hits 0), ``no-memory`` (without ``live_memory``), ``traced`` (the traced
-    ``overlap`` slope in place of the untraced one: the default of rounds four and five),
-    ``contention`` (``contention`` in place of the slope, factor from the same traces),
-    ``wakeup`` (plus ``wakeup``, fitted to its idle probe) and ``handoff`` (micro-benchmarked
-    per-tensor costs in place of ``shared_memory`` and ``recv_fit``)."""
+    traced ``overlap`` slope and, where ``handoff`` (the micro-benchmarked
+    :class:`~workbench.runtime.handoff.HandoffCosts`, or None) is given, with ``shared_memory``
+    and ``recv_fit``; ``bench_slope`` (the untraced slope of ``measure_contention``, or None)
+    and ``handoff`` take their places in the default (the ``contention_bench`` and ``handoff``
+    changes). The rungs: ``calibrated`` (the default changes), ``base`` (``contention`` in place
+    of the slope, the fitted latency and receive overhead, without ``rescale``, ``live_memory``
+    and ``step_cost``: the default before round four), ``recv-fit`` (``shared_memory`` and
+    ``recv_fit`` in place of ``handoff``: the default of round six), ``no-rescale``,
+    ``no-stepcost``, ``no-memory`` (without ``live_memory``), ``uncapped`` (live memory not
+    capped at the last-level cache), ``traced`` (round five's default: the
+    traced ``overlap`` slope, the fitted latency and receive overhead), ``contention``
+    (``contention`` in place of the slope, factor from the same traces, with the fitted
+    latency and receive overhead) and ``wakeup`` (the ``recv-fit`` model plus ``wakeup``,
+    fitted to its idle probe)."""
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime.calibrate import fit_wakeup
 
@@ -330,7 +346,10 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     def untraced(m):
         return m.with_overlap_slope(bench_slope) if bench_slope is not None else m
 
-    out["probe-alone"] = default = untraced(model)
+    def measured(m):
+        return m.with_handoff(handoff) if handoff is not None else m
+
+    out["probe-alone"] = default = measured(untraced(model))
     own = default.changes
 
     def anchored(m, changes=None, latency=True):
@@ -346,11 +365,13 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     out["base"] = anchored(old, [c for c in old.changes
                                  if c not in ("rescale", "live_memory", "step_cost")],
                            latency=False)
+    if handoff is not None:
+        out["recv-fit"] = anchored(untraced(model))
     out["no-rescale"] = anchored(default, [c for c in own if c != "rescale"])
     out["no-stepcost"] = anchored(default, [c for c in own if c != "step_cost"])
-    out["no-latfit"] = anchored(default, latency=False)
     if "live_memory" in own:
         out["no-memory"] = anchored(default, [c for c in own if c != "live_memory"])
+        out["uncapped"] = anchored(replace(default, memory_cap=math.inf))
     if "overlap_slope" in model.details:
         out["traced"] = anchored(model.with_overlap())
     if swap:
@@ -361,8 +382,6 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
                                    probe_ms=res["(probe)"].median_ms)
         print(f"{name:18s} wakeup fitted to the interleaved idle probe "
               f"({res['(idle probe)'].median_ms:.3f} ms): {out['wakeup'].wakeup * 1e3:.1f} us")
-    if handoff is not None:
-        out["handoff"] = anchored(default.with_handoff(handoff))
     cal = out["calibrated"]
     if cal is not None:
         print(f"{name:18s} re-anchored to the probes timed in the rounds "

@@ -46,12 +46,15 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     assert set(ladder) == set(bench.RUNGS)
     assert all(math.isfinite(m) and math.isfinite(w) and 0 <= m <= w
                for m, w in ladder.values())
-    # fitted with the traced slope (for the 'traced', 'base' and 'contention' rungs), then the
-    # default model: the untraced slope in its place, re-anchored to the probes timed in the rounds
+    # fitted with the traced slope and the fitted per-tensor costs (for the 'recv-fit',
+    # 'traced', 'base' and 'contention' rungs), then the default model: the untraced slope and
+    # the micro-benchmarked hand-off costs in their places, re-anchored to the probes timed in
+    # the rounds
     from workbench.runtime.calibrate import MODEL_CHANGES
 
     assert ("calibrated model (shared_memory, overlap, rescale, live_memory, step_cost, "
             "recv_fit)") in out
+    assert "hand-off costs: send_ms " in out
     assert "mlp                contention benchmark: alone" in out
     assert f"re-anchored to the probes timed in the rounds ({', '.join(MODEL_CHANGES)})" in out
     # three plans are counted; the probes are printed but not among them

@@ -148,14 +148,21 @@ def test_traced_run_lines_up_with_simulation(rt, mlp):
 @tf_only
 def test_calibrated_model_changes_are_switchable(rt, mlp):
     from workbench.runtime.calibrate import MODEL_CHANGES, calibrate_model, local_cluster
+    from workbench.runtime.handoff import HandoffCosts
 
     cl = local_cluster(2)
     none = calibrate_model(mlp, cl, changes=(), steps=3, warmup=1, traces=3)
     assert none.changes == () and none.congestion and none.cluster is cl
-    full = calibrate_model(mlp, cl, changes=MODEL_CHANGES, steps=3, warmup=1, traces=3)
+    costs = HandoffCosts(send_ms=0.004, recv_ms=0.003, latency_ms=0.001, slope=0.05)
+    full = calibrate_model(mlp, cl, changes=MODEL_CHANGES, steps=3, warmup=1, traces=3,
+                           handoff=costs)
     assert full.changes == MODEL_CHANGES and not full.congestion
     assert all(math.isinf(lk.bandwidth) for lk in full.cluster.links.values())
-    assert full.details["tensor_latency_ms"] >= 0
+    # the default per-tensor costs: the micro-benchmarked ones given, nothing fitted to a probe
+    assert full.send_overhead == 0.004 and full.handoff_slope == 0.05
+    assert all(d.recv_overhead == 0.003 for d in full.cluster.devices)
+    assert all(lk.latency == 0.001 for lk in full.cluster.links.values())
+    assert "recv_overhead_ms" not in full.details and "(probe)" not in full.probe_plans()
     # the default slowdown: the slope measured untraced, no traced single-device run
     assert full.contention == {} and full.overlap == full.details["contention_bench_slope"] >= 0
     assert "overlap_slope" not in full.details
@@ -163,10 +170,16 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
         full.with_contention()
     probe = full.probe   # probe_plan's placement, in the order it was run
     assert probe.placement == rt.probe_plan(mlp, cl).placement and probe.order is not None
-    # the receive overhead is fitted so that the model predicts the probe's measured step
-    # (unless even no overhead predicts it too slow)
-    if full.details["recv_overhead_ms"] > 0:
-        assert full.makespan(probe) == pytest.approx(full.details["probe_measured_ms"], rel=1e-3)
+    # round six's per-tensor costs: a latency from the traced probe and a receive overhead
+    # fitted so that the model predicts the probe's measured step (unless even no overhead
+    # predicts it too slow)
+    fitted = calibrate_model(mlp, cl, changes=("shared_memory", "contention_bench", "recv_fit"),
+                             steps=3, warmup=1, traces=3)
+    assert fitted.changes == ("shared_memory", "contention_bench", "recv_fit")
+    assert fitted.details["tensor_latency_ms"] >= 0 and fitted.send_overhead == 0
+    if fitted.details["recv_overhead_ms"] > 0:
+        assert fitted.makespan(fitted.probe) == pytest.approx(
+            fitted.details["probe_measured_ms"], rel=1e-3)
     with pytest.raises(RuntimeBridgeError, match="unknown model change 'fast'"):
         calibrate_model(mlp, cl, changes=["fast"])
 
@@ -533,8 +546,11 @@ def test_default_model_reanchors_to_its_probes_timed_with_the_plans(rt, mlp):
     r = m.reanchor(res)
     ref = m.probe_plans()["(reference)"]
     assert r.makespan(ref) == pytest.approx(res["(reference)"].median_ms, rel=1e-6)
-    if r.details["recv_overhead_ms"] > 0:
-        assert r.makespan(m.probe) == pytest.approx(res["(probe)"].median_ms, rel=1e-3)
+    # the hand-off costs are measured, not re-anchored: the random probe is not timed
+    assert "(probe)" not in m.probe_plans() and m.details["send_ms"] >= 0
+    assert r.send_overhead == m.send_overhead
+    assert ([d.recv_overhead for d in r.cluster.devices]
+            == [d.recv_overhead for d in m.cluster.devices])
     assert math.isfinite(r.makespan(plans["heft"]))
 
 
@@ -606,3 +622,73 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
     wide = [t - 5 * gap, t, t + 5 * gap, t]     # half its interquartile range: 1.25 x the gap
     r2 = m.reanchor({**times, "(order probe)": Measurement("order", samples=wide)})
     assert r2.memory_slope == 0.0 and "live_memory" in r2.changes
+
+
+def _fan_graph():
+    """a -> (b1, b2); b1 -> c1, b2 -> c2 (100 MB each); (c1, c2) -> d: the topological order
+    a b1 b2 c1 c2 d keeps both 100 MB tensors live, the order a b1 c1 b2 c2 d one at a time."""
+    from workbench.graph import OpGraph
+
+    ops = [(v, {"compute": {"cpu": 1.0}}) for v in ("a", "b1", "b2", "c1", "c2", "d")]
+    small, big = {"bytes": 1e6}, {"bytes": 1e8}
+    edges = [("a", "b1", small), ("a", "b2", small), ("b1", "c1", big), ("b2", "c2", big),
+             ("c1", "d", small), ("c2", "d", small)]
+    return OpGraph.from_ops(ops, edges, name="fan")
+
+
+def test_live_memory_beyond_the_cache_counts_and_a_probe_with_less_live_fits_too():
+    """GNMT keeps hundreds of MB live in any order; its order probe, with less live, ran
+    faster than the reference in runs of its own: the fit takes the slope from a gap of either
+    sign, as long as it goes the way the live memory does; uncapped (the bench's 'uncapped'
+    rung) tensors beyond the cache count, capped (the default) they are hidden."""
+    from workbench.runtime.calibrate import JudgeModel, local_cluster, reference_plan
+    from workbench.runtime.judging import live_bytes
+
+    g, cl = _fan_graph(), local_cluster(2)
+    ref = reference_plan(g, cl)
+    assert ref.order["cpu0"] == ["a", "b1", "b2", "c1", "c2", "d"]
+    less = replace(ref, order={"cpu0": ["a", "b1", "c1", "b2", "c2", "d"]}, method="less")
+    m = JudgeModel(cl, congestion=False, memory_cap=math.inf)   # the bench's 'uncapped' rung
+    live = {}
+    for p in (ref, less):
+        s = m.simulate(p)
+        live[p.method] = live_bytes(g, s.start, s.end)
+    assert live["less"].sum() < live[ref.method].sum() - 1e8   # 100 MB less at c1, beyond a cache
+    truth = replace(m, memory_slope=0.002)
+    gap = truth.makespan(less) - truth.makespan(ref)
+    assert gap < -1e-3                           # less live memory: faster
+    fit = m.fit_live_memory(ref, 10.0, less, 10.0 + gap)
+    assert fit.memory_slope == pytest.approx(0.002, rel=1e-3)
+    assert math.isinf(fit.memory_cap)
+    # a gap the other way than the live memory goes is no signal
+    assert m.fit_live_memory(ref, 10.0, less, 10.0 - gap).memory_slope == 0.0
+    # capped at 32 MB (rounds five and six) the 100 MB tensors are hidden: only the 1 MB ones
+    # differ, and the slope that reproduces the gap is many times the true one
+    capped = replace(m, memory_cap=32e6).fit_live_memory(ref, 10.0, less, 10.0 + gap)
+    assert capped.memory_slope > 5 * 0.002
+
+
+def test_gnmt_order_probe_fits_the_way_its_live_memory_goes():
+    """GNMT's order probe keeps 230 MB less live on time average than its reference, but
+    hundreds of MB more on some ops: measured 8 ms slower (a bench run) it is no signal, where
+    a slope read at the bound had predicted its plans at 2.7x; measured 4.5 % faster (three runs
+    of its own) it fits, uncapped, a slope under which the FIFO order (the ``single`` plan, 120
+    MB more live) is predicted slower, as it ran there (4.5-8 ms of 196-200 ms); capped at the
+    cache (the default) nothing is fitted."""
+    from workbench.runtime.calibrate import JudgeModel, local_cluster, order_probe, reference_plan
+    from workbench.runtime.runner import with_run_order
+
+    g, cl = samples.load_sample("gnmt"), local_cluster(2)
+    m = JudgeModel(cl, congestion=False, memory_cap=math.inf)   # the bench's 'uncapped' rung
+    ref, probe = reference_plan(g, cl), order_probe(g, cl)
+    r0 = m.makespan(ref)
+    # capped at a 32 MiB cache (the default: the machine's last-level cache) every op of
+    # GNMT's orders has more live than the cap: nothing to fit, whichever way the gap goes
+    capped = replace(m, memory_cap=32 * 2**20)
+    assert capped.fit_live_memory(ref, r0, probe, 0.955 * r0).memory_slope == 0.0
+    assert m.fit_live_memory(ref, r0, probe, 1.03 * r0).memory_slope == 0.0
+    fit = m.fit_live_memory(ref, r0, probe, 0.955 * r0)
+    assert 0 < fit.memory_slope < 1e-3
+    assert fit.makespan(probe) == pytest.approx(0.955 * r0, rel=1e-3)
+    single = with_run_order(Plan(g, dict.fromkeys(g.ops, "cpu0"), method="single"), cl)
+    assert 1.01 * r0 < fit.makespan(single) < 1.05 * r0

@@ -23,6 +23,7 @@ different ``tf.distribute.Server`` processes move the bytes over gRPC (see ``doc
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from collections.abc import Iterable, Sequence
@@ -400,18 +401,12 @@ order), :func:`reference_plan` (``rescale``, ``step_cost``, ``live_memory``),
 :func:`one_op_probe` (``step_cost``) and :func:`order_probe` (``live_memory``), in parentheses
 so that they never clash with a solver's name."""
 
-MODEL_CHANGES = ("shared_memory", "contention_bench", "rescale", "live_memory", "step_cost",
-                 "recv_fit")
+MODEL_CHANGES = ("contention_bench", "handoff", "rescale", "live_memory", "step_cost")
 """The model changes :func:`calibrate_model` makes by default, applied in this order, each
-switchable (see ``docs/runtime.md``). ``rescale``, ``live_memory``, ``step_cost`` and
-``recv_fit`` are fitted to probe runs that :meth:`JudgeModel.reanchor` refits to the same probes
-timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
+switchable (see ``docs/runtime.md``). ``rescale``, ``live_memory`` and ``step_cost`` are fitted
+to probe runs that :meth:`JudgeModel.reanchor` refits to the same probes timed in the plans'
+interleaved rounds (:meth:`JudgeModel.probe_plans`):
 
-``shared_memory``
-    Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
-    its bytes and no FIFO link on which transfers queue. Their links become a per-tensor
-    latency (bandwidth infinite), fitted as the median measured delay of the probe's binding
-    cross-device tensors, and the simulation runs without link congestion.
 ``contention_bench``
     Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
     bandwidth and caches are shared): an op is slowed by the time another device computes
@@ -425,6 +420,22 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     (5.8 %; traced slope 0-0.15, untraced 0.03-0.29). On a cluster that is not local logical
     CPU devices (a GPU cluster's first device is the host, which cannot run every op) the traced
     ``overlap`` slope is fitted instead, and ``changes`` names ``overlap``.
+``handoff``
+    Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
+    its bytes and no FIFO link on which transfers queue (links of infinite bandwidth, no link
+    congestion). What a cross-device tensor costs is measured by micro-benchmarks of the
+    runner's execution regime (:func:`~workbench.runtime.handoff.measure_handoff`, a few
+    seconds): ``send_ms`` on the sender per tensor it sends, ``recv_ms`` on the receiver per
+    tensor, and a hand-off latency that grows with the time the receiving device idled
+    (``latency_ms + slope * idle``, idle capped at 1 ms;
+    :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a probe.
+    Default since round seven (``docs/runtime.md``), in place of ``shared_memory`` and
+    ``recv_fit``: the random probe those fit the receive overhead to runs in two states on
+    lstm_seq2seq (7.6-7.8 ms, or 11.6-12.1 ms for a whole run), and from the slow state the
+    fitted overhead put its two-device plans 48-63 % too slow; with the measured costs the
+    worst plan of three runs was 15.6-17.2 %. On a cluster that is not local logical CPU
+    devices (the micro-benchmarks run between two of them) ``shared_memory`` and ``recv_fit``
+    are made instead, and ``changes`` names them.
 ``rescale``
     Every device's speed scaled so that a single-device run (:func:`reference_plan`) is
     predicted at its measured step (:meth:`JudgeModel.rescale`): the profile's costs follow the
@@ -438,27 +449,37 @@ timed in the plans' interleaved rounds (:meth:`JudgeModel.probe_plans`):
     memory) and ``live_ref`` the same op's in :func:`reference_plan` (whose costs the profile and
     ``rescale`` anchor; fixed point over the simulated schedule). ``m`` is fitted to
     :func:`order_probe`, the reference's placement in list-scheduling (upward rank) order, against
-    the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`). Both live figures
-    are capped at the last-level cache (:func:`last_level_cache_bytes`, 32 MiB here): beyond it more
-    live memory evicts nothing more (ResNet-50 and GNMT keep hundreds of MB live in any order).
-    Measured: resnet_small's single-device step in HEFT's global order ran 15.2-16.4 ms against
-    13.9-14.4 ms in the reference's order, its backward convolutions 15-17 % slower each, with 17.6
-    MB live at the peak against 10.7 MB. Local logical CPU devices only. Default since round five
-    (``docs/runtime.md``).
+    the reference timed in the same rounds (:meth:`JudgeModel.fit_live_memory`), whichever way
+    the probe's order moves the live memory. Measured: resnet_small's single-device step in HEFT's
+    global order ran 15.2-16.4 ms against 13.9-14.4 ms in the reference's order, its backward
+    convolutions 15-17 % slower each, with 17.6 MB live at the peak against 10.7 MB. Both live
+    figures are capped at the last-level cache (:attr:`JudgeModel.live_cap`, 32 MiB here):
+    ResNet-50 and GNMT keep hundreds of MB live in any order, and their slopes fit 0. Tried
+    uncapped in round seven (the bench's ``uncapped`` rung): GNMT's order probe (230 MB less
+    live on time average) ran 8-10 ms faster than its reference in runs of its own, but in
+    three bench runs its FIFO order (120 MB more live) ran 1-8 % faster than the reference too,
+    and the uncapped fit put that plan 8.9 and 13.9 % off against 4.5 and 8.1 % capped. Local logical CPU devices only. Default since round five (``docs/runtime.md``).
 ``step_cost``
     A step on two or more devices costs a constant more than its ops and transfers
     (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
     the caller's thread and a multi-device one as executors on the thread pool. Fitted from the
     pair :func:`reference_plan` / :func:`one_op_probe` (one op moved to a second device).
-``recv_fit``
-    The devices' receive overhead fitted by bisection so that the model predicts the probe's
-    measured step (as :func:`fit_recv_overhead`, but on the model with the other changes).
 """
 
-OPTIONAL_CHANGES = ("overlap", "contention", "wakeup", "handoff")
+OPTIONAL_CHANGES = ("shared_memory", "recv_fit", "overlap", "contention", "wakeup")
 """Model changes that are off unless named (other models of the same effect, and extensions
 under evaluation, ``docs/runtime.md``):
 
+``shared_memory``
+    Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
+    its bytes and no FIFO link on which transfers queue. Their links become a per-tensor
+    latency (bandwidth infinite), fitted as the median measured delay of the probe's binding
+    cross-device tensors, and the simulation runs without link congestion. With ``recv_fit``
+    the default of rounds one to six; the default still where ``handoff`` cannot be measured.
+``recv_fit``
+    The devices' receive overhead fitted by bisection so that the model predicts the probe's
+    measured step (as :func:`fit_recv_overhead`, but on the model with the other changes);
+    refitted by :meth:`JudgeModel.reanchor` to the probe timed in the plans' rounds.
 ``overlap``
     Two logical devices on a shared machine do not run ops at single-device speed (cores, memory
     bandwidth and caches are shared): an op is slowed by the time another device computes
@@ -485,14 +506,6 @@ under evaluation, ``docs/runtime.md``):
     :func:`fit_wakeup` to a second probe, :func:`idle_probe_plan` (the graph in eight contiguous
     chunks of topological order alternating over the devices: few hand-offs, each after a long
     idle period), then the receive overhead is refitted to the random probe.
-``handoff``
-    Instead of ``shared_memory``'s one latency and ``recv_fit``'s fitted overhead, the per-tensor
-    costs measured by micro-benchmarks of the runner's execution regime
-    (:func:`~workbench.runtime.handoff.measure_handoff`): ``send_ms`` on the sender per tensor
-    it sends, ``recv_ms`` on the receiver per tensor, and a hand-off latency that grows with
-    the time the receiving device idled (``latency_ms + slope * idle``, idle capped at 1 ms;
-    :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a
-    probe. Excludes ``shared_memory`` and ``recv_fit``.
 """
 
 
@@ -532,7 +545,20 @@ class JudgeModel:
     handoff_slope: float = 0.0
     multi_device_ms: float = 0.0
     memory_slope: float = 0.0
-    memory_cap: float = math.inf
+    memory_cap: float | None = None
+
+    @property
+    def live_cap(self) -> float:
+        """The bytes at which the ``live_memory`` change caps live memory: ``memory_cap``, or
+        where it is None (the default) the last-level cache (:func:`last_level_cache_bytes`);
+        ``math.inf`` for none (the bench's ``uncapped`` rung).
+
+        >>> JudgeModel(local_cluster(2), memory_cap=math.inf).live_cap
+        inf
+        >>> JudgeModel(local_cluster(2)).live_cap == last_level_cache_bytes()
+        True
+        """
+        return last_level_cache_bytes() if self.memory_cap is None else float(self.memory_cap)
 
     def cluster_for(self, plan) -> Cluster:
         """The cluster a plan is simulated on: devices slowed by the contention of its device
@@ -555,7 +581,7 @@ class JudgeModel:
                                  wakeup_ms=self.wakeup, send_ms=self.send_overhead,
                                  handoff_slope=self.handoff_slope,
                                  memory_slope=self.memory_slope, memory_base=base,
-                                 memory_cap=self.memory_cap,
+                                 memory_cap=self.live_cap,
                                  congestion=self.congestion, **kw)
         else:
             s = simulate(plan, self.cluster_for(plan), congestion=self.congestion, **kw)
@@ -645,7 +671,10 @@ class JudgeModel:
         an op per MB more live memory than in ``reference``'s order) for which the model
         predicts the measured difference between :func:`order_probe` (``probe``: the
         reference's placement in another order) and the ``reference`` (bisection, at least 0,
-        at most ``max_slope``: 20 % per MB; fitted 4-10 % on the convolutional samples). A gap
+        at most ``max_slope``: 20 % per MB; fitted 4-10 % on the convolutional samples): a
+        probe that keeps more memory live than the reference must be measured slower, one that
+        keeps less faster, or it is no signal (``m`` = 0). Live bytes are capped at
+        :attr:`live_cap` (the last-level cache unless ``memory_cap`` says otherwise). A gap
         of at most ``min_gap_ms`` (e.g. the two runs' spreads) is no signal: ``m`` = 0 (on
         lstm_seq2seq a gap within the spread fitted 100 % per MB), and so is a gap no slope
         reproduces within ``max(min_gap_ms, 5 %)`` (where some ops hold more memory live than
@@ -665,8 +694,10 @@ class JudgeModel:
         0.0
         >>> m.fit_live_memory(ref, 10.0, probe, 10.0 + gap, max_slope=0.05).memory_slope
         0.0
+        >>> m.fit_live_memory(ref, 10.0, probe, 10.0 - gap).memory_slope   # faster: other way
+        0.0
         """
-        cap = self.memory_cap if math.isfinite(self.memory_cap) else last_level_cache_bytes()
+        cap = self.live_cap
         base = replace(self, memory_slope=0.0, memory_cap=cap)
         ref0 = base.makespan(reference)
 
@@ -675,10 +706,21 @@ class JudgeModel:
             return mm.makespan(probe) - ref0
 
         target = probe_ms - reference_ms
-        # no signal where the probe's order keeps no more memory live than the reference's, or
-        # where the measured gap is within the runs' spread
-        signal = delta(max_slope) - delta(0.0) > 1e-9 and abs(target) > min_gap_ms
-        x = _fit_overhead(delta, target, max_slope) if signal and np.isfinite(target) else 0.0
+        # the probe's order keeps more memory live than the reference's (the slope slows it) or
+        # less (the slope speeds it up: GNMT's order probe, 230 MB less live on time average,
+        # ran 8-10 ms faster than its reference in three runs of its own); no signal where it
+        # keeps as much, where the measured gap goes the other way (the same probe ran 8 ms
+        # slower in a bench run), or where it is within the runs' spread. The way is read at a
+        # slope small enough for every op to stay linear (0.01 % per MB: no op's extra time
+        # near its floor of -1/2 for under 5 GB less live); at the bound hundreds of MB more
+        # live on some ops outweigh less on the others (GNMT's order probe, 8 ms slower, then
+        # fitted 2 % per MB, and its plans predicted 2.7x their step)
+        eps = min(1e-4, max_slope)
+        sign = float(np.sign(delta(eps) - delta(0.0)))
+        signal = (abs(delta(eps) - delta(0.0)) > 1e-12 and abs(target) > min_gap_ms
+                  and np.sign(target) == sign)
+        x = (_fit_overhead(lambda y: sign * delta(y), sign * target, max_slope)
+             if signal and np.isfinite(target) else 0.0)
         # no fit where no slope reproduces the gap: where some ops hold more memory live than
         # in the reference and others less, the gap need not grow with the slope (GNMT: 44 ms
         # measured, 1.3 ms predicted at the slope bisection found, its plans then predicted 3x)
@@ -757,10 +799,13 @@ class JudgeModel:
         """
         devs = [replace(d, recv_overhead=costs.recv_ms) for d in self.cluster.devices]
         cl = _pointer_cluster(devs, costs.latency_ms, self.cluster.name)
-        changes = tuple(c for c in self.changes if c not in ("shared_memory", "recv_fit"))
+        kept = set(self.changes) - {"shared_memory", "recv_fit"} | {"handoff"}
+        changes = tuple(c for c in MODEL_CHANGES + OPTIONAL_CHANGES if c in kept)
         return replace(self, cluster=cl, congestion=False, send_overhead=costs.send_ms,
-                       handoff_slope=costs.slope, changes=changes + ("handoff",),
-                       details={**self.details, **costs.to_dict()})
+                       handoff_slope=costs.slope, changes=changes,
+                       details={**{k: v for k, v in self.details.items()
+                                   if k not in ("tensor_latency_ms", "recv_overhead_ms")},
+                                **costs.to_dict()})
 
     def refit_recv(self, probe, measured_ms: float, *, max_ms: float = 1.0,
                    latency: bool = True) -> JudgeModel:
@@ -972,6 +1017,7 @@ def order_probe(graph, cluster: Cluster):
     return replace(ref, order={first: order}, method="order-probe")
 
 
+@functools.cache
 def last_level_cache_bytes(default: float = 32 * 2**20) -> float:
     """The size of this machine's last-level CPU cache (bytes, from
     ``/sys/devices/system/cpu/cpu0/cache``; ``default`` where it cannot be read): the
@@ -1102,19 +1148,23 @@ def _same_process(cluster: Cluster) -> bool:
 
 
 def _measurable(changes: tuple, cluster: Cluster) -> tuple:
-    """``changes`` with ``contention_bench`` replaced by ``overlap`` (the traced slope) unless
-    every device is a local logical CPU device: the benchmark runs every op on each device, and
-    a GPU cluster's host, or a GPU, cannot run every op.
+    """``changes`` as they can be measured on ``cluster``: unless every device is a local
+    logical CPU device, ``contention_bench`` becomes ``overlap`` (the traced slope: the
+    benchmark runs every op on each device, and a GPU cluster's host, or a GPU, cannot run every
+    op) and ``handoff`` becomes ``shared_memory`` and ``recv_fit`` (its micro-benchmarks run
+    between two logical CPU devices of this process).
 
     >>> from workbench import Cluster
-    >>> _measurable(("shared_memory", "contention_bench"), local_cluster(2))
-    ('shared_memory', 'contention_bench')
-    >>> _measurable(("shared_memory", "contention_bench"), Cluster.preset("2xV100-pcie"))
-    ('shared_memory', 'overlap')
+    >>> _measurable(("contention_bench", "handoff"), local_cluster(2))
+    ('contention_bench', 'handoff')
+    >>> _measurable(("contention_bench", "handoff", "step_cost"), Cluster.preset("2xV100-pcie"))
+    ('overlap', 'shared_memory', 'step_cost', 'recv_fit')
     """
     if _same_process(cluster):
         return tuple(changes)
-    return tuple("overlap" if c == "contention_bench" else c for c in changes)
+    out = tuple({"contention_bench": "overlap", "handoff": "shared_memory"}.get(c, c)
+                for c in changes)
+    return out + ("recv_fit",) if "handoff" in changes else out
 
 
 def _spread(measured, name: str) -> float:
@@ -1153,14 +1203,17 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     :func:`workbench.runtime.judging.traced_measurement` (traces: the tensor latency), a
     single-device run too where the slowdown is fitted from traces (``overlap``,
     ``contention``); the default slowdown (``contention_bench``) is measured untraced by
-    :func:`~workbench.runtime.contention.measure_contention`; the probe, the single-device
-    reference, the order probe and the one-op probe are then timed together in three
-    interleaved rounds (the speed, live-memory slope, step cost and receive overhead). Each
-    change of ``changes`` (of :data:`MODEL_CHANGES` and :data:`OPTIONAL_CHANGES`, applied in
-    that order) is fitted from them. The model's ``rescale``, ``live_memory``, ``step_cost``
-    and ``recv_fit`` figures then follow the machine at calibration time: to judge plans, time :meth:`JudgeModel.probe_plans` in the
-    plans' rounds and :meth:`JudgeModel.reanchor` the model to them (as ``bench/fidelity.py``
-    does). ``realtime``: every run under ``SCHED_FIFO`` (see
+    :func:`~workbench.runtime.contention.measure_contention`; the default per-tensor costs
+    (``handoff``) by :func:`~workbench.runtime.handoff.measure_handoff` unless ``handoff``
+    (:class:`~workbench.runtime.handoff.HandoffCosts`) gives them; the single-device reference,
+    the order probe, the one-op probe and the random probe (``recv_fit`` only) are then timed
+    together in three interleaved rounds (the speed, live-memory slope, step cost and receive
+    overhead). Each change of ``changes`` (of :data:`MODEL_CHANGES` and
+    :data:`OPTIONAL_CHANGES`) is fitted from them. The model's ``rescale``, ``live_memory``,
+    ``step_cost`` and ``recv_fit`` figures then follow the machine at calibration time: to
+    judge plans, time :meth:`JudgeModel.probe_plans` in the plans' rounds and
+    :meth:`JudgeModel.reanchor` the model to them (as ``bench/fidelity.py`` does).
+    ``realtime``: every run under ``SCHED_FIFO`` (see
     :func:`~workbench.runtime.runner.run_plan`).
 
     Raises
@@ -1173,7 +1226,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     >>> calibrate_model(None, local_cluster(2), changes=["bogus"])
     Traceback (most recent call last):
     ...
-    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: shared_memory, contention_bench, rescale, live_memory, step_cost, recv_fit, overlap, contention, wakeup, handoff)
+    workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: contention_bench, handoff, rescale, live_memory, step_cost, shared_memory, recv_fit, overlap, contention, wakeup)
     """
     from ..plan import Plan
     from .judging import overlap_slope, residuals, traced_measurement
@@ -1192,6 +1245,7 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if len(slowdowns) > 1:
         raise RuntimeBridgeError(f"calibrate_model: changes {slowdowns[0]!r} and "
                                  f"{slowdowns[1]!r} model the same slowdown; name one of them")
+    changes = _measurable(changes, cluster)
     # the probe keeps one order in every run of it (calibration, interleaved rounds, predictions)
     probe = with_run_order(probe or probe_plan(graph, cluster, seed=seed), cluster)
     run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program,
@@ -1210,7 +1264,6 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         model = replace(model, cluster=cl, congestion=False,
                         changes=model.changes + ("shared_memory",))
         details["tensor_latency_ms"] = lat
-    changes = _measurable(changes, cluster)
     if "contention" in changes or "overlap" in changes:
         first = cluster.names[0]
         single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
@@ -1232,6 +1285,11 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
         cont = measure_contention(graph, cluster, steps=steps, warmup=warmup, program=program,
                                   realtime=realtime)
         model = model.with_overlap_slope(cont["slope"])
+    if "handoff" in changes:  # before the anchors: step_cost is fitted with these costs
+        from .handoff import measure_handoff
+
+        model = model.with_handoff(handoff or measure_handoff(cluster.names[:2],
+                                                              realtime=realtime))
     # rescale and step_cost time all ops on the first device: logical CPU devices only (a GPU
     # cluster's first device is the host, and not every op has a kernel on every device)
     anchors = [c for c in ("rescale", "live_memory", "step_cost", "recv_fit") if c in changes
@@ -1251,9 +1309,4 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     if "wakeup" in changes:
         model = fit_wakeup(model, graph, steps=steps, warmup=warmup, program=program,
                            realtime=realtime)
-    if "handoff" in changes:
-        from .handoff import measure_handoff
-
-        model = model.with_handoff(handoff or measure_handoff(cluster.names[:2],
-                                                              realtime=realtime))
     return model
