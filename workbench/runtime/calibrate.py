@@ -453,8 +453,9 @@ interleaved rounds (:meth:`JudgeModel.probe_plans`):
     the probe's order moves the live memory. Measured: resnet_small's single-device step in HEFT's
     global order ran 15.2-16.4 ms against 13.9-14.4 ms in the reference's order, its backward
     convolutions 15-17 % slower each, with 17.6 MB live at the peak against 10.7 MB. Both live
-    figures are capped at the last-level cache (:attr:`JudgeModel.live_cap`, 32 MiB here):
-    ResNet-50 and GNMT keep hundreds of MB live in any order, and their slopes fit 0. Tried
+    figures are capped at the last-level cache (:attr:`JudgeModel.live_cap`: 32 MiB on the VM
+    of rounds five and six, 260 MiB on round seven's): ResNet-50 and GNMT keep hundreds of MB
+    live in any order, and their slopes fit 0. Tried
     uncapped in round seven (the bench's ``uncapped`` rung): GNMT's order probe (230 MB less
     live on time average) ran 8-10 ms faster than its reference in runs of its own, but in
     three bench runs its FIFO order (120 MB more live) ran 1-8 % faster than the reference too,
