@@ -716,10 +716,9 @@ class JudgeModel:
         # near its floor of -1/2 for under 5 GB less live); at the bound hundreds of MB more
         # live on some ops outweigh less on the others (GNMT's order probe, 8 ms slower, then
         # fitted 2 % per MB, and its plans predicted 2.7x their step)
-        eps = min(1e-4, max_slope)
-        sign = float(np.sign(delta(eps) - delta(0.0)))
-        signal = (abs(delta(eps) - delta(0.0)) > 1e-12 and abs(target) > min_gap_ms
-                  and np.sign(target) == sign)
+        way = delta(min(1e-4, max_slope)) - delta(0.0)
+        sign = float(np.sign(way))
+        signal = abs(way) > 1e-12 and abs(target) > min_gap_ms and np.sign(target) == sign
         x = (_fit_overhead(lambda y: sign * delta(y), sign * target, max_slope)
              if signal and np.isfinite(target) else 0.0)
         # no fit where no slope reproduces the gap: where some ops hold more memory live than
