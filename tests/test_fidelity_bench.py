@@ -59,7 +59,8 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     assert f"re-anchored to the probes timed in the rounds ({', '.join(MODEL_CHANGES)})" in out
     # three plans are counted; the probes are printed but not among them
     assert "plans measured: 3 " in out
-    for probe in ("(probe)", "(reference)", "(one-op probe)", "(order probe)", "(idle probe)"):
+    for probe in ("(probe)", "(reference)", "(one-op probe)", "(one-op probe 2)",
+                  "(one-op probe 3)", "(order probe)", "(idle probe)"):
         assert f"mlp                {probe}" in out
     # the reference is predicted exactly by every re-anchored rung that rescales
     row = next(line for line in out.splitlines() if line.startswith("mlp") and "(reference)"
