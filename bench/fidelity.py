@@ -10,7 +10,7 @@ calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of co
 handoff, rescale, live_memory, step_cost; optional shared_memory, recv_fit, overlap, contention,
 wakeup) is fitted to probe runs of the model (``--no-fit``: none): a random placement, a
 single-device reference, the reference in list-scheduling order and the reference with one op on
-a second device (three such probes, each moving another op). No probe is among the evaluated plans. The per-tensor costs between devices are
+a second device (the reference in three sessions, three one-op probes each moving another op). No probe is among the evaluated plans. The per-tensor costs between devices are
 measured once by micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`, the
 ``handoff`` change), and the slowdown of ops while another device computes has its slope
 measured untraced after the plans' rounds (:func:`workbench.runtime.contention.
@@ -27,8 +27,8 @@ rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at cali
 re-anchored); ``base`` with ``contention`` in place of the slowdown, the fitted latency and
 receive overhead, without ``rescale``, ``live_memory`` and ``step_cost`` (the default before
 round four, ``docs/runtime.md``); ``recv-fit`` with the fitted latency and receive overhead in
-place of the measured hand-off costs (the default of round six); ``one-probe`` with the
-multi-device step cost fitted to the first one-op probe alone (round seven); ``no-rescale`` and
+place of the measured hand-off costs (the default of round six); ``one-session`` anchored to
+one session of the reference and one one-op probe (round seven); ``no-rescale`` and
 ``no-stepcost`` without one of them; ``no-memory`` without ``live_memory`` (op costs that follow
 the memory live in the plan's order, fitted to the order probe); ``uncapped`` with the live
 memory not capped at the last-level cache; ``traced`` with the slowdown's slope fitted
@@ -97,7 +97,7 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
                 "keras:TransformerEncoder": (8, (64, 128), {"ffn": 256})}
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
-RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "recv-fit", "one-probe",
+RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "recv-fit", "one-session",
          "no-rescale", "no-stepcost", "no-memory", "uncapped", "traced", "contention",
          "wakeup"]  # the ladder (see _rung_models)
 
@@ -330,8 +330,9 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     changes). The rungs: ``calibrated`` (the default changes), ``base`` (``contention`` in place
     of the slope, the fitted latency and receive overhead, without ``rescale``, ``live_memory``
     and ``step_cost``: the default before round four), ``recv-fit`` (``shared_memory`` and
-    ``recv_fit`` in place of ``handoff``: the default of round six), ``one-probe`` (the step
-    cost fitted to the first one-op probe alone, ``step_probes=1``: round seven), ``no-rescale``,
+    ``recv_fit`` in place of ``handoff``: the default of round six), ``one-session`` (anchored
+    to the first reference session and one-op probe alone, ``anchor_sessions=1``: round seven),
+    ``no-rescale``,
     ``no-stepcost``, ``no-memory`` (without ``live_memory``), ``uncapped`` (live memory not
     capped at the last-level cache), ``traced`` (round five's default: the
     traced ``overlap`` slope, the fitted latency and receive overhead), ``contention``
@@ -369,8 +370,7 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
                            latency=False)
     if handoff is not None:
         out["recv-fit"] = anchored(untraced(model))
-    if "step_cost" in own:
-        out["one-probe"] = anchored(replace(default, step_probes=1))
+    out["one-session"] = anchored(replace(default, anchor_sessions=1))
     out["no-rescale"] = anchored(default, [c for c in own if c != "rescale"])
     out["no-stepcost"] = anchored(default, [c for c in own if c != "step_cost"])
     if "live_memory" in own:
@@ -391,7 +391,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
         print(f"{name:18s} re-anchored to the probes timed in the rounds "
               f"({', '.join(cal.changes)}): "
               + ", ".join(f"{k} {v:.4g}" for k, v in cal.details.items()
-                          if k in ("rescale", "reference_measured_ms", "step_cost_ms",
+                          if k in ("rescale", "reference_measured_ms", "reference_range_ms",
+                                   "step_cost_ms",
                                    "one_op_probe_measured_ms", "step_cost_range_ms",
                                    "recv_overhead_ms",
                                    "probe_measured_ms", "contention_bench_slope")))

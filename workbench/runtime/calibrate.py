@@ -43,6 +43,7 @@ __all__ = [
     "MODEL_CHANGES",
     "OPTIONAL_CHANGES",
     "PROBES",
+    "REFERENCES",
     "STEP_PROBES",
     "JudgeModel",
     "calibrate_links",
@@ -425,13 +426,17 @@ def fit_recv_overhead(graph, cluster: Cluster, *, probe=None, steps: int = 20, w
 
 
 # ---------------------------------------------------------------------- the calibrated model
+REFERENCES = ("(reference)", "(reference 2)", "(reference 3)")
+"""The names of the sessions that time :func:`reference_plan` (the same plan, a session each);
+a model uses the first :attr:`JudgeModel.anchor_sessions` of them and anchors to their median."""
+
 STEP_PROBES = ("(one-op probe)", "(one-op probe 2)", "(one-op probe 3)")
 """The names of the ``step_cost`` change's probes (:func:`one_op_probes`, the first
-:func:`one_op_probe`); a model uses the first :attr:`JudgeModel.step_probes` of them."""
+:func:`one_op_probe`); a model uses the first :attr:`JudgeModel.anchor_sessions` of them."""
 
-PROBES = ("(probe)", "(reference)", *STEP_PROBES, "(order probe)")
+PROBES = ("(probe)", *REFERENCES, *STEP_PROBES, "(order probe)")
 """The names of :meth:`JudgeModel.probe_plans`: :func:`probe_plan` (``recv_fit``, in its run
-order), :func:`reference_plan` (``rescale``, ``step_cost``, ``live_memory``),
+order), :func:`reference_plan` (``rescale``, ``step_cost``, ``live_memory``; :data:`REFERENCES`),
 :func:`one_op_probes` (``step_cost``, :data:`STEP_PROBES`) and :func:`order_probe`
 (``live_memory``), in parentheses so that they never clash with a solver's name."""
 
@@ -554,8 +559,11 @@ class JudgeModel:
     ``probe``: the probe plan it was fitted to; ``overlap``: the slope of the ``overlap``
     change, ``wakeup`` the ms of the ``wakeup`` change and ``idle_probe`` the plan it was fitted
     to (0 / None: off, see :data:`OPTIONAL_CHANGES`); ``multi_device_ms`` the ``step_cost``
-    change's constant, fitted to ``step_probes`` one-op probes (1-3, :data:`STEP_PROBES`), and
-    ``memory_slope`` the ``live_memory`` change's slope (per MB).
+    change's constant and ``memory_slope`` the ``live_memory`` change's slope (per MB);
+    ``anchor_sessions`` (1-3) how many sessions time the single-device reference
+    (:data:`REFERENCES`) and how many one-op probes (:data:`STEP_PROBES`) the anchoring
+    changes are fitted to (medians: one session in a slow state no longer sets the speed or
+    the step cost of every plan; 1: round seven's fits).
 
     >>> from workbench import samples, Plan
     >>> m = JudgeModel(local_cluster(2), congestion=False, contention={2: 2.0})
@@ -580,7 +588,7 @@ class JudgeModel:
     send_overhead: float = 0.0
     handoff_slope: float = 0.0
     multi_device_ms: float = 0.0
-    step_probes: int = 3
+    anchor_sessions: int = 3
     memory_slope: float = 0.0
     memory_cap: float | None = None
 
@@ -926,25 +934,26 @@ class JudgeModel:
         >>> g = samples.diamond(); cl = local_cluster(2)
         >>> m = JudgeModel(cl, changes=("rescale", "step_cost", "recv_fit"),
         ...                probe=probe_plan(g, cl))
-        >>> list(m.probe_plans())
-        ['(probe)', '(reference)', '(one-op probe)', '(one-op probe 2)', '(one-op probe 3)']
-        >>> list(replace(m, step_probes=1).probe_plans())
+        >>> list(m.probe_plans())  # doctest: +NORMALIZE_WHITESPACE
+        ['(probe)', '(reference)', '(reference 2)', '(reference 3)', '(one-op probe)',
+         '(one-op probe 2)', '(one-op probe 3)']
+        >>> list(replace(m, anchor_sessions=1).probe_plans())
         ['(probe)', '(reference)', '(one-op probe)']
-        >>> sorted(JudgeModel(cl, changes=("rescale",), probe=probe_plan(g, cl)).probe_plans())
-        ['(reference)']
+        >>> list(JudgeModel(cl, changes=("rescale",), probe=probe_plan(g, cl)).probe_plans())
+        ['(reference)', '(reference 2)', '(reference 3)']
         """
         if self.probe is None:
             raise RuntimeBridgeError("probe_plans: the model has no probe (use calibrate_model)")
         g, out = self.probe.graph, {}
         if "recv_fit" in self.changes:
             out["(probe)"] = self.probe
-        if {"rescale", "step_cost"} & set(self.changes):
-            out["(reference)"] = reference_plan(g, self.cluster)
+        k = max(1, min(self.anchor_sessions, len(REFERENCES)))
+        if {"rescale", "step_cost", "live_memory"} & set(self.changes):
+            ref = reference_plan(g, self.cluster)
+            out.update((name, ref) for name in REFERENCES[:k])
         if "step_cost" in self.changes:
-            k = max(1, min(self.step_probes, len(STEP_PROBES)))
             out.update(zip(STEP_PROBES, one_op_probes(g, self.cluster, k)))
         if "live_memory" in self.changes:
-            out["(reference)"] = reference_plan(g, self.cluster)
             out["(order probe)"] = order_probe(g, self.cluster)
         return out
 
@@ -963,7 +972,7 @@ class JudgeModel:
         cl = self.cluster if f == 1.0 else self.cluster.with_devices(
             [replace(d, speed=d.speed * f) for d in self.cluster.devices])
         drop = ("rescale", "reference_measured_ms", "step_cost_ms", "one_op_probe_measured_ms",
-                "step_cost_range_ms")
+                "step_cost_range_ms", "reference_range_ms")
         return replace(self, cluster=cl, multi_device_ms=0.0,
                        changes=tuple(c for c in self.changes if c not in ("rescale", "step_cost")),
                        details={k: v for k, v in self.details.items() if k not in drop})
@@ -977,9 +986,13 @@ class JudgeModel:
         :class:`~workbench.runtime.runner.Measurement`). Changes not named are left out (an
         ablation: ``changes=("recv_fit",)`` is the model without ``rescale`` and
         ``step_cost``); the other changes are kept. ``latency``: as in :meth:`refit_recv`.
+        The reference's time is the median of its sessions (:data:`REFERENCES`, the first
+        :attr:`anchor_sessions`; ``details["reference_range_ms"]``: their highest minus lowest),
+        the step cost the median over the one-op probes (:meth:`fit_step_cost`).
         ``live_memory`` is fitted only where the order probe and the reference differ by more
         than their two spreads (:func:`~workbench.runtime.judging.step_spread` of the
-        Measurements' samples; bare numbers have none).
+        Measurements' samples, the reference's the median of its sessions'; bare numbers have
+        none).
 
         Raises
         ------
@@ -990,14 +1003,16 @@ class JudgeModel:
         >>> g = samples.diamond(); cl = local_cluster(2)
         >>> m = JudgeModel(cl, changes=("rescale", "step_cost"), probe=probe_plan(g, cl))
         >>> ref = reference_plan(g, cl)
-        >>> r = m.reanchor({"(reference)": 2 * m.makespan(ref), "(one-op probe)": 20.0,
-        ...                 "(one-op probe 2)": 20.5, "(one-op probe 3)": 19.0})
+        >>> times = {"(reference)": 2 * m.makespan(ref), "(reference 2)": 9.0,
+        ...          "(reference 3)": 2 * m.makespan(ref) + 0.1, "(one-op probe)": 20.0,
+        ...          "(one-op probe 2)": 20.5, "(one-op probe 3)": 19.0}
+        >>> r = m.reanchor(times)    # the second reference session slow: the median holds
         >>> r.details["rescale"], r.makespan(ref) == 2 * m.makespan(ref), r.changes
         (2.0, True, ('rescale', 'step_cost'))
         >>> m.reanchor({"(reference)": 1.0})
         Traceback (most recent call last):
         ...
-        workbench.errors.RuntimeBridgeError: reanchor: no measurement of '(one-op probe)' (needed by step_cost)
+        workbench.errors.RuntimeBridgeError: reanchor: no measurement of '(reference 2)' (needed by rescale)
         """
         changes = set(self.changes if changes is None else changes)
         model = self.unanchored()
@@ -1015,21 +1030,30 @@ class JudgeModel:
             return float(getattr(m, "median_ms", m))
 
         ref = probes.get("(reference)")
+        refs = [k for k in REFERENCES if k in probes]
+        anchors = [c for c in ("rescale", "live_memory", "step_cost") if c in changes]
+        ref_ms = math.nan
+        if anchors:  # the median of the reference's sessions
+            times = [ms(k, anchors[0]) for k in refs]
+            ref_ms = float(np.median(times))
+            model = replace(model, details={**model.details,
+                                            "reference_range_ms": max(times) - min(times)})
         if "rescale" in changes:
-            model = model.rescale(ref, ms("(reference)", "rescale"))
+            model = model.rescale(ref, ref_ms)
         model = replace(model, memory_slope=0.0,
                         changes=tuple(c for c in model.changes if c != "live_memory"))
         if "live_memory" in changes:
-            model = model.fit_live_memory(ref, ms("(reference)", "live_memory"),
+            model = model.fit_live_memory(ref, ref_ms,
                                           probes["(order probe)"],
                                           ms("(order probe)", "live_memory"),
-                                          min_gap_ms=_spread(measured, "(reference)")
+                                          min_gap_ms=float(np.median([_spread(measured, k)
+                                                                      for k in refs]))
                                           + _spread(measured, "(order probe)"))
         for _ in range(8):  # the step cost and the receive overhead each enter the other's fit
             c = model.multi_device_ms
             if "step_cost" in changes:
                 steps = [k for k in STEP_PROBES if k in probes]
-                model = model.fit_step_cost(ref, ms("(reference)", "step_cost"),
+                model = model.fit_step_cost(ref, ref_ms,
                                             [probes[k] for k in steps],
                                             [ms(k, "step_cost") for k in steps])
             if "recv_fit" in changes:
