@@ -9,9 +9,10 @@ By default each graph is re-profiled first (costs must come from the machine tha
 calibrated model (:func:`workbench.runtime.calibrate_model`: ``--changes`` of contention_bench,
 handoff, rescale, live_memory, step_cost; optional shared_memory, recv_fit, overlap, contention,
 wakeup) is fitted to probe runs of the model (``--no-fit``: none): a random placement, a
-single-device reference, the reference in list-scheduling order and the reference with one op on
-a second device (the reference in three sessions, three one-op probes each moving another op). No probe is among the evaluated plans. The per-tensor costs between devices are
-measured once by micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`, the
+single-device reference (three sessions), the reference in list-scheduling order, the reference
+with one op on a second device (three such probes, each moving another op) and a two-device split
+in topological and in list-scheduling order. No probe is among the evaluated plans. The
+per-tensor costs between devices are measured once by micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`, the
 ``handoff`` change), and the slowdown of ops while another device computes has its slope
 measured untraced after the plans' rounds (:func:`workbench.runtime.contention.
 measure_contention`, the ``contention_bench`` change); the model is first fitted with the traced
@@ -28,7 +29,8 @@ re-anchored); ``base`` with ``contention`` in place of the slowdown, the fitted 
 receive overhead, without ``rescale``, ``live_memory`` and ``step_cost`` (the default before
 round four, ``docs/runtime.md``); ``recv-fit`` with the fitted latency and receive overhead in
 place of the measured hand-off costs (the default of round six); ``one-session`` anchored to
-one session of the reference and one one-op probe (round seven); ``no-rescale`` and
+one session of the reference and one one-op probe (round seven); ``one-slope`` with the
+live-memory slope fitted on one device serving plans on several too (round seven); ``no-rescale`` and
 ``no-stepcost`` without one of them; ``no-memory`` without ``live_memory`` (op costs that follow
 the memory live in the plan's order, fitted to the order probe); ``uncapped`` with the live
 memory not capped at the last-level cache; ``traced`` with the slowdown's slope fitted
@@ -98,8 +100,8 @@ KERAS_MODELS = {"keras:MobileNetV2": (2, (64, 64), {}), "keras:ResNet50": (2, (3
 METHODS = ["single", "m_topo", "round_robin", "heft", "dpos", "etf"]
 GPU_METHODS = ["single", "m_topo", "heft", "dpos", "celeritas", "pesto"]
 RUNGS = ["roofline", "profiled", "calibrated", "probe-alone", "base", "recv-fit", "one-session",
-         "no-rescale", "no-stepcost", "no-memory", "uncapped", "traced", "contention",
-         "wakeup"]  # the ladder (see _rung_models)
+         "one-slope", "no-rescale", "no-stepcost", "no-memory", "uncapped", "traced",
+         "contention", "wakeup"]  # the ladder (see _rung_models)
 
 
 def _gpu_setup(args, rt):
@@ -332,6 +334,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     and ``step_cost``: the default before round four), ``recv-fit`` (``shared_memory`` and
     ``recv_fit`` in place of ``handoff``: the default of round six), ``one-session`` (anchored
     to the first reference session and one-op probe alone, ``anchor_sessions=1``: round seven),
+    ``one-slope`` (the single-device live-memory slope for every plan, ``live_split=False``:
+    round seven),
     ``no-rescale``,
     ``no-stepcost``, ``no-memory`` (without ``live_memory``), ``uncapped`` (live memory not
     capped at the last-level cache), ``traced`` (round five's default: the
@@ -371,6 +375,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     if handoff is not None:
         out["recv-fit"] = anchored(untraced(model))
     out["one-session"] = anchored(replace(default, anchor_sessions=1))
+    if "live_memory" in own:
+        out["one-slope"] = anchored(replace(default, live_split=False))
     out["no-rescale"] = anchored(default, [c for c in own if c != "rescale"])
     out["no-stepcost"] = anchored(default, [c for c in own if c != "step_cost"])
     if "live_memory" in own:
@@ -400,6 +406,10 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
         print(f"{name:18s} live_memory fitted to the order probe "
               f"({cal.details['order_probe_measured_ms']:.3f} ms): "
               f"{100 * cal.memory_slope:.2f} % per MB")
+    if cal is not None and "split_order_probe_measured_ms" in cal.details:
+        print(f"{name:18s} live_memory of plans on several devices fitted to the split order "
+              f"probe ({cal.details['split_order_probe_measured_ms']:.3f} ms): "
+              f"{100 * cal.memory_slope_multi:.2f} % per MB")
     return out
 
 

@@ -60,7 +60,8 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     # three plans are counted; the probes are printed but not among them
     assert "plans measured: 3 " in out
     for probe in ("(probe)", "(reference)", "(reference 2)", "(reference 3)", "(one-op probe)",
-                  "(one-op probe 2)", "(one-op probe 3)", "(order probe)", "(idle probe)"):
+                  "(one-op probe 2)", "(one-op probe 3)", "(order probe)", "(split reference)",
+                  "(split order probe)", "(idle probe)"):
         assert f"mlp                {probe}" in out
     # the reference (three sessions of one plan) is predicted at their median by the
     # calibrated rung, at the first session's time by 'one-session' (round seven's anchoring)

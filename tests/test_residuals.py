@@ -683,6 +683,7 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
     from workbench.runtime.calibrate import (
         PROBES,
         REFERENCES,
+        SPLIT_PROBES,
         STEP_PROBES,
         JudgeModel,
         local_cluster,
@@ -696,12 +697,14 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
     m = JudgeModel(cl, congestion=False, changes=("rescale", "live_memory", "step_cost"),
                    probe=probe_plan(g, cl, seed=3))
     probes = m.probe_plans()
-    assert set(probes) == {*REFERENCES, "(order probe)", *STEP_PROBES} <= set(PROBES)
+    assert set(probes) == {*REFERENCES, "(order probe)", *STEP_PROBES,
+                           *SPLIT_PROBES} <= set(PROBES)
     ref, order = probes["(reference)"], probes["(order probe)"]
     assert order.placement == ref.placement and order.order != ref.order
     assert order == order_probe(g, cl) and ref == reference_plan(g, cl)
     # a machine 1.2x slower, with ops 3 % slower per MB live beyond the reference's and a
-    # 0.3 ms multi-device step cost: re-anchoring recovers all three
+    # 0.3 ms multi-device step cost: re-anchoring recovers all three (the slope of plans on
+    # several devices, fitted to the split pair, too)
     slow = cl.with_devices([replace(d, speed=d.speed / 1.2) for d in cl.devices])
     truth = replace(m, cluster=slow, memory_slope=0.03, multi_device_ms=0.3)
     times = {k: truth.makespan(p) for k, p in probes.items()}
@@ -709,6 +712,7 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
     r = m.reanchor(times)
     assert r.details["rescale"] == pytest.approx(1.2)
     assert r.memory_slope == pytest.approx(0.03, rel=1e-3)
+    assert r.memory_slope_multi == pytest.approx(0.03, rel=1e-2)
     assert r.multi_device_ms == pytest.approx(0.3, abs=1e-3)
     assert r.changes == ("rescale", "live_memory", "step_cost")
     heft = _heft_plan(g, cl)
@@ -719,6 +723,54 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
     wide = [t - 5 * gap, t, t + 5 * gap, t]     # half its interquartile range: 1.25 x the gap
     r2 = m.reanchor({**times, "(order probe)": Measurement("order", samples=wide)})
     assert r2.memory_slope == 0.0 and "live_memory" in r2.changes
+
+
+def test_plans_on_several_devices_get_the_slope_of_the_split_order_probes():
+    """Round eight: the single-device order probe's slowdown need not carry to plans on two
+    devices (resnet_small's list-scheduled two-device plans ran 2-4 % over their prediction
+    without live memory, while its order probe ran 8-9 % over the reference). The split pair
+    fits their own slope; ``live_split=False`` is round seven's single slope for every plan."""
+    from workbench.runtime.calibrate import (
+        SPLIT_PROBES,
+        JudgeModel,
+        idle_probe_plan,
+        local_cluster,
+        probe_plan,
+        split_order_probes,
+    )
+
+    g = samples.load_sample("resnet_small")
+    cl = local_cluster(2)
+    split, probe = split_order_probes(g, cl)
+    assert split.placement == probe.placement == idle_probe_plan(g, cl).placement
+    assert split.order != probe.order and len(probe.devices_used()) == 2
+    for d, ops in probe.order.items():   # each device's ops, in another order
+        assert sorted(ops) == sorted(split.order[d])
+    m = JudgeModel(cl, congestion=False, changes=("rescale", "live_memory"),
+                   probe=probe_plan(g, cl, seed=3))
+    probes = m.probe_plans()
+    assert probes[SPLIT_PROBES[0]] == split and probes[SPLIT_PROBES[1]] == probe
+    heft = _heft_plan(g, cl)
+    # ops 3 % slower per MB on one device, 1 % on two: both slopes recovered
+    truth = replace(m, memory_slope=0.03, memory_slope_multi=0.01)
+    times = {k: truth.makespan(p) for k, p in probes.items()}
+    r = m.reanchor(times)
+    assert r.memory_slope == pytest.approx(0.03, rel=1e-3)
+    assert r.memory_slope_multi == pytest.approx(0.01, rel=1e-2)
+    assert r.makespan(heft) == pytest.approx(truth.makespan(heft), rel=1e-3)
+    assert r.details["memory_slope_multi_per_mb"] == r.memory_slope_multi
+    # no slowdown on two devices: the split pair measured as the model predicts without one
+    flat = replace(m, memory_slope=0.03, memory_slope_multi=0.0)
+    r0 = m.reanchor({k: flat.makespan(p) for k, p in probes.items()})
+    assert r0.memory_slope == pytest.approx(0.03, rel=1e-3) and r0.memory_slope_multi == 0.0
+    assert r0.makespan(heft) == pytest.approx(replace(m, memory_slope=0.0).makespan(heft),
+                                              rel=1e-9)
+    # round seven: one slope, fitted on one device, for every plan
+    one = replace(m, live_split=False)
+    assert not set(SPLIT_PROBES) & set(one.probe_plans())
+    r1 = one.reanchor(times)
+    assert r1.memory_slope_multi is None
+    assert r1.memory_slope_for(heft) == r1.memory_slope == pytest.approx(0.03, rel=1e-3)
 
 
 def _fan_graph():
