@@ -535,23 +535,25 @@ def test_step_cost_is_the_median_of_several_one_op_probes():
         m.fit_step_cost(ref, 1.0, ps, [1.0, 2.0])
 
 
+def _resnet_small_anchoring():
+    """resnet_small, two logical CPU devices and an unfitted model with the anchoring changes
+    ``rescale``, ``live_memory`` and ``step_cost``."""
+    from workbench.runtime.calibrate import JudgeModel, local_cluster, probe_plan
+
+    g = samples.load_sample("resnet_small")
+    cl = local_cluster(2)
+    return g, cl, JudgeModel(cl, congestion=False, changes=("rescale", "live_memory", "step_cost"),
+                             probe=probe_plan(g, cl, seed=3))
+
+
 def test_the_reference_is_timed_in_three_sessions_and_anchored_to_their_median():
     """The single-device reference runs in three sessions of the same plan; speed, live-memory
     slope and step cost are anchored to their median, so one session in a slow state (GNMT,
     round eight: 450.5 ms where the same placement ran 416.6-424.5 ms in other sessions) sets
     none of them; with ``anchor_sessions=1`` the first session alone (round seven)."""
-    from workbench.runtime.calibrate import (
-        REFERENCES,
-        JudgeModel,
-        local_cluster,
-        probe_plan,
-        reference_plan,
-    )
+    from workbench.runtime.calibrate import REFERENCES, reference_plan
 
-    g = samples.load_sample("resnet_small")
-    cl = local_cluster(2)
-    m = JudgeModel(cl, congestion=False, changes=("rescale", "live_memory", "step_cost"),
-                   probe=probe_plan(g, cl, seed=3))
+    g, cl, m = _resnet_small_anchoring()
     probes = m.probe_plans()
     ref = reference_plan(g, cl)
     assert all(probes[k] == ref for k in REFERENCES)
@@ -685,17 +687,11 @@ def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
         REFERENCES,
         SPLIT_PROBES,
         STEP_PROBES,
-        JudgeModel,
-        local_cluster,
         order_probe,
-        probe_plan,
         reference_plan,
     )
 
-    g = samples.load_sample("resnet_small")
-    cl = local_cluster(2)
-    m = JudgeModel(cl, congestion=False, changes=("rescale", "live_memory", "step_cost"),
-                   probe=probe_plan(g, cl, seed=3))
+    g, cl, m = _resnet_small_anchoring()
     probes = m.probe_plans()
     assert set(probes) == {*REFERENCES, "(order probe)", *STEP_PROBES,
                            *SPLIT_PROBES} <= set(PROBES)
