@@ -11,39 +11,38 @@ handoff, rescale, live_memory, step_cost; optional shared_memory, recv_fit, over
 wakeup) is fitted to probe runs of the model (``--no-fit``: none): a random placement, a
 single-device reference (three sessions), the reference in list-scheduling order, the reference
 with one op on a second device (three such probes, each moving another op) and a two-device split
-in topological and in list-scheduling order. No probe is among the evaluated plans. The
-per-tensor costs between devices are measured once by micro-benchmarks (:func:`workbench.runtime.handoff.measure_handoff`, the
-``handoff`` change), and the slowdown of ops while another device computes has its slope
-measured untraced after the plans' rounds (:func:`workbench.runtime.contention.
-measure_contention`, the ``contention_bench`` change); the model is first fitted with the traced
-slope (``overlap``) and with a per-tensor latency and receive overhead fitted to the random probe
-(``shared_memory``, ``recv_fit``), which the ``recv-fit``, ``traced``, ``base`` and
-``contention`` rungs use. The probes are timed again in the same interleaved rounds as the plans
-and the model is re-anchored to those times
-(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, live-memory slope,
-multi-device step cost and, where fitted, receive overhead). Printed per plan: the fidelity
-ladder -- step time predicted with roofline costs, with profiled costs, by the calibrated model,
-and measured (median, spread = half the interquartile range) -- and the ablation and extension
-rungs (``_rung_models``): ``probe-alone`` the calibrated model as fitted at calibration (not
-re-anchored); ``base`` with ``contention`` in place of the slowdown, the fitted latency and
-receive overhead, without ``rescale``, ``live_memory`` and ``step_cost`` (the default before
-round four, ``docs/runtime.md``); ``recv-fit`` with the fitted latency and receive overhead in
-place of the measured hand-off costs (the default of round six); ``one-session`` anchored to
-one session of the reference and one one-op probe (round seven); ``one-slope`` with the
-live-memory slope fitted on one device serving plans on several too (round seven); ``no-rescale`` and
-``no-stepcost`` without one of them; ``no-memory`` without ``live_memory`` (op costs that follow
-the memory live in the plan's order, fitted to the order probe); ``uncapped`` with the live
-memory not capped at the last-level cache; ``traced`` with the slowdown's slope fitted
-from traced op times (``overlap``), the fitted latency and receive overhead (the default of
-rounds four and five); ``contention`` with the optional ``contention`` change in place of the
-slowdown (fitted from the same traces); ``wakeup`` the ``recv-fit`` model plus the optional
-``wakeup`` change, fitted to a second probe (``fit_wakeup``: timed alone, then refitted to its
-time in the rounds). The probes' rows (measured, every rung) are printed after the plans and
-never counted. At the end per rung the median and worst error, pairwise order agreement (all
-pairs and those beyond the measured spread) and the models whose predicted best is within the
-spread of the measured best, for all plans and for the multi-device plans alone (the
-single-device plan shares its placement with the profile and with ``rescale``'s reference).
-``--residuals`` traces each model's worst plan and prints its error parts
+in topological and in list-scheduling order. No probe is among the evaluated plans. The per-tensor
+costs between devices are measured once by micro-benchmarks
+(:func:`workbench.runtime.handoff.measure_handoff`, the ``handoff`` change), and the slowdown of
+ops while another device computes has its slope measured untraced after the plans' rounds
+(:func:`workbench.runtime.contention.measure_contention`, the ``contention_bench`` change); the
+model is first fitted with the traced slope (``overlap``) and with a per-tensor latency and receive
+overhead fitted to the random probe (``shared_memory``, ``recv_fit``), which the ``recv-fit``,
+``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same
+interleaved rounds as the plans and the model is re-anchored to those times
+(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, live-memory slope, multi-device
+step cost and, where fitted, receive overhead). Printed per plan: the fidelity ladder -- step time
+predicted with roofline costs, with profiled costs, by the calibrated model, and measured (median,
+spread = half the interquartile range) -- and the ablation and extension rungs (``_rung_models``):
+``probe-alone`` the calibrated model as fitted at calibration (not re-anchored); ``base`` with
+``contention`` in place of the slowdown, the fitted latency and receive overhead, without
+``rescale``, ``live_memory`` and ``step_cost`` (the default before round four,
+``docs/runtime.md``); ``recv-fit`` with the fitted latency and receive overhead in place of the
+measured hand-off costs (the default of round six); ``one-session`` anchored to one session of the
+reference and one one-op probe (round seven); ``one-slope`` with the live-memory slope fitted on
+one device serving plans on several too (round seven); ``no-rescale`` and ``no-stepcost`` without
+one of them; ``no-memory`` without ``live_memory`` (op costs that follow the memory live in the
+plan's order, fitted to the order probe); ``uncapped`` with the live memory not capped at the
+last-level cache; ``traced`` with the slowdown's slope fitted from traced op times (``overlap``),
+the fitted latency and receive overhead (the default of rounds four and five); ``contention`` with
+the optional ``contention`` change in place of the slowdown (fitted from the same traces);
+``wakeup`` the ``recv-fit`` model plus the optional ``wakeup`` change, fitted to a second probe
+(``fit_wakeup``: timed alone, then refitted to its time in the rounds). The probes' rows (measured,
+every rung) are printed after the plans and never counted. At the end per rung the median and worst
+error, pairwise order agreement (all pairs and those beyond the measured spread) and the models
+whose predicted best is within the spread of the measured best, for all plans and for the
+multi-device plans alone (the single-device plan shares its placement with the profile and with
+``rescale``'s reference). ``--residuals`` traces each model's worst plan and prints its error parts
 (:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds``
 passes so that a drifting machine slows all plans alike. Logical CPU devices share the machine's
 cores: use at most as many devices as idle cores (``--devices``, default 2). See
@@ -335,11 +334,9 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     ``recv_fit`` in place of ``handoff``: the default of round six), ``one-session`` (anchored
     to the first reference session and one-op probe alone, ``anchor_sessions=1``: round seven),
     ``one-slope`` (the single-device live-memory slope for every plan, ``live_split=False``:
-    round seven),
-    ``no-rescale``,
-    ``no-stepcost``, ``no-memory`` (without ``live_memory``), ``uncapped`` (live memory not
-    capped at the last-level cache), ``traced`` (round five's default: the
-    traced ``overlap`` slope, the fitted latency and receive overhead), ``contention``
+    round seven), ``no-rescale``, ``no-stepcost``, ``no-memory`` (without ``live_memory``),
+    ``uncapped`` (live memory not capped at the last-level cache), ``traced`` (round five's
+    default: the traced ``overlap`` slope, the fitted latency and receive overhead), ``contention``
     (``contention`` in place of the slope, factor from the same traces, with the fitted
     latency and receive overhead) and ``wakeup`` (the ``recv-fit`` model plus ``wakeup``,
     fitted to its idle probe)."""
@@ -398,9 +395,8 @@ def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
               f"({', '.join(cal.changes)}): "
               + ", ".join(f"{k} {v:.4g}" for k, v in cal.details.items()
                           if k in ("rescale", "reference_measured_ms", "reference_range_ms",
-                                   "step_cost_ms",
-                                   "one_op_probe_measured_ms", "step_cost_range_ms",
-                                   "recv_overhead_ms",
+                                   "step_cost_ms", "one_op_probe_measured_ms",
+                                   "step_cost_range_ms", "recv_overhead_ms",
                                    "probe_measured_ms", "contention_bench_slope")))
     if cal is not None and "order_probe_measured_ms" in cal.details:
         print(f"{name:18s} live_memory fitted to the order probe "

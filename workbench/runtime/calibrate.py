@@ -1046,7 +1046,7 @@ class JudgeModel:
         >>> times = {"(reference)": 2 * m.makespan(ref), "(reference 2)": 9.0,
         ...          "(reference 3)": 2 * m.makespan(ref) + 0.1, "(one-op probe)": 20.0,
         ...          "(one-op probe 2)": 20.5, "(one-op probe 3)": 19.0}
-        >>> r = m.reanchor(times)    # the second reference session slow: the median holds
+        >>> r = m.reanchor(times)    # the second reference session far off: the median holds
         >>> r.details["rescale"], r.makespan(ref) == 2 * m.makespan(ref), r.changes
         (2.0, True, ('rescale', 'step_cost'))
         >>> m.reanchor({"(reference)": 1.0})
