@@ -500,16 +500,21 @@ interleaved rounds (:meth:`JudgeModel.probe_plans`):
     convolutions 15-17 % slower each, with 17.6 MB live at the peak against 10.7 MB. Both live
     figures are capped at the last-level cache (:attr:`JudgeModel.live_cap`: 32 MiB on the VM
     of rounds five and six, 260 MiB on round seven's): ResNet-50 and GNMT keep hundreds of MB
-    live in any order, and their slopes fit 0. Tried
-    uncapped in round seven (the bench's ``uncapped`` rung): GNMT's order probe (230 MB less
-    live on time average) ran 8-10 ms faster than its reference in runs of its own, but in
-    three bench runs its FIFO order (120 MB more live) ran 1-8 % faster than the reference too,
-    and the uncapped fit put that plan 8.9 and 13.9 % off against 4.5 and 8.1 % capped. Local logical CPU devices only. Default since round five (``docs/runtime.md``).
+    live in any order, and their slopes fit 0. Tried uncapped in round seven (the bench's
+    ``uncapped`` rung): GNMT's order probe (230 MB less live on time average) ran 8-10 ms
+    faster than its reference in runs of its own, but in three bench runs its FIFO order (120
+    MB more live) ran 1-8 % faster than the reference too, and the uncapped fit put that plan
+    8.9 and 13.9 % off against 4.5 and 8.1 % capped. Since round eight plans on several
+    devices have a slope of their own (``JudgeModel.memory_slope_multi``), fitted the same way
+    to :func:`split_order_probes` (on one VM resnet_small's list-scheduled two-device plans
+    did not slow with their order as its single-device step did). Local logical CPU devices
+    only. Default since round five (``docs/runtime.md``).
 ``step_cost``
     A step on two or more devices costs a constant more than its ops and transfers
     (:meth:`JudgeModel.fit_step_cost`): TensorFlow runs a single-device step synchronously in
-    the caller's thread and a multi-device one as executors on the thread pool. Fitted from the
-    pair :func:`reference_plan` / :func:`one_op_probe` (one op moved to a second device).
+    the caller's thread and a multi-device one as executors on the thread pool. Fitted from
+    :func:`reference_plan` (three sessions, their median) and :func:`one_op_probes` (three
+    probes, each one op moved to a second device: the median of their differences).
 """
 
 OPTIONAL_CHANGES = ("shared_memory", "recv_fit", "overlap", "contention", "wakeup")
@@ -794,7 +799,7 @@ class JudgeModel:
         cap = self.live_cap
         field = "memory_slope_multi" if multi else "memory_slope"
         base = replace(self, memory_cap=cap, **{field: 0.0})
-        ref0 = base.makespan(reference)
+        ref0 = None if multi else base.makespan(reference)   # the split's moves with the slope
 
         def delta(x: float) -> float:
             mm = replace(base, **{field: x})
