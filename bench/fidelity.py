@@ -122,7 +122,13 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
     from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup
-    from workbench.runtime.judging import residuals, step_spread, tick_share, traced_measurement
+    from workbench.runtime.judging import (
+        plan_key,
+        residuals,
+        step_spread,
+        tick_share,
+        traced_measurement,
+    )
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
 
@@ -201,8 +207,11 @@ def main(argv: list[str] | None = None) -> int:
         print("hand-off costs: " + ", ".join(f"{k} {v * 1e3:.2f} us" if k != "handoff_slope"
                                              else f"{k} {v:.4f}"
                                              for k, v in handoff.to_dict().items())
-              + " (ping-pong idle/us -> cost/us: "
-              + ", ".join(f"{a * 1e3:.0f}->{c * 1e3:.1f}" for a, c in handoff.points) + ")")
+              + f" (ping-pong idle/us -> cost/us, median of {len(handoff.pass_points)} passes"
+              " [their range]: "
+              + ", ".join(f"{a * 1e3:.0f}->{c * 1e3:.1f} [{lo * 1e3:.1f}-{hi * 1e3:.1f}]"
+                          for (a, c), lo, hi in zip(handoff.points, *_pass_range(handoff)))
+              + ")")
     methods = [m for m in args.methods if m in wb.SOLVERS]
     skipped = [m for m in args.methods if m not in wb.SOLVERS]
     if skipped:
@@ -269,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
             if not meas.ok:
                 print(f"{name:18s} {m:12s} measurement failed: {meas.error}")
                 continue
-            row = {"model": name, "plan": m, "measured": meas.median_ms,
+            row = {"model": name, "plan": m, "measured": meas.median_ms, "key": plan_key(plan),
                    "devices": len(plan.devices_used()),
                    "spread": step_spread(meas.samples),
                    "roofline": wb.simulate(Plan(roof, plan.placement, order=plan.order),
@@ -306,12 +315,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{_load()}; realtime {'on' if args.realtime else 'off'}"
           f"{', idle poll off' if args.realtime and args.no_idle_poll else ''}]")
     _print_ladder(rows)
+    _print_twins(rows)
     multi = [r for r in rows if r["devices"] > 1]
     if multi and len(multi) < len(rows):
         print("\nmulti-device plans only (the single-device plan shares its placement with the "
               "profile and the 'rescale' reference):")
         _print_ladder(multi)
     return 0
+
+
+def _pass_range(handoff) -> tuple:
+    """Per ping-pong point, the lowest and the highest hand-off cost of its passes."""
+    costs = [[c for _, c in p] for p in handoff.pass_points] or [[c for _, c in handoff.points]]
+    return [min(cs) for cs in zip(*costs)], [max(cs) for cs in zip(*costs)]
 
 
 def _width(rung: str) -> int:
@@ -419,13 +435,26 @@ def _load() -> str:
         return "?"
 
 
+def _print_twins(rows) -> None:
+    """The pairs of rows that are one plan (returned by two methods, timed in two sessions)."""
+    twins = [(r["model"], r["plan"], q["plan"], abs(r["measured"] - q["measured"]),
+              r["spread"] + q["spread"]) for i, r in enumerate(rows) for q in rows[i + 1:]
+             if r["model"] == q["model"] and r.get("key") is not None
+             and r.get("key") == q.get("key")]
+    if twins:  # not a pair to order: how far two sessions of one plan ran apart
+        print("twins (one plan returned by two methods, timed in two sessions; not counted as "
+              "pairs): " + ", ".join(f"{m} {a}={b} {d:.2f} ms apart (spreads {sp:.2f})"
+                                     for m, a, b, d, sp in twins))
+
+
 def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
     from workbench.runtime.judging import ladder_stats
 
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
-    for rung, st in ladder_stats(rows, RUNGS).items():
+    stats = ladder_stats(rows, RUNGS)
+    for rung, st in stats.items():
         if not math.isfinite(st["median"]):
             continue
         w, wm, wp = st["worst"]

@@ -54,7 +54,7 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
 
     assert ("calibrated model (shared_memory, overlap, rescale, live_memory, step_cost, "
             "recv_fit)") in out
-    assert "hand-off costs: send_ms " in out
+    assert "hand-off costs: send_ms " in out and "median of 3 passes [their range]" in out
     assert "mlp                contention benchmark: alone" in out
     assert f"re-anchored to the probes timed in the rounds ({', '.join(MODEL_CHANGES)})" in out
     # three plans are counted; the probes are printed but not among them
@@ -76,3 +76,16 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     median = sorted(r["measured"] for r in rows.values())[1]
     assert first["calibrated"] == pytest.approx(median, abs=0.006)
     assert first["one-session"] == pytest.approx(first["measured"], abs=0.006)
+
+
+def test_twins_are_printed_once_with_how_far_their_sessions_ran_apart(capsys):
+    bench = _bench()
+    row = {"model": "m", "spread": 0.5, "devices": 2}
+    rows = [{**row, "plan": "heft", "key": 1, "measured": 10.0},
+            {**row, "plan": "dpos", "key": 1, "measured": 11.5},
+            {**row, "plan": "etf", "key": 2, "measured": 10.0},
+            {**row, "plan": "m_topo", "measured": 12.0}, {**row, "plan": "x", "measured": 12.0}]
+    bench._print_twins(rows)
+    out = capsys.readouterr().out
+    assert out.count("twins") == 1 and "m heft=dpos 1.50 ms apart (spreads 1.00)" in out
+    assert "etf" not in out and "m_topo" not in out        # no key: never a twin

@@ -95,6 +95,30 @@ def test_ladder_counts_disagreements_beyond_spread():
     assert step_spread([1.0, 2.0, 3.0, 100.0]) == pytest.approx(0.5 * (27.25 - 1.75))
 
 
+def test_ladder_counts_one_plan_from_two_methods_as_twins_not_a_pair():
+    import workbench as wb
+    from workbench.runtime.calibrate import local_cluster
+    from workbench.runtime.judging import plan_key
+    from workbench.runtime.runner import with_run_order
+
+    g, cl = samples.load_sample("resnet_small"), local_cluster(2)
+    plans = {m: with_run_order(wb.solve(g, cl, method=m, seed=0), cl)
+             for m in ("m_topo", "heft", "dpos")}
+    assert plan_key(plans["heft"]) == plan_key(plans["dpos"])   # the solvers agree here
+    assert plan_key(plans["heft"]) != plan_key(plans["m_topo"])
+    # two sessions of the one plan 9 ms apart, beyond their spreads (as ResNet-50's measured)
+    measured = {"m_topo": (480.0, 3.0), "heft": (443.6, 4.3), "dpos": (434.5, 4.5)}
+    rows = [{"model": g.name, "plan": m, "key": plan_key(p), "measured": measured[m][0],
+             "spread": measured[m][1], "sim": wb.simulate(p, cl).makespan}
+            for m, p in plans.items()]
+    st = ladder_stats(rows, ["sim"])["sim"]
+    assert (st["pairs"], st["twins"], st["twins_beyond"]) == (2, 1, 1)
+    assert st["agree_beyond"] == st["pairs_beyond"] == 2
+    unkeyed = ladder_stats([{k: v for k, v in r.items() if k != "key"} for r in rows],
+                           ["sim"])["sim"]
+    assert (unkeyed["pairs_beyond"], unkeyed["agree_beyond"], unkeyed["twins"]) == (3, 2, 0)
+
+
 def test_residual_figure_lanes_and_bars():
     from widgets.figures.residuals import residual_figure
 
@@ -410,6 +434,56 @@ def test_handoff_costs_are_measured_between_logical_devices(rt):
     assert h.send_ms < 1.0 and h.recv_ms < 1.0      # microseconds, not milliseconds
     assert len(h.points) == 5 and all(i > 0 for i, _ in h.points)
     assert h.latency(10 * IDLE_CAP_MS) == pytest.approx(h.latency(IDLE_CAP_MS))
+    assert len(h.pass_points) == 3 and all(len(p) == 5 for p in h.pass_points)
+
+
+def _fake_handoff_timer(monkeypatch, *, disturbed: int):
+    """``handoff._time`` replaced by exact chains (1.5 us an op, 4 us a send, 3 us a receive,
+    hand-off latency 0.03 x idle), whose ``disturbed``-th session of the two-device ping-pong
+    chain at the longest idle runs 7 ms slow (as one bench run measured)."""
+    from workbench.runtime import handoff
+
+    op, send, recv, slope, n = 0.0015, 0.004, 0.003, 0.03, handoff._N
+    seen = []
+
+    def timed(kind, a, b, *, repeats, trials, spinning, k=1, segments=16):
+        chain = {"alone": n * op, "send": n * (op + send), "recv": n * (op + recv),
+                 "recv-local": n * op}
+        if kind in chain:
+            return chain[kind]
+        one = segments * k * op
+        if kind == "pingpong-local":
+            return one
+        seen.append(k)
+        hit = k == max(handoff._IDLE_KS) and seen.count(k) == disturbed
+        return one + (segments - 1) * (send + recv + slope * k * op) + (7.0 if hit else 0.0)
+
+    monkeypatch.setattr(handoff, "_time", timed)
+    return handoff
+
+
+def test_handoff_ping_pong_passes_outvote_one_disturbed_session(monkeypatch):
+    handoff = _fake_handoff_timer(monkeypatch, disturbed=1)
+    h = handoff.measure_handoff()
+    assert (h.send_ms, h.recv_ms) == (pytest.approx(0.004), pytest.approx(0.003))
+    assert h.slope == pytest.approx(0.03, rel=1e-6) and h.latency_ms == pytest.approx(0, abs=1e-9)
+    assert max(c for _, c in h.pass_points[0]) > 0.4     # the disturbed pass, outvoted
+    handoff = _fake_handoff_timer(monkeypatch, disturbed=1)
+    one_pass = handoff.measure_handoff(passes=1)          # one pass: carried away
+    assert one_pass.slope > 0.5
+
+
+def test_handoff_ping_pong_passes_time_each_point_once_per_pass(monkeypatch):
+    handoff = _fake_handoff_timer(monkeypatch, disturbed=0)
+    calls = []
+    timed = handoff._time
+    monkeypatch.setattr(handoff, "_time", lambda kind, *a, **kw: calls.append(
+        (kind, kw.get("k"), kw["trials"])) or timed(kind, *a, **kw))
+    h = handoff.measure_handoff(passes=2)
+    pings = [c for c in calls if c[0].startswith("pingpong")]
+    assert [k for _, k, _ in pings] == [k for k in handoff._IDLE_KS for _ in (0, 1)] * 2
+    assert {t for _, _, t in pings} == {1} and {t for k, _, t in calls if k == "send"} == {2}
+    assert h.slope == pytest.approx(0.03, rel=1e-6) and len(h.pass_points) == 2
 
 
 def test_rescale_anchors_the_single_device_speed_and_composes():

@@ -469,10 +469,10 @@ interleaved rounds (:meth:`JudgeModel.probe_plans`):
     Logical devices of one process (local CPU devices) pass a tensor as a pointer: no copy of
     its bytes and no FIFO link on which transfers queue (links of infinite bandwidth, no link
     congestion). What a cross-device tensor costs is measured by micro-benchmarks of the
-    runner's execution regime (:func:`~workbench.runtime.handoff.measure_handoff`, a few
-    seconds): ``send_ms`` on the sender per tensor it sends, ``recv_ms`` on the receiver per
+    runner's execution regime (:func:`~workbench.runtime.handoff.measure_handoff`, about
+    30 s): ``send_ms`` on the sender per tensor it sends, ``recv_ms`` on the receiver per
     tensor, and a hand-off latency that grows with the time the receiving device idled
-    (``latency_ms + slope * idle``, idle capped at 1 ms;
+    (``latency_ms + slope * idle``, idle capped at 1 ms, its points the median of three passes;
     :func:`~workbench.runtime.judging.handoff_idle`, fixed point). Nothing is fitted to a probe.
     Default since round seven (``docs/runtime.md``), in place of ``shared_memory`` and
     ``recv_fit``: the random probe those fit the receive overhead to runs in two states on

@@ -22,12 +22,19 @@ Between logical CPU devices a tensor is passed by reference: no bytes move, but 
     chain: ``k`` matmuls on A, ``k`` on B, ... (every hand-off after an idle period of ``k``
     ops) against the same chain on one device; the extra time per hand-off minus
     ``send_ms + recv_ms``. A least-squares line ``latency_ms + slope * idle`` over the ``k``
-    (idle capped at :data:`IDLE_CAP_MS`) is the model.
+    (idle capped at :data:`IDLE_CAP_MS`) is the model. The ping-pong sweep over the ``k`` runs
+    in three passes, one after the other, and each ``k`` takes the median of its passes'
+    idle and extra time: five points carry a line, and one disturbed point carries it away
+    (measured: in one bench run the two-device chain at 0.47 ms idle ran 0.44 ms a hand-off
+    slow in both of its back-to-back sessions, where twelve other runs measured 0-31 us, and
+    the slope came out 0.62 against their 0.003-0.07). A disturbance now has to hit the same
+    ``k`` in two passes, several seconds apart.
 
 The benchmarks run in sessions configured as the runner's (one intra-op thread, as many
 inter-op threads as devices, thread spinning off under real-time scheduling), so they measure
 the regime the plans run in. Each figure is the median of ``repeats`` timed steps after a
-warm-up, the smallest over ``trials`` fresh sessions (the least disturbed).
+warm-up, the smallest over ``trials`` fresh sessions (the least disturbed); of the ping-pong
+chains, the median over :data:`PASSES` passes (see ``latency(idle)``).
 """
 
 from __future__ import annotations
@@ -40,7 +47,7 @@ import numpy as np
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .realtime import realtime as realtime_scheduling
 
-__all__ = ["IDLE_CAP_MS", "HandoffCosts", "measure_handoff"]
+__all__ = ["IDLE_CAP_MS", "PASSES", "HandoffCosts", "measure_handoff"]
 
 IDLE_CAP_MS = 1.0
 """Idle periods longer than this cost no more than this one (the line is not extrapolated)."""
@@ -49,12 +56,16 @@ _SIZE = 32          # matmul operand side (a few microseconds per op, like the s
 _N = 200            # tensors per send / receive benchmark
 _IDLE_KS = (1, 16, 64, 160, 320)  # ops per ping-pong segment (idle periods ~3 us .. ~0.5 ms)
 
+PASSES = 3
+"""Passes of the ping-pong sweep; each point is the median of its passes (see the module)."""
+
 
 @dataclass(frozen=True)
 class HandoffCosts:
     """Per-tensor costs of a cross-device hand-off (ms); see the module docstring.
 
-    ``points``: the ping-pong measurements ``(idle_ms, handoff_ms)`` the line was fitted to.
+    ``points``: the ping-pong measurements ``(idle_ms, handoff_ms)`` the line was fitted to
+    (each the median of its passes); ``pass_points``: every pass's, in the order they ran.
 
     >>> h = HandoffCosts(send_ms=0.002, recv_ms=0.002, latency_ms=0.003, slope=0.04)
     >>> round(float(h.latency(0.1)), 4), round(float(h.latency(5.0)), 4)   # idle capped at 1 ms
@@ -66,6 +77,7 @@ class HandoffCosts:
     latency_ms: float
     slope: float
     points: tuple = field(default=(), compare=False)
+    pass_points: tuple = field(default=(), compare=False)
 
     def latency(self, idle_ms):
         """Hand-off delay (ms) after the receiver idled ``idle_ms`` (scalar or array)."""
@@ -143,11 +155,14 @@ def _time(kind: str, a: str, b: str, *, repeats: int, trials: int, spinning: boo
 
 
 def measure_handoff(devices=("cpu0", "cpu1"), *, repeats: int = 60, trials: int = 2,
-                    segments: int = 16, realtime: bool = False) -> HandoffCosts:
+                    segments: int = 16, passes: int = PASSES,
+                    realtime: bool = False) -> HandoffCosts:
     """Measure :class:`HandoffCosts` between two logical CPU devices of this process.
 
     ``realtime``: under ``SCHED_FIFO`` with thread spinning off, as the runner measures plans
-    with ``realtime=True`` (see :mod:`workbench.runtime.realtime`). Takes a few seconds.
+    with ``realtime=True`` (see :mod:`workbench.runtime.realtime`). ``passes``: of the
+    ping-pong sweep, each timed in one session per chain (the sessions of the send and receive
+    benchmarks: the least disturbed of ``trials``). Takes 15-30 s.
     """
     a, b = (tf_device(d) for d in devices[:2])
     spin = not realtime
@@ -156,15 +171,35 @@ def measure_handoff(devices=("cpu0", "cpu1"), *, repeats: int = 60, trials: int 
         alone = _time("alone", a, b, **run)
         send = max(0.0, (_time("send", a, b, **run) - alone) / _N)
         recv = max(0.0, (_time("recv", a, b, **run) - _time("recv-local", a, b, **run)) / _N)
-        points = []
-        for k in _IDLE_KS:
-            one = _time("pingpong-local", a, b, k=k, segments=segments, **run)
-            two = _time("pingpong", a, b, k=k, segments=segments, **run)
-            per_op = one / (segments * k)
-            points.append((k * per_op, max(0.0, (two - one) / (segments - 1) - send - recv)))
+        sweeps = [_pingpong_sweep(a, b, segments=segments, send=send, recv=recv,
+                                  **{**run, "trials": 1}) for _ in range(max(1, int(passes)))]
+    points = _median_points(sweeps)
     idle = np.minimum([p[0] for p in points], IDLE_CAP_MS)
     cost = np.array([p[1] for p in points])
     slope, lat = np.polyfit(idle, cost, 1) if len(points) > 1 else (0.0, float(cost[0]))
     slope = max(0.0, float(slope))
     lat = max(0.0, float(np.mean(cost - slope * idle)))
-    return HandoffCosts(float(send), float(recv), lat, slope, tuple(points))
+    return HandoffCosts(float(send), float(recv), lat, slope, tuple(points),
+                        tuple(tuple(sw) for sw in sweeps))
+
+
+def _pingpong_sweep(a: str, b: str, *, segments: int, send: float, recv: float, **run) -> list:
+    """One pass of the ping-pong chains over :data:`_IDLE_KS`: ``(idle_ms, handoff_ms)`` per
+    ``k`` (the extra time per hand-off over the one-device chain, less ``send + recv``)."""
+    points = []
+    for k in _IDLE_KS:
+        one = _time("pingpong-local", a, b, k=k, segments=segments, **run)
+        two = _time("pingpong", a, b, k=k, segments=segments, **run)
+        per_op = one / (segments * k)
+        points.append((k * per_op, max(0.0, (two - one) / (segments - 1) - send - recv)))
+    return points
+
+
+def _median_points(sweeps: list) -> list:
+    """Per ``k``, the median over the passes of the idle period and of the hand-off cost.
+
+    >>> _median_points([[(0.1, 0.01)], [(0.12, 0.4)], [(0.11, 0.012)]])   # one pass disturbed
+    [(0.11, 0.012)]
+    """
+    return [(float(np.median([sw[i][0] for sw in sweeps])),
+             float(np.median([sw[i][1] for sw in sweeps]))) for i in range(len(sweeps[0]))]

@@ -57,9 +57,8 @@ import numpy as np
 from ..errors import RuntimeBridgeError
 
 __all__ = ["Residuals", "busy_overlap", "ladder_stats", "live_bytes", "median_timeline",
-           "overlap_slope",
-           "residuals", "simulate_overlap", "step_spread", "tick_share", "traced_measurement",
-           "woken_ops"]
+           "overlap_slope", "plan_key", "residuals", "simulate_overlap", "step_spread",
+           "tick_share", "traced_measurement", "woken_ops"]
 
 WAKEUP_IDLE_MS = 0.1
 """A device whose thread idled at least this long before a tensor from another device woke it
@@ -403,6 +402,22 @@ def tick_share(samples, *, tick_ms: float = 4.0, tol_ms: float = 0.3) -> float:
     return float(np.mean((k >= 1) & (np.abs(x - k * tick_ms) <= tol_ms)))
 
 
+def plan_key(plan) -> tuple:
+    """What makes two plans the same plan: the placement and each device's order (hashable).
+
+    >>> from workbench import samples, Plan
+    >>> g = samples.diamond()
+    >>> a = Plan(g, {"a": "cpu0", "b": "cpu0", "c": "cpu1", "d": "cpu0"})
+    >>> plan_key(a) == plan_key(Plan(g, dict(a.placement)))
+    True
+    >>> plan_key(a) == plan_key(Plan(g, dict(a.placement), order={"cpu0": ["a", "c", "b", "d"]}))
+    False
+    """
+    order = plan.order or {}
+    return (tuple(sorted(plan.placement.items())),
+            tuple(sorted((d, tuple(ops)) for d, ops in order.items())))
+
+
 def ladder_stats(rows, rungs) -> dict:
     """Per rung: median and worst relative error, pairwise order agreement with the measurement
     (all pairs of plans of one model, and the pairs whose measured medians differ by more than
@@ -410,7 +425,12 @@ def ladder_stats(rows, rungs) -> dict:
     the measured spread of the measured best.
 
     ``rows``: dicts with ``model``, ``plan``, ``measured`` (median ms), ``spread`` (ms, e.g.
-    half the interquartile range of the steps) and one predicted ms per rung name.
+    half the interquartile range of the steps) and one predicted ms per rung name; optional
+    ``key`` (:func:`plan_key`). Two rows of one model with the same key are one plan that two
+    methods returned, timed in two sessions: no model can order a plan against itself, so the
+    pair is not counted among the pairs but as ``twins`` (and ``twins_beyond`` where its two
+    sessions differ by more than their spreads: a measure of how far sessions of one plan
+    drift apart).
 
     >>> rows = [{"model": "m", "plan": "a", "measured": 10.0, "spread": 0.5, "r": 11.0},
     ...         {"model": "m", "plan": "b", "measured": 20.0, "spread": 0.5, "r": 19.0},
@@ -420,6 +440,10 @@ def ladder_stats(rows, rungs) -> dict:
     (0.1, 3, 2, 2, 2)
     >>> s["best_ok"], s["models"]
     (1, 1)
+    >>> twins = [{**r, "key": k} for r, k in zip(rows, ("x", "y", "y"))]   # b and c: one plan
+    >>> s = ladder_stats(twins, ["r"])["r"]
+    >>> s["pairs"], s["pairs_beyond"], s["agree_beyond"], s["twins"], s["twins_beyond"]
+    (2, 1, 1, 1, 1)
     """
     out = {}
     models: dict = {}
@@ -430,14 +454,20 @@ def ladder_stats(rows, rungs) -> dict:
                 for r in rows if np.isfinite(r.get(rung, math.nan))]
         st = {"median": statistics.median(e for e, _, _ in errs) if errs else math.nan,
               "worst": max(errs) if errs else (math.nan, "", ""), "pairs": 0, "agree": 0,
-              "pairs_beyond": 0, "agree_beyond": 0, "best_ok": 0, "models": 0}
+              "pairs_beyond": 0, "agree_beyond": 0, "best_ok": 0, "models": 0, "twins": 0,
+              "twins_beyond": 0}
         for rs in models.values():
             for i, a in enumerate(rs):
                 for b in rs[i + 1:]:
+                    beyond = abs(a["measured"] - b["measured"]) > a["spread"] + b["spread"]
+                    if a.get("key") is not None and a.get("key") == b.get("key"):
+                        st["twins"] += 1
+                        st["twins_beyond"] += beyond
+                        continue
                     same = (a[rung] - b[rung]) * (a["measured"] - b["measured"]) > 0
                     st["pairs"] += 1
                     st["agree"] += same
-                    if abs(a["measured"] - b["measured"]) > a["spread"] + b["spread"]:
+                    if beyond:
                         st["pairs_beyond"] += 1
                         st["agree_beyond"] += same
             if rs:
