@@ -453,8 +453,7 @@ def _print_ladder(rows) -> None:
 
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")
-    stats = ladder_stats(rows, RUNGS)
-    for rung, st in stats.items():
+    for rung, st in ladder_stats(rows, RUNGS).items():
         if not math.isfinite(st["median"]):
             continue
         w, wm, wp = st["worst"]
