@@ -437,10 +437,10 @@ def _load() -> str:
 
 def _print_twins(rows) -> None:
     """The pairs of rows that are one plan (returned by two methods, timed in two sessions)."""
+    from workbench.runtime.judging import twin_pairs
+
     twins = [(r["model"], r["plan"], q["plan"], abs(r["measured"] - q["measured"]),
-              r["spread"] + q["spread"]) for i, r in enumerate(rows) for q in rows[i + 1:]
-             if r["model"] == q["model"] and r.get("key") is not None
-             and r.get("key") == q.get("key")]
+              r["spread"] + q["spread"]) for r, q in twin_pairs(rows)]
     if twins:  # not a pair to order: how far two sessions of one plan ran apart
         print("twins (one plan returned by two methods, timed in two sessions; not counted as "
               "pairs): " + ", ".join(f"{m} {a}={b} {d:.2f} ms apart (spreads {sp:.2f})"

@@ -58,7 +58,7 @@ from ..errors import RuntimeBridgeError
 
 __all__ = ["Residuals", "busy_overlap", "ladder_stats", "live_bytes", "median_timeline",
            "overlap_slope", "plan_key", "residuals", "simulate_overlap", "step_spread",
-           "tick_share", "traced_measurement", "woken_ops"]
+           "tick_share", "traced_measurement", "twin_pairs", "woken_ops"]
 
 WAKEUP_IDLE_MS = 0.1
 """A device whose thread idled at least this long before a tensor from another device woke it
@@ -418,6 +418,22 @@ def plan_key(plan) -> tuple:
             tuple(sorted((d, tuple(ops)) for d, ops in order.items())))
 
 
+def twin_pairs(rows) -> list:
+    """The pairs of rows (dicts with ``model`` and optional ``key``, :func:`plan_key`) that are
+    one plan of one model: returned by two methods, timed in two sessions.
+
+    >>> twin_pairs([{"model": "m", "plan": "a", "key": 1}, {"model": "m", "plan": "b", "key": 1},
+    ...             {"model": "m", "plan": "c"}, {"model": "m", "plan": "d"}])[0][1]["plan"]
+    'b'
+    """
+    return [(a, b) for i, a in enumerate(rows) for b in rows[i + 1:] if _same_plan(a, b)]
+
+
+def _same_plan(a: dict, b: dict) -> bool:
+    return (a["model"] == b["model"] and a.get("key") is not None
+            and a.get("key") == b.get("key"))
+
+
 def ladder_stats(rows, rungs) -> dict:
     """Per rung: median and worst relative error, pairwise order agreement with the measurement
     (all pairs of plans of one model, and the pairs whose measured medians differ by more than
@@ -460,7 +476,7 @@ def ladder_stats(rows, rungs) -> dict:
             for i, a in enumerate(rs):
                 for b in rs[i + 1:]:
                     beyond = abs(a["measured"] - b["measured"]) > a["spread"] + b["spread"]
-                    if a.get("key") is not None and a.get("key") == b.get("key"):
+                    if _same_plan(a, b):
                         st["twins"] += 1
                         st["twins_beyond"] += beyond
                         continue
