@@ -49,7 +49,7 @@ Examples
 >>> sum(o.saved for o in ops if o.layer == 0) == s * b * h * (34 + 5 * a * s / h)
 True
 >>> PRESETS["gpt:175b"].params() / 1e9
-174.5...
+174.6...
 """
 
 from __future__ import annotations
