@@ -278,7 +278,8 @@ class ChainOp:
     (Megatron's column/row-parallel matmuls, attention heads, the vocabulary-parallel head);
     otherwise the op is replicated across tensor-parallel ranks and divides only under
     sequence parallelism (norms, dropout, residual adds). ``core``: part of the attention core
-    that selective recomputation recomputes. ``comm_fwd``/``comm_bwd``: the collectives after
+    that selective recomputation recomputes; ``core_saved`` the part of ``saved`` it then does
+    not keep (the attention matrices; the queries, keys and values stay). ``comm_fwd``/``comm_bwd``: the collectives after
     the op's forward/backward, without (``tp``) and with (``sp``) sequence parallelism.
     ``out``: bytes of the op's output (what a pipeline stage cut after it sends).
     """
@@ -295,6 +296,7 @@ class ChainOp:
     out: float = 0.0
     split: bool = False
     core: bool = False
+    core_saved: float = 0.0
     comm_fwd: dict = field(default_factory=dict)
     comm_bwd: dict = field(default_factory=dict)
 
@@ -331,11 +333,13 @@ def _gpt_block(c: LLMConfig, i: int) -> list[ChainOp]:
         _op(f"L{i}/score", "BatchMatMul", i, 2 * b * s * s * h, e * (2 * T * h + att),
             split=True, core=True, saved=2 * x, out=e * att),
         _op(f"L{i}/softmax", "Softmax", i, 5 * att, 2 * e * att, bwd=1.0, split=True,
-            core=True, saved=e * att, out=e * att),
+            core=True, saved=e * att, core_saved=e * att, out=e * att),
         _op(f"L{i}/attn_dropout", "Dropout", i, att if drop else 0, 2 * e * att, bwd=1.0,
-            split=True, core=True, saved=att if drop else 0, out=e * att),
+            split=True, core=True, saved=att if drop else 0, core_saved=att if drop else 0,
+            out=e * att),
         _op(f"L{i}/attn_v", "BatchMatMul", i, 2 * b * s * s * h, e * (att + 2 * T * h),
-            split=True, core=True, saved=e * att + x, out=x),
+            split=True, core=True, saved=e * att + x, core_saved=e * att if drop else 0,
+            out=x),
         _mm(f"L{i}/proj", i, T, h, h, e, params=h * h + h,
             comm_fwd=_ar(x, "reducescatter")),
         _op(f"L{i}/dropout1", "Add", i, 2 * T * h, 3 * x, bwd=0.5, saved=mask, out=x,
@@ -366,7 +370,7 @@ def _llama_block(c: LLMConfig, i: int) -> list[ChainOp]:
         _op(f"L{i}/score", "BatchMatMul", i, 2 * b * s * s * h, e * (T * (h + kv) + att),
             split=True, core=True, saved=e * T * (h + 2 * kv), out=e * att),
         _op(f"L{i}/softmax", "Softmax", i, 5 * att, 2 * e * att, bwd=1.0, split=True,
-            core=True, saved=e * att, out=e * att),
+            core=True, saved=e * att, core_saved=e * att, out=e * att),
         _op(f"L{i}/attn_v", "BatchMatMul", i, 2 * b * s * s * h, e * (att + T * (h + kv)),
             split=True, core=True, saved=0.0, out=x),
         _mm(f"L{i}/o", i, T, h, h, e, params=h * h, comm_fwd=_ar(x, "reducescatter")),

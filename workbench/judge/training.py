@@ -139,7 +139,7 @@ def chunk_program(plan, c: int) -> dict:
     blocks = {k: v for k, v in groups.items() if 0 <= k < cfg.layers}
     ends = sum(stash_of[o.name] for k, v in groups.items() if k not in blocks for o in v)
     per_block = {k: sum(stash_of[o.name] for o in v) for k, v in blocks.items()}
-    core = {k: sum(stash_of[o.name] for o in v if o.core) for k, v in blocks.items()}
+    core = {k: sum(o.core_saved / _div(o, t, sp) for o in v) for k, v in blocks.items()}
     if s.recompute == "full":
         stash, transient = ends + x * len(blocks), max(per_block.values(), default=0.0)
     elif s.recompute == "selective":

@@ -259,17 +259,20 @@ def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
     return cuts
 
 
-def cuts_from_placement(config: LLMConfig, placement: dict, devices: list) -> list:
-    """Chunk starts from an op-level placement of :func:`workbench.costs.llm_graph.training_graph`
-    (forward op name -> device): chunk ``k`` is the ops on ``devices[k]``, which must be a
-    contiguous run of the chain (a pipeline split, as the pipeline DP of Tarnawski et al.
-    returns).
+def cuts_from_placement(config: LLMConfig, placement: dict) -> list:
+    """Chunk starts from an op-level placement of
+    :func:`workbench.costs.llm_graph.training_graph` (forward op name -> device, e.g.
+    ``Plan.placement`` of the pipeline DP of Tarnawski et al.): each device's forward ops must
+    be one contiguous run of the chain; the runs, in chain order, are the pipeline stages.
 
     >>> cfg = parse_spec("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100")
     >>> names = [o.name for o in chain(cfg)]
-    >>> place = {v: ("g0" if i < 10 else "g1") for i, v in enumerate(names)}
-    >>> cuts_from_placement(cfg, place, ["g0", "g1"])
+    >>> cuts_from_placement(cfg, {v: ("g1" if i < 10 else "g0") for i, v in enumerate(names)})
     [0, 10]
+    >>> cuts_from_placement(cfg, {v: ("g1" if i % 2 else "g0") for i, v in enumerate(names)})
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: the forward ops on 'g0' are not one contiguous run of the chain (it comes back at op 'L0/qkv'): not a pipeline split
     """
     names = [o.name for o in chain(config)]
     missing = [v for v in names if v not in placement]
@@ -277,10 +280,12 @@ def cuts_from_placement(config: LLMConfig, placement: dict, devices: list) -> li
         raise PlanError(f"placement leaves chain op {missing[0]!r} unplaced")
     seq = [placement[v] for v in names]
     cuts = [0] + [i for i in range(1, len(seq)) if seq[i] != seq[i - 1]]
-    got = [seq[c] for c in cuts]
-    if got != list(devices):
-        raise PlanError(f"placement visits devices {got} along the chain; a pipeline needs "
-                        f"each of {list(devices)} once, in that order")
+    seen: set = set()
+    for c in cuts:
+        if seq[c] in seen:
+            raise PlanError(f"the forward ops on {seq[c]!r} are not one contiguous run of the "
+                            f"chain (it comes back at op {names[c]!r}): not a pipeline split")
+        seen.add(seq[c])
     return cuts
 
 
