@@ -100,7 +100,7 @@ def main(argv=None) -> None:
                   f"{max(x['rss_gib'] for x in runs):.2f} GiB")
             print(f"    step {r['step_ms']:.1f} ms, MFU {r['mfu']:.3f}, peak GPU memory "
                   f"{r['peak_gib']:.1f} GiB{'' if r['feasible'] else ' OUT OF MEMORY'}; "
-                  + ", ".join(f"{k} {r[k]:.0f}" for k in ("compute", "recompute", "tp", "pp",
+                  + ", ".join(f"{k} {r[k + '_ms']:.0f}" for k in ("compute", "recompute", "tp", "pp",
                                                            "bubble", "dp", "optimizer")))
             if size == "175b":
                 worst = (max(worst[0], statistics.median(total)),

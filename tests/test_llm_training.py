@@ -222,3 +222,19 @@ def test_layers_per_stage_and_no_gpu_named():
     with pytest.raises(PlanError, match="pass gpu="):
         parallelize(CFG, Cluster.preset("4xV100-nvlink"), Strategy())
     assert parallelize(CFG, Cluster.preset("4xV100-nvlink"), Strategy(), gpu="A100-40G")
+
+
+def test_cli_train(capsys):
+    import json
+
+    from workbench.cli import main
+
+    assert main(["train", "gpt:layers=4,hidden=256,heads=4,seq=128", "--cluster", "8xA100-80g",
+                 "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8",
+                 "--recompute", "selective", "--zero", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tp"] == 2 and out["recompute"] == "selective" and out["zero"] == 1
+    assert out["feasible"] and out["step_ms"] > 0 and out["tp_ms"] > 0
+    assert main(["train", "gpt:layers=4,hidden=256,heads=4", "--tp", "3"]) == 2
+    assert "error: tp=3 does not divide the 4 attention heads" in capsys.readouterr().err
+    assert main(["train", "gpt:layers=4,hidden=256,heads=4", "--cluster", "nope"]) == 2

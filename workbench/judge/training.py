@@ -225,7 +225,8 @@ class TrainingResult:
         b = self.breakdown()
         return {"strategy": self.plan.strategy.describe(), "step_ms": round(self.step_ms, 3),
                 "feasible": self.feasible, "peak_gib": round(max(self.peak.values()) / 2**30, 2),
-                "mfu": round(self.mfu(), 4), **{k: round(v, 3) for k, v in b.items()}}
+                "mfu": round(self.mfu(), 4),
+                **{f"{k}_ms": round(v, 3) for k, v in b.items() if k != "step"}}
 
 
 # ---------------------------------------------------------------------- the event core
