@@ -238,3 +238,23 @@ def test_cli_train(capsys):
     assert main(["train", "gpt:layers=4,hidden=256,heads=4", "--tp", "3"]) == 2
     assert "error: tp=3 does not divide the 4 attention heads" in capsys.readouterr().err
     assert main(["train", "gpt:layers=4,hidden=256,heads=4", "--cluster", "nope"]) == 2
+
+
+def test_training_views_draw_the_result():
+    from widgets.figures import training_breakdown_figure, training_gantt, training_memory_figure
+
+    r = simulate_training(_plan(pp=4, global_batch=8, recompute="full"))
+    g = training_gantt(r)
+    fwd, bwd, rec = g.data
+    assert len(fwd.x) == len(bwd.x) == len(rec.x) == 4 * 8
+    assert sum(rec.x) == pytest.approx(sum(r.parts[k]["recompute"] for k in r.parts))
+    assert max(b + w for b, w in zip(bwd.base, bwd.x)) <= r.step_ms
+    mem = training_memory_figure(r)
+    assert max(max(t.y) for t in mem.data) == pytest.approx(max(r.peak.values()) / 2**30)
+    oom = simulate_training(parallelize(parse_spec("gpt:1.3b"), Cluster.preset("8xA100-40g"),
+                                        Strategy(pp=2, mbs=4, global_batch=64,
+                                                 schedule="gpipe")))
+    fig = training_memory_figure(oom)
+    assert "out of memory on" in fig.layout.annotations[-1].text
+    br = training_breakdown_figure([r, oom], labels=["a", "b"])
+    assert sum(t.x[0] for t in br.data) == pytest.approx(r.step_ms / 1e3)

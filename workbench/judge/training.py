@@ -170,7 +170,7 @@ class TrainingResult:
     """What :func:`simulate_training` found.
 
     ``step_ms`` (the slowest rank's end), ``tasks[rank]`` (``(start, end, kind, chunk,
-    micro-batch)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what)`` for
+    micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what)`` for
     pipeline sends and data-parallel collectives), ``memory[rank]`` (``(time, bytes)`` after
     each change), ``peak[rank]``, ``oom`` (None, or the first rank over its device's memory:
     ``{"device", "rank", "time_ms", "bytes", "capacity"}``), ``parts[rank]`` (step time by
@@ -495,11 +495,14 @@ class _Sim:
             if kind == "B" and prog["transient"]:
                 self.memory(rank, start, prog["transient"], state)
             sync = s.dp > 1 and s.overlap_grad and (s.zero >= 2 or m == last_mb)
+            rec = 0.0
             for seg in prog["fwd" if kind == "F" else "bwd"]:
                 typ = seg[0]
                 if typ == "c" or typ == "r":
                     yield ("c", seg[1])
                     parts["compute" if typ == "c" else "recompute"] += seg[1]
+                    if typ == "r":
+                        rec += seg[1]
                 elif typ == "x":
                     ta = core.now[rank]
                     yield self.coll(rank, counters, "tp", tp_group, seg[1].kind,
@@ -512,7 +515,7 @@ class _Sim:
                                     "allreduce" if s.zero == 0 else "reducescatter", seg[1],
                                     False, key, "dp")
             end = core.now[rank]
-            tasks.append((start, end, kind, c, m))
+            tasks.append((start, end, kind, c, m, rec))
             if kind == "F":
                 self.memory(rank, end, prog["stash"], state)
                 if c + 1 < nch:
