@@ -14,6 +14,12 @@ slowest 175 B strategy's median wall seconds (build + judge), Y the largest peak
 memory of those runs.
 
 Run: ``.venv/bin/python bench/bench_llm.py [--runs 3] [--only 175b]``
+
+``--torch-check`` prints, for the two small models of ``tests/test_llm_models.py``, our FLOPs
+(forward + backward + Adam, and forward only) and parameter bytes over those of the same model
+built with transformers and captured by ``from_torch``; ``--reduction-grid`` judges 480 small
+strategies on 64 GPUs with one rank per stage and with every rank and counts the differences
+(step time, every task's start and end, peak memory).
 """
 
 from __future__ import annotations
@@ -66,6 +72,55 @@ def one(model: str, cluster: str, gbs: int, kw: dict) -> dict:
             **res.summary()}
 
 
+def torch_check() -> None:
+    """Our builders against transformers' models captured by from_torch (needs torch)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from test_llm_models import GPT_SMALL, LLAMA_SMALL, _captured, _flops
+
+    from workbench.costs.llm import parse_spec
+    from workbench.costs.llm_graph import training_graph
+
+    for spec in (GPT_SMALL, LLAMA_SMALL):
+        _, cap = _captured(spec)
+        ours = training_graph(parse_spec(spec + ",precision=fp32"))
+        pbytes = sum(ours.op(v).get("param_bytes", 0.0) for v in ours.ops)
+        print(f"{spec}: FLOPs {_flops(ours) / _flops(cap):.4f}, forward "
+              f"{_flops(ours, ('fwd',)) / _flops(cap, ('fwd',)):.4f}, parameter bytes "
+              f"{pbytes / cap.meta['param_bytes']:.4f} (ours / torch)")
+
+
+def reduction_grid() -> None:
+    """One rank per stage against every rank on a grid of small strategies."""
+    import itertools
+
+    from workbench.cluster import Cluster
+    from workbench.costs.llm import parse_spec
+    from workbench.judge.training import simulate_training
+    from workbench.transforms.parallel import Strategy, parallelize
+
+    cluster = Cluster.preset("64xA100-80g")
+    cfg = parse_spec("gpt:layers=8,hidden=512,heads=8,seq=256")
+    n = bad = 0
+    for tp, pp, dp, sched, rec, zero, sp in itertools.product(
+            (1, 2, 8), (1, 2, 4), (1, 2), ("gpipe", "1f1b", "interleaved"), ("none", "full"),
+            (0, 1, 3), (False, True)):
+        if (sp and tp == 1) or (sched == "interleaved" and pp == 1):
+            continue
+        v = 2 if sched == "interleaved" else 1
+        plan = parallelize(cfg, cluster, Strategy(tp=tp, pp=pp, dp=dp, mbs=1,
+                                                  global_batch=8 * dp,
+                                                  schedule=sched, virtual=v, recompute=rec,
+                                                  zero=zero, sp=sp, bucket_mb=1.0))
+        a, b = simulate_training(plan), simulate_training(plan, ranks="all")
+        n += 1
+        same = a.step_ms == b.step_ms and all(a.tasks[r] == b.tasks[r] and a.peak[r] == b.peak[r]
+                                              for r in a.tasks)
+        if not same:
+            bad += 1
+            print("differs:", plan.strategy.describe(), a.step_ms, b.step_ms)
+    print(f"reduction grid: {n} strategies, {bad} differ between one rank per stage and every rank")
+
+
 def _spread(xs: list) -> str:
     return f"{statistics.median(xs):.3f} [{min(xs):.3f}-{max(xs):.3f}]"
 
@@ -75,7 +130,15 @@ def main(argv=None) -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--only", choices=list(CASES))
     ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--torch-check", action="store_true")
+    ap.add_argument("--reduction-grid", action="store_true")
     a = ap.parse_args(argv)
+    if a.torch_check or a.reduction_grid:
+        if a.torch_check:
+            torch_check()
+        if a.reduction_grid:
+            reduction_grid()
+        return
     if a.one:
         print(json.dumps(one(*json.loads(a.one))))
         return
@@ -100,8 +163,8 @@ def main(argv=None) -> None:
                   f"{max(x['rss_gib'] for x in runs):.2f} GiB")
             print(f"    step {r['step_ms']:.1f} ms, MFU {r['mfu']:.3f}, peak GPU memory "
                   f"{r['peak_gib']:.1f} GiB{'' if r['feasible'] else ' OUT OF MEMORY'}; "
-                  + ", ".join(f"{k} {r[k + '_ms']:.0f}" for k in ("compute", "recompute", "tp", "pp",
-                                                           "bubble", "dp", "optimizer")))
+                  + ", ".join(f"{k} {r[k + '_ms']:.0f}" for k in
+                              ("compute", "recompute", "tp", "pp", "bubble", "dp", "optimizer")))
             if size == "175b":
                 worst = (max(worst[0], statistics.median(total)),
                          max(worst[1], max(x["rss_gib"] for x in runs)))
