@@ -258,3 +258,29 @@ def test_training_views_draw_the_result():
     assert "out of memory on" in fig.layout.annotations[-1].text
     br = training_breakdown_figure([r, oom], labels=["a", "b"])
     assert sum(t.x[0] for t in br.data) == pytest.approx(r.step_ms / 1e3)
+
+
+def test_uneven_cluster_falls_back_to_every_rank():
+    from workbench.cluster import Device
+    from workbench.judge.training import identical_ranks
+
+    odd = Cluster([Device(f"g{i}", memory=80 * 2**30, host=f"n{i // 3}") for i in range(4)],
+                  intra_host=NODE.intra_host, inter_host=Link(0.005, 25e6))
+    p = parallelize(CFG, odd, Strategy(dp=4, global_batch=8), gpu="A100-80G")
+    assert not identical_ranks(p)
+    r = simulate_training(p)
+    assert r.ranks == "all" and r.n_ranks_simulated == 4
+    assert identical_ranks(_plan(NODES, tp=8, pp=2, dp=4))
+
+
+def test_llama_gqa_plan():
+    cfg = parse_spec("llama:layers=4,hidden=512,heads=8,kv_heads=2,seq=256,vocab=1000")
+    p = parallelize(cfg, NODE, Strategy(tp=2, pp=2, dp=2, global_batch=8, sp=True,
+                                        recompute="selective"))
+    r = simulate_training(p)
+    assert r.feasible and r.breakdown()["tp"] > 0
+    full = sum(o.params for o in chain(cfg))
+    shards = sum(chunk_program(p, c)["params"] for c in range(p.n_chunks))
+    assert full / 2 < shards < full          # norms replicated, everything else halved
+    with pytest.raises(PlanError, match="does not divide"):
+        parallelize(cfg, NODES, Strategy(tp=16))

@@ -62,13 +62,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from dataclasses import dataclass, field
 
 from ..errors import PlanError
 from .collectives import collective_ms, p2p_ms
 
-__all__ = ["TrainingResult", "chunk_program", "simulate_training"]
+__all__ = ["TrainingResult", "chunk_program", "identical_ranks", "simulate_training"]
 
 
 # ---------------------------------------------------------------------- per-chunk programs
@@ -563,16 +563,54 @@ class _Sim:
         self.out["parts"][rank] = parts
 
 
+def identical_ranks(plan) -> bool:
+    """Whether every replica and tensor-parallel rank of a stage is interchangeable: the same
+    device figures, tensor- and data-parallel groups of the same shape (ranks, nodes), and
+    pipeline sends over the same kind of link -- where simulating one rank per stage is exact.
+
+    >>> from workbench.cluster import Cluster, Device
+    >>> from workbench.transforms.parallel import Strategy, parallelize
+    >>> identical_ranks(parallelize("gpt:layers=2,hidden=64,heads=4", Cluster.preset("64xA100-80g"),
+    ...                             Strategy(tp=4, pp=2, dp=8)))
+    True
+    >>> odd = Cluster([Device(f"g{i}", memory=80e9, host=f"n{i // 3}") for i in range(4)])
+    >>> identical_ranks(parallelize("gpt:layers=2,hidden=64,heads=4", odd,
+    ...                             Strategy(dp=4), gpu="A100-80G"))
+    False
+    """
+    s, devs, hosts = plan.strategy, plan.cluster.devices, plan.hosts
+
+    def shape(members):
+        per_node = Counter(hosts[m] for m in members).values()
+        return len(members), len(per_node), min(per_node) == max(per_node)
+
+    used = [devs[r] for r in range(s.devices)]
+    if len({(d.memory, d.speed, d.kind) for d in used}) > 1:
+        return False
+    for st in range(s.pp):
+        tp_shapes = {shape([plan.rank(st, r, x) for x in range(s.tp)]) for r in range(s.dp)}
+        dp_shapes = {shape([plan.rank(st, x, t) for x in range(s.dp)]) for t in range(s.tp)}
+        sends = {hosts[plan.rank(st, r, t)] == hosts[plan.rank((st + 1) % s.pp, r, t)]
+                 for r in range(s.dp) for t in range(s.tp)}
+        if len(tp_shapes) > 1 or len(dp_shapes) > 1 or len(sends) > 1 or \
+                not all(sh[2] for sh in tp_shapes | dp_shapes):
+            return False
+    return True
+
+
 def simulate_training(plan, *, ranks: str = "reduced", record_links: bool = True
                       ) -> TrainingResult:
     """Judge a :class:`~workbench.transforms.parallel.TrainingPlan` (see the module docstring).
 
-    ``ranks="reduced"`` simulates one rank per pipeline stage (exact on identical ranks),
-    ``"all"`` every rank; ``record_links=False`` keeps no list of link events (large runs).
+    ``ranks="reduced"`` simulates one rank per pipeline stage where that is exact
+    (:func:`identical_ranks`; otherwise every rank), ``"all"`` every rank;
+    ``record_links=False`` keeps no list of link events (large runs).
     """
     if ranks not in ("reduced", "all"):
         raise PlanError(f"ranks must be 'reduced' or 'all', got {ranks!r}")
     s = plan.strategy
+    if ranks == "reduced" and not identical_ranks(plan):
+        ranks = "all"
     full = ranks == "all"
     sim = _Sim(plan, full)
     sim.core.record_links = record_links
