@@ -243,9 +243,12 @@ def test_cli_train(capsys):
 def test_training_views_draw_the_result():
     from widgets.figures import training_breakdown_figure, training_gantt, training_memory_figure
 
-    r = simulate_training(_plan(pp=4, global_batch=8, recompute="full"))
+    r = simulate_training(_plan(tp=2, pp=4, global_batch=8, recompute="full"))
     g = training_gantt(r)
-    fwd, bwd, rec = g.data
+    fwd, bwd, rec = g.data[:3]
+    links = {t.name: t for t in g.data[3:]}
+    assert set(links) == {"tp", "pp"}                 # dp = 1: no gradient buckets
+    assert len(links["pp"].x) == sum(1 for e in r.links if e[4] == "pp")
     assert len(fwd.x) == len(bwd.x) == len(rec.x) == 4 * 8
     assert sum(rec.x) == pytest.approx(sum(r.parts[k]["recompute"] for k in r.parts))
     assert max(b + w for b, w in zip(bwd.base, bwd.x)) <= r.step_ms

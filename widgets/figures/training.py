@@ -2,7 +2,9 @@
 
 * :func:`training_gantt`: each simulated rank (one per pipeline stage) a lane; forward tasks
   light, backward tasks dark, coloured by micro-batch; the recomputed forward at the start of a
-  backward hatched; gaps are the pipeline bubble;
+  backward hatched; gaps are the pipeline bubble; below each rank, its NVLink and network
+  channels with the tensor-parallel collectives, pipeline sends and data-parallel buckets (when
+  the result recorded its links);
 * :func:`training_memory_figure`: memory over time of each stage (parameters, gradients and
   optimizer states, plus the activations stashed by micro-batches in flight) and the capacity;
 * :func:`training_breakdown_figure`: step time of several results split into compute,
@@ -21,7 +23,7 @@ Examples
 ...                       Strategy(pp=2, global_batch=4, recompute="full")))
 >>> fig = training_gantt(r)
 >>> fig.layout.meta["figure"], [t.name for t in fig.data]
-('training_gantt', ['forward', 'backward', 'recompute'])
+('training_gantt', ['forward', 'backward', 'recompute', 'pp'])
 >>> training_memory_figure(r).layout.meta["figure"]
 'training_memory'
 >>> [t.name for t in training_breakdown_figure([r]).data][:3]
@@ -77,12 +79,36 @@ def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Fi
     fig.add_trace(_bar("backward", *groups["B"], opacity=1.0))
     fig.add_trace(_bar("recompute", *groups["R"], opacity=1.0,
                        marker={"pattern": {"shape": "/", "fgcolor": "white"}}))
+    lanes = _link_lanes(result, ranks, fig)
     s = result.plan.strategy
-    fig.update_layout(barmode="overlay", height=120 + 28 * len(ranks),
+    fig.update_layout(barmode="overlay", height=120 + 28 * (len(ranks) + lanes),
                       title=f"{s.describe()}: step {result.step_ms:.1f} ms",
                       xaxis_title="ms", yaxis={"autorange": "reversed"},
                       meta={"figure": "training_gantt", "step_ms": result.step_ms})
     return fig
+
+
+_LINK_COLORS = {"tp": "#ff7f0e", "pp": "#2ca02c", "dp": "#9467bd", "zero3": "#17becf"}
+
+
+def _link_lanes(result, ranks, fig) -> int:
+    """One bar trace per kind of traffic on the ranks' channels; the number of lanes drawn."""
+    shown = set(ranks)
+    by_what: dict = {}
+    lanes = set()
+    for rank, ch, start, end, what in result.links:
+        if rank not in shown:
+            continue
+        lane = f"{_lane(result, rank)} {'NVLink' if ch == 'nvl' else 'network'}"
+        lanes.add(lane)
+        ys, base, width, text = by_what.setdefault(what, ([], [], [], []))
+        ys.append(lane)
+        base.append(start)
+        width.append(end - start)
+        text.append(f"{what} on {lane}<br>{start:.3f}-{end:.3f} ms")
+    for what, (ys, base, width, text) in sorted(by_what.items()):
+        fig.add_trace(_bar(what, ys, base, width, _LINK_COLORS.get(what, "#7f7f7f"), text))
+    return len(lanes)
 
 
 def training_memory_figure(result, *, fig: go.Figure | None = None) -> go.Figure:

@@ -170,8 +170,9 @@ class TrainingResult:
     """What :func:`simulate_training` found.
 
     ``step_ms`` (the slowest rank's end), ``tasks[rank]`` (``(start, end, kind, chunk,
-    micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what)`` for
-    pipeline sends and data-parallel collectives), ``memory[rank]`` (``(time, bytes)`` after
+    micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what)``, what
+    ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights) or
+    ``zero3`` (parameter gathers)), ``memory[rank]`` (``(time, bytes)`` after
     each change), ``peak[rank]``, ``oom`` (None, or the first rank over its device's memory:
     ``{"device", "rank", "time_ms", "bytes", "capacity"}``), ``parts[rank]`` (step time by
     cause, see :meth:`breakdown`), ``events`` (heap events processed).
@@ -506,7 +507,7 @@ class _Sim:
                 elif typ == "x":
                     ta = core.now[rank]
                     yield self.coll(rank, counters, "tp", tp_group, seg[1].kind,
-                                    seg[1].nbytes, True, None, "")
+                                    seg[1].nbytes, True, None, "tp")
                     parts["tp"] += core.now[rank] - ta
                 elif sync:
                     key = ("g", rank, len(grad_keys))
