@@ -287,3 +287,15 @@ def test_llama_gqa_plan():
     assert full / 2 < shards < full          # norms replicated, everything else halved
     with pytest.raises(PlanError, match="does not divide"):
         parallelize(cfg, NODES, Strategy(tp=16))
+
+
+def test_training_diff_names_what_changed():
+    from workbench.diff import training_diff
+
+    a = simulate_training(_plan(NODES, tp=8, dp=4, global_batch=16))
+    b = simulate_training(_plan(NODES, tp=2, pp=4, dp=4, global_batch=16, zero=1))
+    d = training_diff(a, b)
+    assert {"tp", "pp", "zero", "step_ms", "bubble_ms", "peak_gib"} <= set(d.index)
+    assert "dp" not in d.index                      # unchanged fields are left out
+    assert d.loc["step_ms", "delta"] == pytest.approx(b.step_ms - a.step_ms)
+    assert d.loc["bubble_ms", "a"] == 0 and d.loc["bubble_ms", "b"] > 0
