@@ -240,6 +240,23 @@ def test_cli_train(capsys):
     assert main(["train", "gpt:layers=4,hidden=256,heads=4", "--cluster", "nope"]) == 2
 
 
+def test_cli_train_on_a_cluster_file(tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+    from workbench.io.json_format import save_cluster
+
+    path = tmp_path / "nodes.json"
+    save_cluster(Cluster(NODES.devices, intra_host=NODES.intra_host,
+                         inter_host=NODES.inter_host, name="my-nodes"), path)
+    args = ["train", "gpt:layers=4,hidden=256,heads=8", "--cluster", str(path), "--tp", "8",
+            "--dp", "2", "--json"]
+    assert main(args) == 2 and "pass gpu=" in capsys.readouterr().err
+    assert main(args + ["--gpu", "H100-80G"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["gpu"] == "H100-80G" and out["cluster"] == "my-nodes"
+
+
 def test_training_views_draw_the_result():
     from widgets.figures import training_breakdown_figure, training_gantt, training_memory_figure
 

@@ -135,12 +135,10 @@ def _cmd_info(args) -> int:
 
 def _cmd_train(args) -> int:
     """Judge one parallel training strategy of an LLM (issue 43)."""
-    from .cluster import Cluster
     from .judge.training import simulate_training
     from .transforms.parallel import Strategy, parallelize
 
-    cluster = load_cluster_arg(args.cluster, None) if args.cluster.endswith(".json") else \
-        Cluster.preset(args.cluster)
+    cluster = load_cluster_arg(args.cluster)
     strategy = Strategy(tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs or 0,
                         global_batch=args.global_batch or 0, schedule=args.schedule,
                         virtual=args.virtual, recompute=args.recompute, zero=args.zero,
