@@ -316,3 +316,18 @@ def test_training_diff_names_what_changed():
     assert "dp" not in d.index                      # unchanged fields are left out
     assert d.loc["step_ms", "delta"] == pytest.approx(b.step_ms - a.step_ms)
     assert d.loc["bubble_ms", "a"] == 0 and d.loc["bubble_ms", "b"] > 0
+
+
+def test_to_plan_is_judged_by_the_general_judge():
+    import workbench as wb
+
+    p = _plan(pp=4, global_batch=4)
+    plan = p.to_plan()
+    assert plan.info["describe"] == p.strategy.describe()
+    plan.validate(NODE)
+    s = wb.simulate(plan, NODE)
+    assert s.makespan > 0 and len(plan.devices_used()) == 4
+    one = wb.simulate(parallelize(CFG, NODE, Strategy(global_batch=4)).to_plan(), NODE)
+    # one micro-batch runs its forward and backward stage after stage; only the stages'
+    # optimizer updates run at once
+    assert 0.5 * one.makespan < s.makespan < one.makespan
