@@ -17,7 +17,7 @@ Examples
 >>> from workbench.costs.llm import parse_spec
 >>> g = training_graph(parse_spec("gpt:layers=2,hidden=128,heads=4,seq=64,mbs=2,vocab=1000"))
 >>> g.n_ops, g.meta["params"], g.meta["model"]
-(37, 532992, 'gpt:layers=2,hidden=128,heads=4,seq=64,mbs=2,vocab=1000')
+(64, 532992, 'gpt:layers=2,hidden=128,heads=4,seq=64,mbs=2,vocab=1000')
 >>> sorted({g.op(v)["kind"] for v in g.ops})
 ['bwd', 'fwd', 'update']
 >>> g.successors("L0/fc1")
