@@ -20,7 +20,7 @@ Examples
 (64, 532992, 'gpt:layers=2,hidden=128,heads=4,seq=64,mbs=2,vocab=1000')
 >>> sorted({g.op(v)["kind"] for v in g.ops})
 ['bwd', 'fwd', 'update']
->>> g.successors("L0/fc1")
+>>> sorted(g.successors("L0/fc1"))
 ['L0/fc1/bwd', 'L0/gelu']
 """
 
