@@ -159,13 +159,24 @@ def test_data_parallel_buckets_overlap_backward():
 def test_links_are_fifo_resources():
     r = simulate_training(_plan(NODES, tp=4, pp=4, dp=4, global_batch=64, bucket_mb=1.0))
     by_chan: dict = {}
-    for rank, ch, start, end, what in r.links:
+    for rank, ch, start, end, what, asked in r.links:
         by_chan.setdefault((rank, ch), []).append((start, end))
+        assert start >= asked
     assert by_chan
     for spans in by_chan.values():
         spans.sort()
         for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
             assert s1 >= e0 - 1e-9
+
+
+def test_sends_and_buckets_contend_for_a_nic():
+    """A pipeline send asked while a gradient bucket holds the NIC waits for it."""
+    r = simulate_training(_plan(NODES, tp=8, pp=4, dp=2, global_batch=16, bucket_mb=4.0))
+    ends = {(e[0], e[1], e[3]) for e in r.links if e[4] == "dp"}
+    waited = [e for e in r.links if e[4] == "pp" and e[2] > e[5] + 1e-12]
+    assert waited and any((e[0], e[1], e[2]) in ends for e in waited)
+    alone = simulate_training(_plan(NODES, tp=8, pp=4, dp=1, global_batch=8))
+    assert not [e for e in alone.links if e[4] == "pp" and e[2] > e[5] + 1e-12]
 
 
 def test_collective_formulas():

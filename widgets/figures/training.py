@@ -96,7 +96,7 @@ def _link_lanes(result, ranks, fig) -> int:
     shown = set(ranks)
     by_what: dict = {}
     lanes = set()
-    for rank, ch, start, end, what in result.links:
+    for rank, ch, start, end, what, asked in result.links:
         if rank not in shown:
             continue
         lane = f"{_lane(result, rank)} {'NVLink' if ch == 'nvl' else 'network'}"
@@ -105,7 +105,8 @@ def _link_lanes(result, ranks, fig) -> int:
         ys.append(lane)
         base.append(start)
         width.append(end - start)
-        text.append(f"{what} on {lane}<br>{start:.3f}-{end:.3f} ms")
+        text.append(f"{what} on {lane}<br>{start:.3f}-{end:.3f} ms"
+                    + (f" (waited {start - asked:.3f} ms for the link)" if start > asked else ""))
     for what, (ys, base, width, text) in sorted(by_what.items()):
         fig.add_trace(_bar(what, ys, base, width, _LINK_COLORS.get(what, "#7f7f7f"), text))
     return len(lanes)

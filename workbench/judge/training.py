@@ -170,7 +170,8 @@ class TrainingResult:
     """What :func:`simulate_training` found.
 
     ``step_ms`` (the slowest rank's end), ``tasks[rank]`` (``(start, end, kind, chunk,
-    micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what)``, what
+    micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what, asked)``, ``asked`` the
+    time it was ready to start (it waited for the channel until ``start``), what
     ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights) or
     ``zero3`` (parameter gathers)), ``memory[rank]`` (``(time, bytes)`` after
     each change), ``peak[rank]``, ``oom`` (None, or the first rank over its device's memory:
@@ -363,7 +364,7 @@ class _Core:
     def _collective_done(self, entry, what, start, end) -> None:
         if self.record_links and what:
             for ch in dict.fromkeys(entry[1][0]):
-                self.links.append((ch[0], ch[1], start, end, what))
+                self.links.append((ch[0], ch[1], start, end, what, entry[1][1]))
         for k in entry[3]:
             self.set_key(k, (end, start))
         for w in entry[2]:
@@ -372,7 +373,7 @@ class _Core:
     def _send(self, t, chans, dur, key, what) -> None:
         def done(start, end):
             if self.record_links and chans:
-                self.links.append((chans[0][0], chans[0][1], start, end, what))
+                self.links.append((chans[0][0], chans[0][1], start, end, what, t))
             self.set_key(key, (end, t))
         self.submit([chans, t, dur, True, done])
 
