@@ -327,11 +327,34 @@ class _Core:
                     self.push(v[0], r, v)
                     return
                 value = v
+            elif op == "t":
+                if self._alone(r, t, *req[1:]):
+                    return
             elif op == "x":
                 if self._collective(r, t, *req[1:]):
                     return
             elif op == "s":
                 self._send(t, *req[1:])
+
+    def _alone(self, r, t, chans, dur, blocking, done_key, what) -> bool:
+        """A collective simulated on one rank for its group (identical ranks): it starts when
+        the rank's channels are free (nothing ever waits in their queues then)."""
+        free = self.free
+        start = t
+        for ch in chans:
+            if free[ch] > start:
+                start = free[ch]
+        end = start + dur
+        for ch in chans:
+            free[ch] = end
+        if self.record_links and what:
+            for ch in chans:
+                self.links.append((ch[0], ch[1], start, end, what, t))
+        if done_key is not None:
+            self.set_key(done_key, (end, start))
+        if blocking:
+            self.push(end, r, (end, start))
+        return blocking
 
     def _collective(self, r, t, gkey, n_sim, chans, dur, blocking, done_key, what) -> bool:
         """Join a collective; True when ``r`` must wait for it (blocking)."""
@@ -420,10 +443,12 @@ class _Sim:
         if dur is None:
             dur = self._dur[key] = collective_ms(kind, nbytes, len(members), nodes, self.intra,
                                                  self.inter, self.s.algorithm)
+        if not self.full:      # the group is this rank alone: no rendezvous
+            return ("t", [(rank, f) for f in fabrics], dur, blocking, done_key, what)
         n = counters[gname] = counters.get(gname, 0) + 1
         gkey = (gname, members[0], n)
-        n_sim = len(members) if self.full else 1
-        return ("x", gkey, n_sim, [(rank, f) for f in fabrics], dur, blocking, done_key, what)
+        return ("x", gkey, len(members), [(rank, f) for f in fabrics], dur, blocking, done_key,
+                what)
 
     def send(self, rank, dst, nbytes, key, what):
         if dst == rank:
