@@ -342,3 +342,25 @@ def test_to_plan_is_judged_by_the_general_judge():
     # one micro-batch runs its forward and backward stage after stage; only the stages'
     # optimizer updates run at once
     assert 0.5 * one.makespan < s.makespan < one.makespan
+
+
+def test_training_judge_agrees_with_the_general_judge_on_one_gpu():
+    """One GPU, one micro-batch: the training judge's step is the op-level judge's makespan of
+    the same graph (same roofline per op; the optimizer runs as one step instead of one op per
+    layer: launches apart)."""
+    import workbench as wb
+
+    p = _plan(global_batch=1)
+    r = simulate_training(p)
+    plan = p.to_plan()
+    s = wb.simulate(plan, NODE)
+    updates = sum(plan.graph.op(v)["kind"] == "update" for v in plan.graph.ops)
+    assert r.step_ms == pytest.approx(s.makespan - (updates - 1) * p.gpu.launch_ms, rel=1e-9)
+    assert r.breakdown()["bubble"] == r.breakdown()["tp"] == 0
+
+
+def test_h100_nodes_are_faster():
+    cfg = parse_spec("gpt:layers=4,hidden=2048,heads=16,seq=1024")
+    a = simulate_training(_plan(Cluster.preset("8xA100-80g"), cfg, tp=2, pp=2, dp=2))
+    h = simulate_training(_plan(Cluster.preset("8xH100"), cfg, tp=2, pp=2, dp=2))
+    assert h.step_ms < 0.6 * a.step_ms and h.plan.gpu.name == "H100-80G"

@@ -627,10 +627,12 @@ nodes of 8 GPUs. Kept apart from :data:`PRESETS` (which the board offers to ever
 # NVLink 3 through NVSwitch 600 GB/s both directions (300 GB/s each way), eight 200 Gb/s HDR
 # InfiniBand NICs, one per GPU (25 GB/s); DGX H100 -- NVLink 4 900 GB/s (450 each way), eight
 # 400 Gb/s NDR NICs (50 GB/s). Latencies (2 us a step inside a node, 5 us across nodes) are
-# the per-step costs of the collective model (workbench.judge.collectives).
+# the per-step costs of the collective model (workbench.judge.collectives). Speed 1: a graph
+# runs on them with its own ``gpu`` times (the LLM graphs of workbench.costs.llm_graph carry
+# the GPU's roofline; the training judge reads the GPU figures of workbench.costs.llm).
 for _n in (8, 64, 512):
-    for _gpu, _mem, _nv, _nic, _sp in (("A100-80g", 80, 300, 25, 1.7),
-                                       ("A100-40g", 40, 300, 25, 1.7), ("H100", 80, 450, 50, 3.0)):
+    for _gpu, _mem, _nv, _nic, _sp in (("A100-80g", 80, 300, 25, 1.0),
+                                       ("A100-40g", 40, 300, 25, 1.0), ("H100", 80, 450, 50, 1.0)):
         TRAINING_PRESETS[f"{_n}x{_gpu}"] = (
             lambda n=_n, g=_gpu, m=_mem, nv=_nv, nic=_nic, sp=_sp: _gpu_nodes(
                 n, memory=m * GiB, nvlink=nv * _GBps, nic=nic * _GBps, speed=sp,
