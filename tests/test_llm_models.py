@@ -110,3 +110,13 @@ def test_cli_info_takes_llm_spec(capsys):
     assert main(["info", "gpt:hidden=63,heads=4"]) == 2
     assert "error: gpt:hidden=63,heads=4: gpt: hidden=63 is not a multiple" in \
         capsys.readouterr().err
+
+
+def test_step_flops_match_narayanan():
+    """Narayanan et al. 2021, 5.1: 72 B s l h^2 (1 + s/6h + V/12lh) FLOPs a step (no
+    recomputation), from the matmuls alone; ours adds the element-wise ops (under 2 %)."""
+    c = PRESETS["gpt:175b"]
+    B, s, l, h, V = c.mbs, c.seq, c.layers, c.hidden, c.vocab
+    ref = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+    ours = sum(o.flops + o.bwd_flops for o in chain(c))
+    assert 1.0 <= ours / ref < 1.02

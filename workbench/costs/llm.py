@@ -12,15 +12,15 @@ all read this chain, so every view of a model counts the same work.
 Formulas (``b`` micro-batch, ``s`` sequence, ``h`` hidden, ``a`` heads, ``f`` MLP width,
 ``V`` vocabulary, ``T = b s`` tokens, ``t`` tensor-parallel degree):
 
-* matmuls ``2 m n k`` forward and twice that backward (Narayanan et al. 2021, eq. (2) counts
-  ``72 B s l h^2 (1 + s/6h + V/12hl)`` per step with recomputation; without recomputation the
-  same terms x 3/4); attention scores and the attention-weighted values ``2 b s^2 h`` each;
+* matmuls ``2 m n k`` forward and twice that backward (Narayanan et al. 2021, section 5.1:
+  ``96 B s l h^2 (1 + s/6h + V/16lh)`` FLOPs a step with full recomputation, i.e.
+  ``72 B s l h^2 (1 + s/6h + V/12lh)`` without it); attention scores and the attention-weighted values ``2 b s^2 h`` each;
   softmax ``5`` and norms ``8`` (backward ``10``) FLOPs per element, element-wise ops one per
   element per input beyond the first -- the families of :mod:`workbench.costs.roofline`, which
   is how :func:`workbench.io.torch.from_torch` counts the same model captured from PyTorch;
 * saved activations per GPT layer ``s b h (34 + 5 a s / h)`` bytes at 2-byte precision with
   dropout (Korthikanti et al. 2022, eq. (1)): with tensor parallelism ``s b h (10 + 24/t +
-  5 a s / (h t))`` (eq. (2)), with sequence parallelism everything ``/t`` (eq. (4)); each op
+  5 a s / (h t))``, with sequence parallelism everything ``/t`` (their Table 2); each op
   below carries its own term, flagged as split by ``t`` or replicated;
 * parameters ``12 h^2 + 13 h`` per GPT layer (Narayanan et al. 2021, section 5.1) plus the
   embeddings ``(V + s) h``, the LM head tied to the word embedding (Megatron-LM); Llama: ``4
