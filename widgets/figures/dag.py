@@ -62,9 +62,10 @@ def static_critical_path(graph, cluster=None) -> list[str]:
 
 
 def check_plan_of(graph, plan=None, schedule=None) -> None:
-    """Raise PlanError unless ``plan`` was made for ``graph`` (the same ops and edges, or the
-    graph :func:`workbench.solve` was given when the method transformed it) and ``schedule``,
-    given with it, simulates it: a plan of another graph drew every op unplaced, silently.
+    """Raise PlanError unless ``plan`` was made for ``graph`` (the same ops and edges, the
+    graph :func:`workbench.solve` was given when the method transformed it, or a slice of its
+    graph: every op placed) and ``schedule``, given with it, simulates it: a plan of another
+    graph drew its ops unplaced, silently.
 
     >>> import workbench as wb
     >>> g, h = wb.samples.diamond(), wb.samples.load_sample("pesto_fig2")
@@ -78,9 +79,12 @@ def check_plan_of(graph, plan=None, schedule=None) -> None:
 
     if plan is None:
         return
-    if not (plan.graph is graph or plan.graph.fingerprint == graph.fingerprint
-            or plan.problem == graph.fingerprint):
+    if plan.graph is graph or plan.graph.fingerprint == graph.fingerprint or \
+            plan.problem == graph.fingerprint:
+        missing = 0
+    else:  # a slice of the plan's graph (a drill-down) is drawn with it: every op placed
         missing = sum(v not in plan.placement for v in graph.ops)
+    if missing:
         raise PlanError(f"plan {plan.method!r} was made for graph {plan.graph.name!r} "
                         f"({plan.graph.n_ops} ops), not for graph {graph.name!r} "
                         f"({graph.n_ops} ops): {missing} of its ops are not placed by it")
