@@ -154,7 +154,7 @@ def test_hf_sequence_longer_than_its_positions_is_refused(capsys):
 
 def _spec(tmp_path, time_limit: str, **extra) -> str:
     path = tmp_path / "s.toml"
-    lines = [f'name = "t"', 'workloads = ["cnn:50"]', f"time_limit = {time_limit}"]
+    lines = ['name = "t"', 'workloads = ["cnn:50"]', f"time_limit = {time_limit}"]
     lines += [f"{k} = {v}" for k, v in extra.items()]
     path.write_text("\n".join(lines) + '\n[clusters]\npresets = ["2xV100-pcie"]\n'
                     'memory_fraction = [0.3]\n[methods]\nsingle = {}\n')
