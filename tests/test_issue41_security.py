@@ -66,6 +66,22 @@ def test_program_of_a_graph_file_refuses_a_model_file_but_rebuilds_builtin_names
     assert not marker.exists()
 
 
+def test_a_model_file_the_user_named_is_rebuilt_from_its_saved_graph(tmp_path):
+    pytest.importorskip("tensorflow")
+    import workbench.runtime as rt
+    from workbench.io import load_graph, save_graph
+    from workbench.runtime import extraction
+
+    f = tmp_path / "model.py"
+    f.write_text("import keras\n\ndef build():\n    return keras.Sequential([keras.Input((6,)), "
+                 "keras.layers.Dense(3, name='fc')])\n")
+    g = rt.extract(f"keras:{f}:build", 4)  # named by the user in this process
+    save_graph(g, tmp_path / "g.json")
+    extraction._PROGRAMS.clear()
+    program = extraction.program_for(load_graph(tmp_path / "g.json"))
+    assert set(program.step_nodes) == set(g.ops)
+
+
 # ------------------------------------------------------------------ sweeps: --dry-run imports nothing
 def _torch_file(tmp_path: Path) -> tuple[Path, Path]:
     return _marker_file(tmp_path, "import torch\n\nclass Net(torch.nn.Module):\n"
