@@ -13,6 +13,7 @@ import networkx as nx
 import pytest
 
 import workbench as wb
+from workbench import sweep
 from workbench.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +113,7 @@ def test_sweep_run_imports_model_file_once_before_cells_and_names_a_failing_one(
     from workbench.sweep.engine import _import_model_files
 
     code, marker = _torch_file(tmp_path)
-    spec = wb.sweep.Spec.from_dict({"workloads": [f"{code}:Net"], "methods": {"single": {}}})
+    spec = sweep.Spec.from_dict({"workloads": [f"{code}:Net"], "methods": {"single": {}}})
     assert not marker.exists()
     _import_model_files(spec, {f"{code}:Net"})  # what run() does first: the user asked to run
     assert marker.exists()

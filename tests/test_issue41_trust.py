@@ -8,6 +8,7 @@ import math
 import pytest
 
 import workbench as wb
+from workbench import sweep
 from workbench.budget import Budget
 from workbench.cli import main
 from workbench.errors import CaptureError, FormatError, PlanError, SolverError
@@ -174,12 +175,12 @@ def test_sweep_time_limit_must_be_seconds_the_os_can_wait(tmp_path, capsys, valu
 
 
 def test_sweep_time_limit_override_moves_the_default_cell_timeout():
-    s = wb.sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
+    s = sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
                                  "time_limit": 10})
     assert s.cell_timeout == 50
     s.with_time_limit(100)
     assert (s.time_limit, s.cell_timeout) == (100.0, 230.0)
-    fixed = wb.sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
+    fixed = sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
                                      "time_limit": 10, "cell_timeout": 500})
     fixed.with_time_limit(100)
     assert fixed.cell_timeout == 500
@@ -192,7 +193,7 @@ def test_sweep_whose_every_cell_failed_exits_2(tmp_path, capsys):
                  "--no-isolate", "--json"]) == 2
     captured = capsys.readouterr()
     assert "error: every cell of the sweep failed (1 cells)" in captured.err
-    assert wb.sweep.load(out)["status"].eq("error").all()  # the rows are kept
+    assert sweep.load(out)["status"].eq("error").all()  # the rows are kept
 
 
 @pytest.mark.parametrize("bad", [math.nan, -1, 0, math.inf, True, "10"])
@@ -202,3 +203,23 @@ def test_budget_refuses_what_is_not_seconds(bad):
     with pytest.raises(SolverError, match="time_limit must be a positive number of seconds"):
         Budget.of(bad)
     assert Budget(None).left() == math.inf and Budget(2.5).limit == 2.5
+
+
+@pytest.mark.parametrize("extra,where", [
+    ({"measure": "no"}, "measure: must be true or false, got 'no'"),
+    ({"congestion": "false"}, "congestion: must be true or false, got 'false'"),
+    ({"seeds": [True]}, "seeds: expected integers"),
+    ({"seeds": [1.7]}, "seeds: expected integers"),
+    ({"clusters": {"devices": [2.5]}}, "clusters.devices: expected integers"),
+    ({"clusters": {"devices": [True]}}, "clusters.devices: expected integers"),
+    ({"clusters": {"bandwidth_scale": [True]}}, "clusters.bandwidth_scale: expected numbers"),
+])
+def test_sweep_spec_takes_no_truthy_string_or_bool_for_a_flag_or_number(extra, where):
+    from workbench.errors import SweepError
+
+    with pytest.raises(SweepError, match=where):
+        sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}}, **extra})
+    ok = sweep.Spec.from_dict({"workloads": ["diamond"], "methods": {"single": {}},
+                               "measure": False, "congestion": False, "seeds": [0, 2.0],
+                               "clusters": {"devices": [2], "memory_fraction": [0, 0.5]}})
+    assert (ok.measure, ok.congestion, ok.seeds, ok.devices) == (False, False, [0, 2], [2])

@@ -165,6 +165,26 @@ def _line(text: str | None, *needles: str) -> str:
     return ""
 
 
+def _int(x) -> int:
+    """An integer of a spec: ``true`` and ``1.7`` are not integers (int() took them as 1).
+
+    >>> _int(3), _int(4.0)
+    (3, 4)
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(x)
+    if not math.isfinite(x) or x != int(x):
+        raise ValueError(x)
+    return int(x)
+
+
+def _float(x) -> float:
+    """A number of a spec (not a bool, not a string)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(x)
+    return float(x)
+
+
 def _as_list(v) -> list:
     return list(v) if isinstance(v, (list, tuple)) else [v]
 
@@ -234,15 +254,16 @@ class Spec:
             try:
                 return [conv(x) for x in _as_list(clusters.get(key, default))]
             except (TypeError, ValueError):
-                raise err(f"clusters.{key}", f"expected numbers, got "
-                          f"{clusters.get(key)!r}", key) from None
+                raise err(f"clusters.{key}", f"expected {'integers' if conv is _int else 'numbers'}"
+                          f", got {clusters.get(key)!r}", key) from None
 
         presets = [str(p) for p in _as_list(clusters.get("presets", ["4xV100-nvlink"]))]
-        devices = nums("devices", [0], int)
-        bw = nums("bandwidth_scale", [1.0], float)
-        lat = nums("latency_scale", [1.0], float)
+        devices = nums("devices", [0], _int)
+        bw = nums("bandwidth_scale", [1.0], _float)
+        lat = nums("latency_scale", [1.0], _float)
         memf = nums("memory_fraction", [None],
-                    lambda x: math.nan if x in (None, 0) else float(x))
+                    lambda x: math.nan if x is None or (x == 0 and not isinstance(x, bool))
+                    else _float(x))
         for name, vals in (("devices", devices), ("bandwidth_scale", bw),
                            ("latency_scale", lat)):
             for v in vals:
@@ -267,7 +288,7 @@ class Spec:
             methods[label] = (solver, params, None if only is None else
                               [str(w) for w in _as_list(only)])
         try:
-            seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
+            seeds = [_int(s) for s in _as_list(data.get("seeds", [0]))]
         except (TypeError, ValueError):
             raise err("seeds", f"expected integers, got {data.get('seeds')!r}", "seeds") from None
         if any(s < 0 for s in seeds):
@@ -280,6 +301,9 @@ class Spec:
                 raise err(key, str(e).removeprefix(f"{key} "), key) from None
         tl = None if tl is None else float(tl)
         ct = default_cell_timeout(tl) if ct is None else ct
+        for key in ("measure", "congestion"):  # "no" and "false" are truthy strings
+            if key in data and not isinstance(data[key], bool):
+                raise err(key, f"must be true or false, got {data[key]!r}", key)
         exclude = data.get("exclude", [])
         if isinstance(exclude, dict):
             exclude = [exclude]
