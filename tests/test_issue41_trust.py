@@ -102,6 +102,11 @@ def test_dag_view_refuses_a_plan_of_another_graph(cmp):
         DagView(g, cluster=cmp.cluster, plan=cmp.plans["single"],
                 schedule=cmp.schedules["heft"])
     DagView(g, cluster=cmp.cluster, plan=cmp.plans["heft"], schedule=cmp.schedules["heft"])
+    from widgets import HeatmapView
+
+    with pytest.raises(PlanError, match="made for graph 'cnn60'"):
+        HeatmapView(g, {"mine": cmp.plans["heft"], "foreign": foreign}, cmp.cluster)
+    HeatmapView(g, {"mine": cmp.plans["heft"]}, cmp.cluster)
 
 
 def test_plan_to_torch_refuses_a_data_parallel_plan():
