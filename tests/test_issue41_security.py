@@ -230,6 +230,11 @@ def test_hostile_names_are_escaped_in_every_view_and_the_report(tmp_path):
         for v in _html_values(view):
             _no_markup(v, type(view).__name__)
     robust = wb.robustness(cmp, samples=20)
+    hostile_labels = wb.robustness(plans, c, samples=5)  # a dict of plans: labels are the user's
+    for where, html in (("Robustness", hostile_labels._repr_html_()),
+                        ("Comparison", cmp._repr_html_())):
+        _no_markup(html, where)
+    assert "&lt;img" in hostile_labels._repr_html_()
     html = report_html(graph=g, cluster=c, table=cmp, title=HOSTILE, notes=CLOSER,
                        robust=robust)
     _no_markup(html, "report")
