@@ -139,6 +139,7 @@ def test_help_says_model_files_run_code():
 # ------------------------------------------------------------------ servers on loopback only
 _DASK = """
 import json, sys
+from urllib.parse import urlparse
 from workbench.sweep.engine import connect
 from workbench.runtime.distributed import listening_addresses
 if __name__ == "__main__":
