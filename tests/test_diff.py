@@ -139,5 +139,6 @@ def test_given_schedules_are_used_and_must_match_their_plans():
     assert d.schedule_a is sa and d.schedule_b is sb
     other = wb.samples.diamond()
     so = wb.simulate(wb.solve(other, c, method="heft"), c)
-    with pytest.raises(wb.PlanError, match="not a simulation of plan_b"):
+    with pytest.raises(wb.PlanError, match=r"schedules\[1\] is not a simulation of plan "
+                                           r"'m_topo': it simulates graph 'diamond'"):
         wb.diff(a, b, c, schedules=(sa, so))

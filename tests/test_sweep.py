@@ -234,7 +234,7 @@ def test_an_existing_scheduler_and_the_command_line(tmp_path, capsys):
 
     spec = _write(tmp_path, TOML)
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster:
+                      dashboard_address="127.0.0.1:0") as cluster:
         argv = ["sweep", str(spec), "--out", str(tmp_path / "r"), "--scheduler",
                 cluster.scheduler_address, "--no-isolate"]
         rc = main(argv)

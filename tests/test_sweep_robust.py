@@ -60,7 +60,7 @@ def scheduler():
     from distributed import LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=":0") as cluster:
+                      dashboard_address="127.0.0.1:0") as cluster:
         yield cluster.scheduler_address
 
 

@@ -347,12 +347,13 @@ class CompareBoard(W.VBox):
             self.graph, self.cluster = build_problem(self._graphs[self.graph_picker.value],
                                                      self.preset_picker.value)
             self.progress.max, self.progress.value = len(methods), 0
-            self.status.value = f"running {methods[0]} ..."
+            self.status.value = f"running {_html.escape(methods[0])} ..."
 
             def tick(done, total, method):
                 self.progress.value = done
                 nxt = methods[done] if done < total else None
-                self.status.value = (f"{method} done; running {nxt} ..." if nxt
+                self.status.value = (f"{_html.escape(method)} done; running "
+                                     f"{_html.escape(nxt)} ..." if nxt
                                      else f"{total} methods done")
                 if progress is not None:
                     progress(done, total, method)
@@ -435,7 +436,7 @@ class CompareBoard(W.VBox):
         if len(failed):
             msg += ("; failed: " + ", ".join(f"{m} ({e})" for m, e in
                                              zip(failed["method"], failed["error"])))
-        self.status.value = msg
+        self.status.value = _html.escape(msg)  # op names and error texts are the user's
 
     _muted = False
     _robust_error = ""

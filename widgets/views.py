@@ -19,6 +19,8 @@ Examples
 
 from __future__ import annotations
 
+import html as _html
+
 from typing import Callable
 
 import ipywidgets as W
@@ -310,7 +312,7 @@ class CoarsenView(W.VBox):
         else:
             replace_figure(self.figure, new)
         self.info.value = (f"&nbsp;{self.graph.n_ops} ops &rarr; <b>{len(ids)}</b> clusters"
-                           + (f" (stopped: {self.result.stopped})"
+                           + (f" (stopped: {_html.escape(str(self.result.stopped))})"
                               if hasattr(self.result, "stopped") else ""))
 
     def _on_click(self, trace, points, state) -> None:

@@ -33,6 +33,10 @@ True
 Traceback (most recent call last):
 ...
 workbench.errors.SolverError: time_limit must be a positive number of seconds or None, got -1
+>>> Budget(float("nan"))
+Traceback (most recent call last):
+...
+workbench.errors.SolverError: time_limit must be a positive number of seconds or None, got nan
 """
 
 from __future__ import annotations
@@ -74,6 +78,21 @@ SHARES: dict[str, float] = {
 instead of constants scattered over the solvers."""
 
 
+def _check_seconds(seconds) -> float:
+    """``seconds`` if it is a finite positive number (not a bool), else a SolverError.
+
+    >>> _check_seconds(float("nan"))
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SolverError: time_limit must be a positive number of seconds or None, got nan
+    """
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+            or not math.isfinite(seconds) or seconds <= 0):
+        raise SolverError(f"time_limit must be a positive number of seconds or None, "
+                          f"got {seconds!r}")
+    return float(seconds)
+
+
 class Budget:
     """A wall-clock deadline (``time.perf_counter`` seconds) with named shares.
 
@@ -89,6 +108,8 @@ class Budget:
 
     def __init__(self, seconds: float | None = None, *, name: str = "call",
                  clock: Callable[[], float] = time.perf_counter, _deadline: float | None = None):
+        if _deadline is None and seconds is not None:
+            _check_seconds(seconds)
         self.name = name
         self.clock = clock
         self.t0 = clock()
@@ -115,11 +136,7 @@ class Budget:
             return time_limit
         if time_limit is None:
             return cls(None, name=name)
-        if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                or not math.isfinite(time_limit) or time_limit <= 0):
-            raise SolverError(f"time_limit must be a positive number of seconds or None, "
-                              f"got {time_limit!r}")
-        return cls(float(time_limit), name=name)
+        return cls(_check_seconds(time_limit), name=name)
 
     def share(self, name: str, fraction: float | None = None, *,
               seconds: float | None = None) -> "Budget":

@@ -293,6 +293,8 @@ def _cmd_compare(args) -> int:
         for m in methods:
             get(m)
     graph, cluster = _problem(args)
+    if args.measure:
+        _measurable(graph)
     df, plans = _run_compare(graph, cluster, args, methods)
     _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
     if args.json:
@@ -354,6 +356,18 @@ def _input_shape(text: str | None):
     return dims
 
 
+def _measurable(graph) -> None:
+    """The program of a loaded graph, before any solving: refused (exit 2) when the file does
+    not name a built-in model, or names code to run (a graph file is data; a model file is
+    given on the command line, ``workbench run FILE.py:FUNCTION``)."""
+    try:
+        from .runtime.extraction import program_for
+    except ImportError as e:  # pragma: no cover - TF missing
+        raise WorkbenchError(f"measuring needs TensorFlow (pip install "
+                             f"'placement-workbench[tf]'): {e}") from None
+    program_for(graph)
+
+
 def _cmd_run(args) -> int:
     """Solve a real TensorFlow model with several methods and measure each plan."""
     from . import samples, simulate, solve
@@ -372,6 +386,7 @@ def _cmd_run(args) -> int:
                                                 input_shape=_input_shape(args.input)))
     elif Path(args.model).exists():
         graph, _ = load_graph_arg(args.model)
+        _measurable(graph)
     elif args.model in models:
         try:
             graph = samples.load_sample(args.model)  # profiled on this machine's CPU
@@ -426,9 +441,7 @@ def _cmd_sweep(args) -> int:
 
     spec = sweep.load_spec(args.spec)
     if args.time_limit is not None:
-        if not args.time_limit > 0:
-            raise WorkbenchError(f"--time-limit must be positive, got {args.time_limit}")
-        spec.time_limit = args.time_limit
+        spec.with_time_limit(args.time_limit)
     if args.dry_run:
         cells = spec.cells(max_cells=args.max_cells)
         print(f"sweep {spec.name}: {len(cells)} cells")
@@ -447,7 +460,7 @@ def _cmd_sweep(args) -> int:
         from .io.files import jsonable
 
         print(json.dumps(jsonable(df.to_dict(orient="records"))))
-        return 0
+        return _all_failed(df)
     counts = df.groupby(["method", "status"]).size().unstack(fill_value=0)
     obj = spec.objective
     prof = sweep.performance_profile(df, obj, taus=[1.0, 1.05, 1.25])
@@ -470,6 +483,16 @@ def _cmd_sweep(args) -> int:
                                                                     columns=order)))
     print(f"results in {os.path.abspath(out)} ({len(df)} cells; "
           f"workbench.sweep.load(path) reads them)")
+    return _all_failed(df)
+
+
+def _all_failed(df) -> int:
+    """Exit status 2 with one ``error:`` line when no cell of a sweep produced a result."""
+    if len(df) and df["status"].isin(["error", "timeout"]).all():
+        first = df["error"].iloc[0]
+        print(f"error: every cell of the sweep failed ({len(df)} cells); the first: "
+              f"{_one_line(first)[:200]}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -555,7 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
         if graph:
             p.add_argument("graph", help="graph file (JSON, MSR, plan, .onnx), sample "
                            "name[:n_ops], or a PyTorch model (torchvision:NAME, hf:NAME, "
-                           "FILE.py:Class)")
+                           "FILE.py:Class: imports FILE.py, running its code)")
         p.add_argument("--cluster", help="preset name or cluster JSON file "
                        f"(default: the file's own cluster, else {DEFAULT_CLUSTER})")
         p.add_argument("--memory-gib", type=_GIB, help="override every device's memory (GiB)")
@@ -648,7 +671,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="apply plans to a real TensorFlow model and measure step time")
     p.add_argument("model", help="sample model name (see workbench.runtime), keras:NAME "
                                  "(keras.applications or TransformerEncoder), FILE.py:FUNCTION "
-                                 "returning a Keras model, or a graph file")
+                                 "returning a Keras model (imports FILE.py, running its code), "
+                                 "or a graph file (of a built-in model: a graph file never "
+                                 "names code to run)")
     p.add_argument("--input", default=None,
                    help="Keras model input size, e.g. 96x96 (image) or 16x32 (sequence)")
     p.add_argument("--batch", type=_COUNT, default=2, help="Keras model batch size")
@@ -667,7 +692,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_run)
 
-    p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask")
+    p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask",
+                       description="Run a grid of workloads x clusters x methods on Dask. A "
+                       "workload FILE.py:Class is a Python file the sweep imports -- running "
+                       "its code -- in this process and in the workers when it runs; "
+                       "--dry-run never imports it (only checks that the file exists). The "
+                       "local cluster and its dashboard listen on 127.0.0.1 only.")
     p.add_argument("spec", help="sweep spec (TOML file, or a bundled spec name in sweeps/)")
     p.add_argument("--out", dest="results",  # a folder, not one of the file outputs checked
                    help="results folder (default results/SPEC_NAME); reruns resume")
@@ -682,7 +712,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds per solver, overriding the spec's (a different cell key)")
     p.add_argument("--no-isolate", action="store_true",
                    help="run cells inside the workers (faster; no hard per-cell time limit)")
-    p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing")
+    p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing "
+                   "(imports no FILE.py:Class model file)")
     p.add_argument("--markdown", action="store_true",
                    help="also print the result and win/tie/loss tables as markdown")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")

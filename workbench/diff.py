@@ -154,11 +154,12 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
     Raises
     ------
     PlanError
-        If either is not a Plan, or the plans share no op (plans of different graphs).
+        If either is not a Plan, the plans share no op (plans of different graphs), or a
+        schedule given is not a simulation of its plan (swapped, or another plan's).
     """
     import pandas as pd
 
-    from .plan import Plan
+    from .plan import Plan, check_schedule
     from .simulate import simulate
 
     for what, p in (("plan_a", plan_a), ("plan_b", plan_b)):
@@ -173,10 +174,8 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
                         f"{plan_a.graph.name!r} and {plan_b.graph.name!r})")
     if schedules is not None:
         sa, sb = schedules
-        for what, sch, p in (("a", sa, plan_a), ("b", sb, plan_b)):
-            if sch.graph is not p.graph and sch.graph.fingerprint != p.graph.fingerprint:
-                raise PlanError(f"diff: schedules[{'ab'.index(what)}] is not a simulation of "
-                                f"plan_{what} (graph {sch.graph.name!r})")
+        for i, (sch, p) in enumerate(((sa, plan_a), (sb, plan_b))):
+            check_schedule(p, sch, f"diff: schedules[{i}]")
     else:
         sa = simulate(plan_a, cluster, congestion=congestion, order=order)
         sb = simulate(plan_b, cluster, congestion=congestion, order=order)

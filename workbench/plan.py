@@ -26,8 +26,8 @@ import numpy as np
 
 from .errors import PlanError
 
-__all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "FINGERPRINT_PARTS", "fingerprint_differences",
-           "graph_fingerprint", "order_from_starts"]
+__all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "FINGERPRINT_PARTS", "check_schedule",
+           "fingerprint_differences", "graph_fingerprint", "order_from_starts"]
 
 STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "error")
 """Plan statuses: proven optimal; feasible (MILP stopped with a gap); time_limit (stopped by the
@@ -88,6 +88,41 @@ def fingerprint_differences(stored: dict, current: dict) -> list:
     ['edges']
     """
     return [k for k in FINGERPRINT_PARTS if k in stored and stored[k] != current.get(k)]
+
+
+def check_schedule(plan, schedule, what: str = "schedule") -> None:
+    """Raise PlanError unless ``schedule`` is a simulation of ``plan`` (its ``plan_key``, or
+    for a schedule without one, its graph and each op's device), naming what differs.
+
+    >>> import workbench as wb
+    >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+    >>> a = wb.Plan(g, {v: "gpu0" for v in g.ops}, method="one")
+    >>> b = wb.Plan(g, {**a.placement, "c": "gpu1"}, method="two")
+    >>> check_schedule(a, wb.simulate(a, c))
+    >>> check_schedule(a, wb.simulate(b, c), "schedules[0]")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: schedules[0] is not a simulation of plan 'one': it simulates plan 'two', which puts 1 op elsewhere (e.g. 'c' on gpu1, not gpu0)
+    """
+    sg = schedule.graph
+    if sg is not plan.graph and sg.fingerprint != plan.graph.fingerprint:
+        raise PlanError(f"{what} is not a simulation of plan {plan.method!r}: it simulates "
+                        f"graph {sg.name!r} ({sg.n_ops} ops), the plan is for graph "
+                        f"{plan.graph.name!r} ({plan.graph.n_ops} ops)")
+    names = schedule.cluster.names
+    placed = {v: names[int(d)] for v, d in zip(sg.ops, schedule.device.tolist())}
+    moved = [v for v in plan.graph.ops if placed.get(v) != plan.placement.get(v)]
+    if not moved and (not schedule.plan_key or schedule.plan_key == plan.key):
+        return
+    other = f"plan {schedule.method!r}" if schedule.method else "another plan"
+    if moved:
+        v = moved[0]
+        why = (f"which puts {len(moved)} op{'s' if len(moved) > 1 else ''} elsewhere (e.g. "
+               f"{v!r} on {placed.get(v)}, not {plan.placement.get(v)})")
+    else:
+        why = "with the same placement but another order on some device"
+    raise PlanError(f"{what} is not a simulation of plan {plan.method!r}: it simulates "
+                    f"{other}, {why}")
 
 
 def order_from_starts(graph, device_names, device, start, tie=None) -> dict:
@@ -184,6 +219,35 @@ class Plan:
         """:func:`graph_fingerprint` of the plan's graph (saved with the plan)."""
         return graph_fingerprint(self.graph)
 
+    @property
+    def key(self) -> str:
+        """A short hash of what this plan is: its graph (op names and edges), the device of
+        every op and each device's order. A :class:`Schedule` carries the key of the plan it
+        simulates (``plan_key``), so a schedule is never taken for another plan's.
+
+        >>> from workbench import samples
+        >>> g = samples.diamond()
+        >>> a = Plan(g, {"a": "cpu0", "b": "cpu0", "c": "cpu1", "d": "cpu0"})
+        >>> a.key == Plan(g, dict(a.placement), method="other").key
+        True
+        >>> a.key == a.with_placement({**a.placement, "c": "cpu0"}).key
+        False
+        """
+        import hashlib
+
+        h = hashlib.sha1(self.graph.fingerprint.encode())
+        h.update("\0".join(str(self.placement.get(v)) for v in self.graph.ops).encode())
+        for d in sorted(self.order or {}):
+            h.update(f"\1{d}\2".encode() + "\0".join(self.order[d]).encode())
+        return h.hexdigest()[:16]
+
+    @property
+    def problem(self) -> str:
+        """The fingerprint of the graph the plan was made for: the graph given to
+        :func:`workbench.solve` (``info["problem"]``), which a method may have transformed
+        (replicated, split) into :attr:`graph`; else the plan's own graph."""
+        return self.info.get("problem") or self.graph.fingerprint
+
     def validate(self, cluster) -> None:
         """Raise PlanError unless every op is placed exactly once on a device of ``cluster``
         that can run it, and the order (if any) lists exactly each device's ops."""
@@ -269,6 +333,7 @@ class Schedule:
     method: str = ""
     run_rank: np.ndarray | None = None
     peak_live_memory: dict = field(default_factory=dict)
+    plan_key: str = ""  # Plan.key of the plan simulated ("" when unknown)
 
     def link_name(self, k: int) -> str:
         """Name of the channel used by transfer ``k``, e.g. ``gpu0->gpu1`` or ``gpu0->host``."""

@@ -623,6 +623,31 @@ class Robustness:
     replay_s: float = 0.0
     resolve: object = None
     threshold: float = VERDICT_THRESHOLD
+    plan_keys: dict = field(default_factory=dict)  # method -> Plan.key of the plan replayed
+
+    def check_plans(self, plans: dict, what: str = "robustness result") -> None:
+        """Raise SolverError unless these are the plans replayed here (each method's
+        :attr:`Plan.key <workbench.plan.Plan.key>`): the robustness of another comparison
+        must not be drawn on this one's bars. Methods of ``plans`` not replayed are fine (a
+        failed replay), a replayed method missing from ``plans`` is not.
+
+        >>> import workbench as wb
+        >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
+        >>> a = wb.Plan(g, {v: "gpu0" for v in g.ops}, method="a")
+        >>> r = wb.robustness({"a": a}, c, samples=5)
+        >>> r.check_plans({"a": a})
+        >>> r.check_plans({"a": a.with_placement({**a.placement, "b": "gpu1"})})
+        Traceback (most recent call last):
+        ...
+        workbench.errors.SolverError: robustness result is not of these plans: it replayed another plan of method 'a'
+        """
+        for m, key in self.plan_keys.items():
+            if m not in plans:
+                raise SolverError(f"{what} is not of these plans: it replayed method {m!r}, "
+                                  f"which they do not have ({', '.join(map(str, plans))})")
+            if plans[m].key != key:
+                raise SolverError(f"{what} is not of these plans: it replayed another plan of "
+                                  f"method {m!r}")
 
     def summary(self) -> dict:
         """Winner, its P(best), the verdict and the Kendall tau's mean and 5th percentile."""
@@ -634,7 +659,9 @@ class Robustness:
                 "noise": {k: v for k, v in self.noise.items()}}
 
     def _repr_html_(self) -> str:
-        return f"<p><b>{self.verdict}</b></p>" + self.table.to_html(index=False,
+        import html
+
+        return f"<p><b>{html.escape(self.verdict)}</b></p>" + self.table.to_html(index=False,
                                                                    float_format="%.4g")
 
 
@@ -676,6 +703,19 @@ def _inputs(comparison, cluster) -> tuple:
     if cluster is None:
         raise SolverError("robustness: plans without their comparison need cluster=")
     return comparison, cluster, True, None, table, None
+
+
+def _one_problem(plans: dict) -> None:
+    """Plans ranked against each other must be plans of one problem (:attr:`Plan.problem
+    <workbench.plan.Plan.problem>`: the graph given to ``solve``, whatever the method made
+    of it); plans of two graphs gave "a wins robustly: 100 %"."""
+    first, p0 = next(iter(plans.items()))
+    for m, p in plans.items():
+        if p.problem != p0.problem:
+            raise SolverError(f"robustness: plans {first!r} and {m!r} are for different "
+                              f"problems (graph {p0.graph.name!r}, {p0.graph.n_ops} ops, and "
+                              f"graph {p.graph.name!r}, {p.graph.n_ops} ops): rank plans of "
+                              f"one graph")
 
 
 def _quantiles(prefix: str, v: np.ndarray) -> dict:
@@ -733,6 +773,7 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
     if not plans:
         raise SolverError("robustness: the comparison has no plan to replay (every method "
                           "failed?)")
+    _one_problem(plans)
     if resolve and cmp is None:
         raise SolverError("robustness: resolve=True needs compare(...)'s Comparison (the "
                           "problem and the methods' parameters)")
@@ -788,7 +829,8 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
         makespans=pd.DataFrame(ms), max_loads=pd.DataFrame(ml), kendall_tau=st["tau"],
         winner=winner, p_winner=p_win, verdict=verdict(winner, p_win, runner, threshold),
         noise=nz, objective=objective, samples=int(samples), replay_s=replay_s,
-        resolve=res_df, threshold=float(threshold))
+        resolve=res_df, threshold=float(threshold),
+        plan_keys={m: p.key for m, p in plans.items()})
 
 
 def perturbed_problem(graph, cluster, draws: Draws, s: int) -> tuple:

@@ -48,7 +48,7 @@ from .judge.events import EventCore
 from .judge.loads import device_loads, max_load, receive_overheads
 from .judge.policies import ORDERS, POLICIES, resolve_order
 from .judge.schedule import build_schedule
-from .plan import Metrics, Plan, Schedule
+from .plan import Metrics, Plan, Schedule, check_schedule
 
 __all__ = ["simulate", "max_load", "device_loads", "evaluate", "receive_overheads", "ORDERS"]
 
@@ -125,6 +125,8 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     """
     from .bounds import lower_bounds
 
+    if schedule is not None:
+        check_schedule(plan, schedule, "evaluate: schedule")
     s = schedule if schedule is not None else simulate(plan, cluster, congestion=congestion,
                                                        order=order)
     ml = max_load(plan, cluster)

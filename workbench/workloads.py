@@ -36,8 +36,8 @@ from .cluster import REF_BANDWIDTH, Cluster  # noqa: F401  (the module docstring
 from .errors import GraphError
 from .graph import OpGraph
 
-__all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "check", "hard_suite", "layered",
-           "resolve", "workload"]
+__all__ = ["HARD_DEFAULTS", "Workload", "apply_memory_pressure", "check", "hard_suite",
+           "is_code_file", "layered", "resolve", "workload"]
 
 from .samples import HARD_DEFAULTS, layered  # noqa: E402  (the generator is a sample)
 
@@ -299,13 +299,38 @@ def _named(spec: str, build: Callable):
                          f"{spec}: {msg}") from None
 
 
-def check(spec: str) -> bool:
+def is_code_file(spec) -> bool:
+    """Whether ``spec`` names a Python file to import (``FILE.py:Class``): resolving it runs
+    that file's code.
+
+    >>> is_code_file("net.py:Net"), is_code_file("hf:gpt2"), is_code_file("g.json")
+    (True, False, False)
+    """
+    from .io.torch_models import is_model_spec
+
+    return is_model_spec(spec) and spec.partition(":")[0].endswith(".py")
+
+
+def _check_code_file(spec: str) -> bool:
+    """``FILE.py:Class`` checked without importing the file: it exists and ``Class`` is a
+    Python name."""
+    path, _, cls = spec.partition(":")
+    if not Path(path).is_file():
+        raise GraphError(f"{spec}: model file {path!r} does not exist (expected FILE.py:Class)")
+    if not cls.isidentifier():
+        raise GraphError(f"{spec}: {cls!r} is not a class name (expected FILE.py:Class)")
+    return False
+
+
+def check(spec: str, *, run_code: bool = False) -> bool:
     """Raise as :func:`resolve` would; True when the workload carries its own cluster.
 
     Files, MSR and suite workloads are resolved; generated samples are built only up to
     2,000 ops (and ``random``, whose edge limit refuses large sizes before building), larger
     ones are checked by name and size bound, so a sweep over 36,000-op graphs does not build
-    them in the client.
+    them in the client. A model file (``FILE.py:Class``) is imported -- its code run -- only
+    with ``run_code=True`` (a sweep that runs); otherwise only its path and class name are
+    checked (a spec loaded, ``--dry-run``).
 
     >>> check("transformer:200000"), check("msr:op_bert3_inference")
     (False, True)
@@ -319,6 +344,8 @@ def check(spec: str) -> bool:
     from . import samples
     from .io.torch_models import is_model_spec
 
+    if is_code_file(spec) and not run_code:
+        return _check_code_file(spec)
     if not isinstance(spec, str) or spec.startswith(("msr:", "suite:", "gpt:", "llama:")) or \
             is_model_spec(spec) or _file(spec):
         return resolve(spec)[1] is not None

@@ -33,6 +33,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ._common import op_times_or_min
+from .dag import check_plan_of
 from .layout import layered_layout
 
 __all__ = ["placement_heatmap", "layer_bins", "heatmap_ops", "induced_subgraph",
@@ -68,6 +69,8 @@ def placement_heatmap(graph, plans: dict, cluster, *, bins: int = 120,
         fig.layout = new.layout
     nb = 1
     total = 0.0
+    for plan in plans.values():  # each drawn on its own graph: but made for this one
+        check_plan_of(graph, plan)
     for r, (m, plan) in enumerate(plans.items(), start=1):
         g = plan.graph
         b, lo, hi = layer_bins(g, bins)

@@ -63,6 +63,24 @@ def ranked(df, col: str, flags: dict) -> list[int]:
     return [k[-1] for k in sorted(key)]
 
 
+def _check_robust(robust, df, plans: dict | None) -> None:
+    """``robust`` must be the robustness of this comparison: of its plans when they are known
+    (:meth:`~workbench.robustness.Robustness.check_plans`), else of its methods with the same
+    nominal makespans; another comparison's error bars would be drawn as this one's."""
+    from workbench.errors import SolverError
+
+    if plans and getattr(robust, "plan_keys", None):
+        robust.check_plans(plans, "compare_figure: robust")
+        return
+    ms = dict(zip(df["method"].astype(str), df["makespan_ms"].astype(float)))
+    for m, nominal in zip(robust.table["method"], robust.table["nominal_ms"]):
+        if m not in ms or not np.isclose(ms[m], nominal, rtol=1e-6, atol=1e-5):
+            raise SolverError(f"compare_figure: robust is not of this comparison: its method "
+                              f"{m!r} " + ("is not in the table" if m not in ms else
+                                           f"has nominal makespan {nominal:.6g} ms, the table "
+                                           f"{ms[m]:.6g} ms"))
+
+
 def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
                    title: str | None = None,
                    height: int | None = None, fig: go.Figure | None = None,
@@ -88,11 +106,18 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
     robust : Robustness, optional
         :func:`workbench.robustness` of these plans: p5-p95 error bars on the makespan and
         max-load bars; the range and P(best) in the hover text.
+
+    Raises
+    ------
+    SolverError
+        ``robust`` is the robustness of other plans (another comparison).
     """
     df, plans, graph, cluster, _s = parts(df, plans=plans, graph=graph, cluster=cluster)
     if "method" not in df or "makespan_ms" not in df or "max_load_ms" not in df:
         raise ValueError("compare_figure needs columns method, makespan_ms and max_load_ms "
                          f"(got {', '.join(map(str, df.columns))})")
+    if robust is not None:
+        _check_robust(robust, df, plans)
     flags = row_flags(df, plans=plans, graph=graph)
     status = (df["status"].astype(str).to_numpy() if "status" in df
               else np.full(len(df), "heuristic"))

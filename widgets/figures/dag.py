@@ -61,6 +61,37 @@ def static_critical_path(graph, cluster=None) -> list[str]:
     return critical_path(graph, lv=Levels(w, c, tlevel(graph, w, c), upward_rank(graph, w, c)))
 
 
+def check_plan_of(graph, plan=None, schedule=None) -> None:
+    """Raise PlanError unless ``plan`` was made for ``graph`` (the same ops and edges, the
+    graph :func:`workbench.solve` was given when the method transformed it, or a slice of its
+    graph: every op placed) and ``schedule``, given with it, simulates it: a plan of another
+    graph drew its ops unplaced, silently.
+
+    >>> import workbench as wb
+    >>> g, h = wb.samples.diamond(), wb.samples.load_sample("pesto_fig2")
+    >>> check_plan_of(g, wb.Plan(h, {v: "gpu0" for v in h.ops}, method="other"))
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: plan 'other' was made for graph 'pesto_fig2' (7 ops), not for graph 'diamond' (4 ops): 4 of its ops are not placed by it
+    """
+    from workbench.errors import PlanError
+    from workbench.plan import check_schedule
+
+    if plan is None:
+        return
+    if plan.graph is graph or plan.graph.fingerprint == graph.fingerprint or \
+            plan.problem == graph.fingerprint:
+        missing = 0
+    else:  # a slice of the plan's graph (a drill-down) is drawn with it: every op placed
+        missing = sum(v not in plan.placement for v in graph.ops)
+    if missing:
+        raise PlanError(f"plan {plan.method!r} was made for graph {plan.graph.name!r} "
+                        f"({plan.graph.n_ops} ops), not for graph {graph.name!r} "
+                        f"({graph.n_ops} ops): {missing} of its ops are not placed by it")
+    if schedule is not None:
+        check_schedule(plan, schedule)
+
+
 def _device_names(graph, plan=None, schedule=None) -> list | None:
     if schedule is not None:
         names = schedule.cluster.names
@@ -201,7 +232,14 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
     Returns
     -------
     plotly.graph_objects.Figure
+
+    Raises
+    ------
+    PlanError
+        ``plan`` is a plan of another graph, or ``schedule`` is not a simulation of ``plan``
+        (:func:`check_plan_of`).
     """
+    check_plan_of(graph, plan, schedule)
     n = graph.n_ops
     gc = graph.c
     if webgl is None:

@@ -519,6 +519,22 @@ def _profile_updates(ops, vals_of, optimizer, repeats, device, torch,
     return out
 
 
+def _check_inputs(example_inputs, training, torch) -> None:
+    """``training`` a bool (``"no"`` is truthy: it captured a training step) and no example
+    input without elements (a zero batch has no work: every cost came out 0)."""
+    if not isinstance(training, bool):
+        raise CaptureError(f"training must be True or False, got {training!r}")
+    try:
+        leaves = torch.utils._pytree.tree_leaves(tuple(example_inputs))
+    except TypeError:
+        raise CaptureError(f"example_inputs must be a tuple of tensors, got "
+                           f"{type(example_inputs).__name__}") from None
+    for i, x in enumerate(leaves):
+        if isinstance(x, torch.Tensor) and x.numel() == 0:
+            raise CaptureError(f"example input {i} has no elements (shape {tuple(x.shape)}): "
+                               f"a batch of 0 has no work to place; give at least one example")
+
+
 def _check_args(optimizer, profile, repeats, batch, name):
     if optimizer not in OPTIMIZERS:
         raise CaptureError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
@@ -572,6 +588,7 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
     from ..costs.roofline import DEVICE_MODELS, with_device_costs
 
     _check_args(optimizer, profile, repeats, batch, name)
+    _check_inputs(example_inputs, training, torch)
     if profile is not None and isinstance(model, torch.nn.Module) and \
             any(p.device.type == "meta" for p in model.parameters()):
         raise CaptureError(f"{type(model).__name__} is on the meta device: no real tensors "

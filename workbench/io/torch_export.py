@@ -53,8 +53,9 @@ def plan_to_torch(plan, *, depth: int | None = None) -> dict:
     Raises
     ------
     PlanError
-        A plan whose graph was not captured from PyTorch (its ops carry no module path), or a
-        bad ``depth``.
+        A plan whose graph was not captured from PyTorch (its ops carry no module path), a
+        plan that replicates the model (``data_parallel``, replicated pipeline stages: no
+        single device per module), or a bad ``depth``.
     """
     g = plan.graph
     if depth is not None and (isinstance(depth, bool) or not isinstance(depth, int) or depth < 1):
@@ -62,6 +63,7 @@ def plan_to_torch(plan, *, depth: int | None = None) -> dict:
     if not any("module" in g.op(v) for v in g.ops):
         raise PlanError(f"graph {g.name!r} has no module paths on its ops: export plans of "
                         f"graphs captured by workbench.io.torch.from_torch")
+    _refuse_replicas(plan)
     load: dict = defaultdict(lambda: defaultdict(float))
     order: list = []
     prev = None
@@ -90,6 +92,25 @@ def plan_to_torch(plan, *, depth: int | None = None) -> dict:
             "ops": {v: plan.placement[v] for v in g.ops},
             "stages": stages, "contiguous": contiguous,
             "split_points": [s["modules"][0] for s in stages[1:]] if contiguous else None}
+
+
+def _refuse_replicas(plan) -> None:
+    """A plan that replicates the model (data parallelism, replicated pipeline stages) runs
+    every replicated module on several devices at once: one device per module would be a wrong
+    answer (it came out as every module on gpu0), so it is refused, naming the replicas."""
+    r = plan.graph.meta.get("data_parallel")
+    if isinstance(r, int) and r > 1:
+        devs = plan.info.get("devices") or plan.devices_used()
+        raise PlanError(f"plan {plan.method!r} replicates the model {r} times (data parallel, "
+                        f"one replica on each of {', '.join(map(str, devs))}): every module "
+                        f"runs on all of them, so there is no device per module to export; "
+                        f"run it with torch DistributedDataParallel on those devices")
+    rep = [i for i, st in enumerate(plan.info.get("stages") or [])
+           if isinstance(st, dict) and (st.get("replicas") or 1) > 1]
+    if rep:
+        raise PlanError(f"plan {plan.method!r} replicates pipeline stage {rep[0]} over "
+                        f"{plan.info['stages'][rep[0]]['replicas']} devices: a replicated "
+                        f"stage has no single device per module to export")
 
 
 def split_spec(exported: dict) -> dict:

@@ -133,6 +133,21 @@ def _hf(name: str, config: Mapping, layers: int | None):
     return _logits_module(tr.LlamaForCausalLM(c), "logits", "input_ids", True), "tokens", c
 
 
+_LEARNED_POSITIONS = {"gpt2": "n_positions", "bert-base": "max_position_embeddings"}
+
+
+def _check_positions(spec: str, cfg, kind: str, seq: int) -> None:
+    """A token model with a learned position table takes at most its config's positions
+    (GPT-2's ``n_positions``, BERT's ``max_position_embeddings``): a longer sequence indexes
+    past the table (on meta tensors nothing notices, and the graph is that of a model that
+    cannot run). Llama's rotary positions have no table and no such limit."""
+    field = _LEARNED_POSITIONS.get(spec.partition(":")[2])
+    limit = getattr(cfg, field, None) if field else None
+    if kind == "tokens" and isinstance(limit, int) and seq > limit:
+        raise FormatError(f"{spec}: seq={seq} is longer than the model's {limit} positions "
+                          f"(config {field}); use --seq {limit} or less")
+
+
 def _from_file(path: str, cls_name: str):
     mod = load_user_file(path, FormatError, expected="FILE.py:Class")
     cls = getattr(mod, cls_name, None)
@@ -201,7 +216,8 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
                                   f"list_models()")
             model, kind = torchvision.models.get_model(tail, weights=None), "image"
         elif head == "hf":
-            model, kind, _ = _hf(tail, config or {}, layers)
+            model, kind, cfg = _hf(tail, config or {}, layers)
+            _check_positions(spec, cfg, kind, seq)
         elif spec == "lstm-lm":
             model, kind = _lstm_lm_class()(), "tokens"
         elif head.endswith(".py") and tail:
@@ -237,10 +253,12 @@ def model_graph(spec: str, *, batch: int | None = None, seq: int | None = None,
 
     batch = 1 if batch is None else batch
     seq = 128 if seq is None else seq
+    if training is not None and not isinstance(training, bool):
+        raise FormatError(f"{spec}: training must be True, False or None, got {training!r}")
     device = "meta" if profile is None and not str(spec).split(":")[0].endswith(".py") \
         else "cpu"
     model, inputs = build_model(spec, batch=batch, seq=seq, device=device, **build)
-    g = from_torch(model, inputs, training=True if training is None else bool(training),
+    g = from_torch(model, inputs, training=True if training is None else training,
                    batch=batch, profile=profile, optimizer=optimizer, name=spec)
     g.meta.update(model_spec=spec, seq=seq)
     return g

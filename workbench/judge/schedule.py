@@ -79,4 +79,4 @@ def build_schedule(plan, cluster, dev: np.ndarray, core) -> Schedule:
         t_bytes=t_bytes_a, makespan=makespan, critical_path=path,
         peak_memory={names[i]: float(mem[i]) for i in range(nd)}, link_bytes=link_bytes,
         method=plan.method, run_rank=np.array(core.rank, dtype=np.int64),
-        peak_live_memory={names[i]: float(live[i]) for i in range(nd)})
+        peak_live_memory={names[i]: float(live[i]) for i in range(nd)}, plan_key=plan.key)

@@ -135,6 +135,7 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
 
 
 _PROGRAMS: dict[str, Program] = {}
+_GIVEN_FILES: set[str] = set()  # model files the user named in this process (program_of)
 
 
 def _remember(program: Program) -> Program:
@@ -157,6 +158,10 @@ def program_for(graph: OpGraph) -> Program:
     key = json.dumps(spec, sort_keys=True) if spec else None
     if key in _PROGRAMS:
         return _PROGRAMS[key]
+    if spec is not None and not isinstance(spec, dict):
+        raise RuntimeBridgeError(f"graph {graph.name!r}: meta['program'] must be a table, got "
+                                 f"{type(spec).__name__}")
+    _check_named_code(graph, spec)
     if spec and spec.get("keras"):
         from .keras_step import spec_program
 
@@ -169,6 +174,25 @@ def program_for(graph: OpGraph) -> Program:
     _PROGRAMS[key] = build_program(spec["model"], spec["batch"], seed=spec.get("seed", 0),
                                    lr=spec.get("lr", 0.01), **(spec.get("sizes") or {}))
     return _PROGRAMS[key]
+
+
+def _check_named_code(graph: OpGraph, spec: dict | None) -> None:
+    """Refuse a ``meta['program']`` that names code to execute (a model file), unless the user
+    gave that file to :func:`program_of` / ``extract`` in this process: a graph file is data,
+    and data never chooses a program to run (built-in names -- :data:`MODELS`, ``keras:``
+    application names and ``TransformerEncoder`` -- are not code and are rebuilt)."""
+    ref = (spec or {}).get("keras")
+    if not ref:
+        return
+    if isinstance(ref, str) and ref.isidentifier():
+        return
+    path = ref.rpartition(":")[0] if isinstance(ref, str) else ""
+    if path and path in _GIVEN_FILES:
+        return
+    raise RuntimeBridgeError(
+        f"graph {graph.name!r} names a model program {ref!r} in meta['program']: a graph file "
+        f"is data and never chooses code to run; give the model yourself (workbench run "
+        f"FILE.py:FUNCTION, or program=program_of('keras:FILE.py:FUNCTION', batch) in the API)")
 
 
 def program_of(model_or_fn, batch: int | None = None, *, seed: int = 0, lr: float = 0.01,
@@ -197,6 +221,7 @@ def program_of(model_or_fn, batch: int | None = None, *, seed: int = 0, lr: floa
 
             path, _, fn = ref.partition(".py")
             ref = f"{Path(path + '.py').resolve()}:{fn.lstrip(':') or 'build'}"
+            _GIVEN_FILES.add(ref.rpartition(":")[0])  # named by the user: may be rebuilt
         spec = {"keras": ref, "batch": int(batch),
                 "input_shape": None if input_shape is None else [int(d) for d in input_shape],
                 "classes": classes, "loss": loss or "sparse_categorical_crossentropy",

@@ -276,9 +276,12 @@ def residuals(plan, measurement, cluster=None, *, schedule=None, **sim_kw) -> Re
     ------
     RuntimeBridgeError
         The measurement failed, has no trace, or its trace shares no op with the plan.
+    PlanError
+        ``schedule`` is not a simulation of ``plan`` (another plan's, naming what differs).
     """
     import pandas as pd
 
+    from ..plan import check_schedule
     from ..simulate import simulate
 
     if measurement is None or not getattr(measurement, "ok", False):
@@ -292,6 +295,8 @@ def residuals(plan, measurement, cluster=None, *, schedule=None, **sim_kw) -> Re
             raise RuntimeBridgeError("residuals: give the cluster the plan is simulated on, or "
                                      "its schedule")
         schedule = simulate(plan, cluster, **sim_kw)
+    else:
+        check_schedule(plan, schedule, "residuals: schedule")
     meas = _measured_ops(plan, measurement.trace)
     if not meas:
         raise RuntimeBridgeError(f"residuals: the trace of plan {plan.method!r} has none of "

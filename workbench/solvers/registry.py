@@ -168,6 +168,7 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
     if trace.events:
         plan.stats.setdefault("progress", trace.events)
     plan.method = method
+    plan.info.setdefault("problem", graph.fingerprint)  # what ties a plan to its problem
     return plan
 
 

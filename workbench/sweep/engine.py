@@ -15,7 +15,7 @@ Examples
 >>> from distributed import Client, LocalCluster
 >>> spec = {"workloads": ["diamond"], "clusters": {"presets": ["2xV100-pcie"]},
 ...         "methods": {"single": {}, "m_topo": {}}}
->>> with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc:
+>>> with LocalCluster(n_workers=1, processes=False, dashboard_address="127.0.0.1:0") as lc:
 ...     with Client(lc) as client, tempfile.TemporaryDirectory() as d:
 ...         df = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
 ...         again = sw.run(spec, d, client=client, isolate=False, progress=False, echo=None)
@@ -277,10 +277,14 @@ def check_workers(workers) -> int:
 
 
 def connect(scheduler: str | None = None, *, workers: int | None = None,
-            timeout: float = 8.0, dashboard: str = ":0"):
+            timeout: float = 8.0, dashboard: str = "127.0.0.1:0", host: str = "127.0.0.1"):
     """``(client, local_cluster or None)``: an existing scheduler, or a local cluster of
     worker processes (one thread each). An address that does not answer raises SweepError
-    within ``timeout`` seconds."""
+    within ``timeout`` seconds.
+
+    The local cluster's scheduler, workers and dashboard listen on ``host`` and
+    ``dashboard`` (loopback by default: nothing the workbench starts is reachable from
+    another machine unless the caller names another address)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
@@ -296,9 +300,23 @@ def connect(scheduler: str | None = None, *, workers: int | None = None,
             raise SweepError(f"the address {scheduler!r} answered but is not a Dask scheduler "
                              f"({type(e).__name__}: {str(e)[:120]})") from None
     n = max(1, min(os.cpu_count() or 1, 8)) if workers is None else check_workers(workers)
-    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+    cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, host=host,
                            dashboard_address=dashboard, silence_logs=logging.ERROR)
     return Client(cluster), cluster
+
+
+def _import_model_files(spec, workloads: set) -> None:
+    """The model files (``FILE.py:Class``) of the cells to run, imported and built here, once:
+    the user asked to run the sweep (loading a spec or ``--dry-run`` never imports them), and
+    a file that fails is one error naming it, not a failed row per cell."""
+    from ..errors import WorkbenchError
+    from ..workloads import check, is_code_file
+
+    for w in sorted(w for w in workloads if is_code_file(w)):
+        try:
+            check(w, run_code=True)
+        except WorkbenchError as e:
+            raise SweepError(f"spec {spec.source}, workloads: workload {w!r}: {e}") from None
 
 
 def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, client=None,
@@ -348,6 +366,7 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
             cells.append(c)
     if not cells:
         raise SweepError(f"spec {spec.source}: no cells left after the filters")
+    _import_model_files(spec, {c.workload for c in cells})
     tables, damaged = _read_parts(out)
     _set_aside(out, damaged)
     done = _keys(tables)

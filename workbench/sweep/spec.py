@@ -65,7 +65,8 @@ from pathlib import Path
 
 from ..errors import SweepError, WorkbenchError
 
-__all__ = ["KEY_COLUMNS", "MAX_CELLS", "Cell", "Spec", "check_name", "load_spec"]
+__all__ = ["KEY_COLUMNS", "MAX_CELLS", "MAX_SECONDS", "Cell", "Spec", "check_name",
+           "check_seconds", "default_cell_timeout", "load_spec"]
 
 KEY_COLUMNS = ["workload", "preset", "devices", "bandwidth_scale", "latency_scale",
                "memory_fraction", "method", "solver", "params", "seed", "time_limit",
@@ -74,6 +75,28 @@ KEY_COLUMNS = ["workload", "preset", "devices", "bandwidth_scale", "latency_scal
 
 MAX_CELLS = 100_000
 """Default largest grid :meth:`Spec.cells` builds (``--max-cells N`` raises it)."""
+
+MAX_SECONDS = 7 * 24 * 3600.0
+"""Largest ``time_limit`` and ``cell_timeout`` of a spec (a week): a cell's hard limit must be a
+deadline the operating system can wait for (``1e12`` s overflowed it and failed every cell)."""
+
+
+def check_seconds(value, what: str) -> float:
+    """``value`` as seconds if it is a number in (0, :data:`MAX_SECONDS`], else a SweepError
+    naming ``what`` (``true`` is not 1 s).
+
+    >>> check_seconds(10, "time_limit")
+    10.0
+    >>> check_seconds(True, "time_limit")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SweepError: time_limit must be a positive number of seconds (at most 604800, a week), got True
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or \
+            not 0 < value <= MAX_SECONDS:
+        raise SweepError(f"{what} must be a positive number of seconds (at most "
+                         f"{MAX_SECONDS:g}, a week), got {value!r}")
+    return float(value)
 
 _TOP = {"name", "description", "workloads", "clusters", "methods", "seeds", "time_limit",
         "cell_timeout", "measure", "measure_options", "congestion", "objective", "exclude",
@@ -140,6 +163,26 @@ def _line(text: str | None, *needles: str) -> str:
         if all(n in code for n in needles):
             return f", line {i}"
     return ""
+
+
+def _int(x) -> int:
+    """An integer of a spec: ``true`` and ``1.7`` are not integers (int() took them as 1).
+
+    >>> _int(3), _int(4.0)
+    (3, 4)
+    """
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(x)
+    if not math.isfinite(x) or x != int(x):
+        raise ValueError(x)
+    return int(x)
+
+
+def _float(x) -> float:
+    """A number of a spec (not a bool, not a string)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise TypeError(x)
+    return float(x)
 
 
 def _as_list(v) -> list:
@@ -211,15 +254,16 @@ class Spec:
             try:
                 return [conv(x) for x in _as_list(clusters.get(key, default))]
             except (TypeError, ValueError):
-                raise err(f"clusters.{key}", f"expected numbers, got "
-                          f"{clusters.get(key)!r}", key) from None
+                raise err(f"clusters.{key}", f"expected {'integers' if conv is _int else 'numbers'}"
+                          f", got {clusters.get(key)!r}", key) from None
 
         presets = [str(p) for p in _as_list(clusters.get("presets", ["4xV100-nvlink"]))]
-        devices = nums("devices", [0], int)
-        bw = nums("bandwidth_scale", [1.0], float)
-        lat = nums("latency_scale", [1.0], float)
+        devices = nums("devices", [0], _int)
+        bw = nums("bandwidth_scale", [1.0], _float)
+        lat = nums("latency_scale", [1.0], _float)
         memf = nums("memory_fraction", [None],
-                    lambda x: math.nan if x in (None, 0) else float(x))
+                    lambda x: math.nan if x is None or (x == 0 and not isinstance(x, bool))
+                    else _float(x))
         for name, vals in (("devices", devices), ("bandwidth_scale", bw),
                            ("latency_scale", lat)):
             for v in vals:
@@ -244,19 +288,22 @@ class Spec:
             methods[label] = (solver, params, None if only is None else
                               [str(w) for w in _as_list(only)])
         try:
-            seeds = [int(s) for s in _as_list(data.get("seeds", [0]))]
+            seeds = [_int(s) for s in _as_list(data.get("seeds", [0]))]
         except (TypeError, ValueError):
             raise err("seeds", f"expected integers, got {data.get('seeds')!r}", "seeds") from None
         if any(s < 0 for s in seeds):
             raise err("seeds", f"seeds must be >= 0, got {min(seeds)}", "seeds")
-        tl = data.get("time_limit", 30.0)
-        if tl is not None and not (isinstance(tl, (int, float)) and tl > 0):
-            raise err("time_limit", f"must be a positive number of seconds, got {tl!r}",
-                      "time_limit")
+        tl, ct = data.get("time_limit", 30.0), data.get("cell_timeout")
+        for key, val in (("time_limit", tl), ("cell_timeout", ct)):
+            try:
+                _ = val is None or check_seconds(val, key)
+            except SweepError as e:
+                raise err(key, str(e).removeprefix(f"{key} "), key) from None
         tl = None if tl is None else float(tl)
-        ct = data.get("cell_timeout", 2 * (tl or 60.0) + 30.0)
-        if not (isinstance(ct, (int, float)) and ct > 0):
-            raise err("cell_timeout", f"must be positive, got {ct!r}", "cell_timeout")
+        ct = default_cell_timeout(tl) if ct is None else ct
+        for key in ("measure", "congestion"):  # "no" and "false" are truthy strings
+            if key in data and not isinstance(data[key], bool):
+                raise err(key, f"must be true or false, got {data[key]!r}", key)
         exclude = data.get("exclude", [])
         if isinstance(exclude, dict):
             exclude = [exclude]
@@ -282,6 +329,15 @@ class Spec:
                    source=source)
         spec._check(err)
         return spec
+
+    def with_time_limit(self, seconds) -> None:
+        """Set the solvers' ``time_limit`` (``--time-limit``), checked as the spec's is; a cell
+        timeout left to its default follows it (else a longer limit would time every cell out).
+        """
+        tl = check_seconds(seconds, "time_limit")
+        if self.cell_timeout == default_cell_timeout(self.time_limit):
+            self.cell_timeout = default_cell_timeout(tl)
+        self.time_limit = tl
 
     def _check(self, err) -> None:
         """Every name resolves and every parameter exists, before any cell runs."""
@@ -410,6 +466,15 @@ class Spec:
                 continue
             out.append(c)
         return out
+
+
+def default_cell_timeout(time_limit: float | None) -> float:
+    """A cell's hard limit when the spec sets none: twice the solver's limit plus 30 s.
+
+    >>> default_cell_timeout(10.0), default_cell_timeout(None)
+    (50.0, 150.0)
+    """
+    return 2 * (time_limit or 60.0) + 30.0
 
 
 def check_name(name) -> str:
