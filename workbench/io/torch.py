@@ -80,6 +80,14 @@ _MOVE = ("clone", "copy", "_to_copy", "cat", "stack", "slice_scatter", "select_s
          "arange", "masked_fill", "_unsafe_index", "index_put", "tril", "triu", "fill",
          "scalar_tensor", "lift_fresh_copy", "as_strided_scatter", "split_with_sizes_copy")
 _VIEW_LIKE = frozenset({"aten::_unsafe_view", "aten::lift_fresh", "aten::_reshape_alias"})
+_SAME_FLOPS_AS = {  # fused attention kernels torch's counter has no formula for -> the twin it has
+    "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu_backward":
+        "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_fused_attention_overrideable": "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_fused_attention_overrideable_backward":
+        "_scaled_dot_product_efficient_attention_backward",
+}
 
 
 def _torch():
@@ -105,7 +113,10 @@ def _numel(val) -> int:
 def aten_flops(node, vals: Mapping) -> float:
     """FLOPs of one ATen call of an FX graph (``vals``: node -> its fake/real value).
 
-    torch's own formula where ``torch.utils.flop_counter`` registers one; else norms
+    torch's own formula where ``torch.utils.flop_counter`` registers one (and for the CPU
+    and backend-overridable fused attention kernels, which it does not register, the formula
+    of their CUDA twin: ``_scaled_dot_product_flash_attention_for_cpu`` and its backward
+    count as ``_scaled_dot_product_flash_attention``'s, ``4 B H Sq Sk D`` forward); else norms
     ``8 n(x)`` (backward ``10 n(x)``), softmax/log-softmax/NLL ``5 n(x)``, reductions and
     pooling ``n(x)``, copies/indexing 0, other element-wise ops one per output element and
     tensor input beyond the first (the roofline families of :mod:`workbench.costs.roofline`).
@@ -121,9 +132,11 @@ def aten_flops(node, vals: Mapping) -> float:
     args = torch.utils._pytree.tree_map(val, node.args)
     kwargs = torch.utils._pytree.tree_map(val, node.kwargs)
     out = vals.get(node)
+    name = node.target._schema.name.split("::")[-1] if packet is not None else ""
+    if name in _SAME_FLOPS_AS:
+        packet = getattr(torch.ops.aten, _SAME_FLOPS_AS[name])
     if packet in flop_registry:
         return float(flop_registry[packet](*args, **kwargs, out_val=out))
-    name = node.target._schema.name.split("::")[-1] if packet is not None else ""
     tensors = [a for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
     n_in = _numel(tensors[0]) if tensors else 0
     n_out = _numel(out)
@@ -233,7 +246,57 @@ _ADVICE = {
     "guard": "data-dependent control flow (a Python `if`/loop on a tensor value): rewrite it "
              "with torch.where / torch.cond",
     "meta": "an op without a fake/meta kernel: capture with real tensors (profile='cpu')",
+    "did not receive a gradient": "a parameter that the forward reads gets no gradient "
+                                  "(read only through a non-differentiable op): set its "
+                                  "requires_grad to False, or pass training=False",
 }
+
+
+@contextlib.contextmanager
+def _traced_as_compiled(torch):
+    """``torch.compiler.is_compiling()`` True while AOTAutograd traces, as torch.compile and
+    torch.export set it around their own traces: libraries then take their trace-safe paths
+    instead of reading tensor values (transformers' packed-sequence and padding checks, which
+    call ``.all()`` on a mask and fail on fake tensors with ``aten._local_scalar_dense``).
+    A model's own data-dependent branch still fails, as it does under torch.compile."""
+    if not hasattr(torch.compiler, "_is_compiling_flag"):
+        yield
+        return
+    old = torch.compiler._is_compiling_flag
+    torch.compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = old
+
+
+def _export_step(aot_export_module, step, inputs, training):
+    """``aot_export_module`` of the step; parameters that the loss does not reach (a BERT
+    pooler when the wrapper returns the hidden states) get no gradient, as in eager PyTorch:
+    AOTAutograd refuses them in a joint graph, so they are traced with ``requires_grad``
+    off (and listed in ``gm.meta["params_without_grad"]``; they get no update op)."""
+    try:
+        gm, sig = aot_export_module(step, inputs, trace_joint=training,
+                                    output_loss_index=0 if training else None)
+        gm.meta["params_without_grad"] = []
+        return gm, sig
+    except AssertionError as e:
+        if not training or "did not receive a gradient" not in str(e):
+            raise
+    fwd, fsig = aot_export_module(step, inputs, trace_joint=False)
+    used = {n.name for n in fwd.graph.nodes if n.op == "placeholder" and n.users}
+    unused = [p for ph, p in fsig.inputs_to_parameters.items() if ph not in used]
+    params = dict(step.named_parameters())
+    frozen = [params[p] for p in unused if p in params and params[p].requires_grad]
+    for t in frozen:
+        t.requires_grad_(False)
+    try:
+        gm, sig = aot_export_module(step, inputs, trace_joint=True, output_loss_index=0)
+    finally:
+        for t in frozen:
+            t.requires_grad_(True)
+    gm.meta["params_without_grad"] = [_rel(p) for p in unused]
+    return gm, sig
 
 
 def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None):
@@ -256,8 +319,8 @@ def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None
     step = _wrapper(model, loss, training, torch)
     spans = _ModuleSpans(step)
     try:
-        gm, sig = aot_export_module(step, tuple(example_inputs), trace_joint=training,
-                                    output_loss_index=0 if training else None)
+        with _traced_as_compiled(torch):
+            gm, sig = _export_step(aot_export_module, step, tuple(example_inputs), training)
     except CaptureError:
         raise
     except Exception as e:  # noqa: BLE001 - torch raises many types while tracing
@@ -613,7 +676,8 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
             "batch": batch or (int(first.shape[0]) if first is not None and first.dim() else 1),
             "param_bytes": float(n_params), "capture_s": round(t_capture, 3),
             "torch": torch.__version__, "profile": profile,
-            "model": type(model).__name__}
+            "model": type(model).__name__,
+            "params_without_grad": list(gm.meta.get("params_without_grad", []))}
     if kind:
         meta.update(device_kind=kind, profile_repeats=repeats)
     g = OpGraph.from_ops(out_ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],
