@@ -339,7 +339,18 @@ def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None
                            f"{type(e).__name__}: {msg}. Cause: {advice}") from None
     finally:
         spans.remove()
+    gm.meta["tied_params"] = _tied(step)
     return gm, sig, spans.owner
+
+
+def _tied(module) -> dict:
+    """Second (and later) names of a parameter shared by several modules -> its first name."""
+    first: dict = {}
+    tied = {}
+    for n, t in module.named_parameters(remove_duplicate=False):
+        if first.setdefault(id(t), n) != n:
+            tied[n] = first[id(t)]
+    return tied
 
 
 # ---------------------------------------------------------------------- the graph
@@ -422,6 +433,8 @@ def _names(real, owner, bwd, param_of, root, grads) -> dict:
 
 def _ops_and_edges(gm, sig, owner, optimizer, torch):
     nodes, vals, param_of, root, real, bwd = _structure(gm, sig, owner, torch)
+    tied = gm.meta.get("tied_params", {})
+    param_of = {ph: tied.get(p, p) for ph, p in param_of.items()}
     grads = {}
     if sig.backward_signature is not None:
         by_name = {n.name: n for n in nodes}
@@ -457,26 +470,34 @@ def _ops_and_edges(gm, sig, owner, optimizer, torch):
             ops[u]["memory"] += ops[u]["out_bytes"]
             ops[u]["_kept"] = True
     if sig.backward_signature is not None:
-        _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer)
+        _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer, tied)
     for op in owner_op.values():
         ops[op]["colocate"] = f"params@{op}"
     return ops, edges
 
 
-def _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer):
+def _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer, tied):
+    """One update op per parameter; a tied parameter (GPT-2's embedding and decoder) gets one
+    update, which accumulates its gradients (one FLOP per element for each beyond the first)."""
     flops_per, states = OPTIMIZERS[optimizer]
     by_name = {n.name: n for n in nodes}
     for gname, p in sig.backward_signature.gradients_to_parameters.items():
         g = by_name[gname]
         gb = _nbytes(vals.get(g))
         src = root.get(g)
+        p = tied.get(p, p)
         pname = _rel(p)
         up = f"{pname}/update"
-        ops[up] = {"compute": {}, "memory": states * gb, "kind": "update",
-                   "op_type": f"optim::{optimizer}", "flops": float(flops_per * _numel(vals[g])),
-                   "bytes_moved": (3 + 2 * states) * gb, "out_bytes": 0.0,
-                   "module": pname.rpartition(".")[0], "param": pname, "_grad": g,
-                   "colocate": f"params@{owner_op[p]}" if p in owner_op else None}
+        if up in ops:
+            ops[up]["flops"] += float(_numel(vals[g]))
+            ops[up]["bytes_moved"] += gb
+        else:
+            ops[up] = {"compute": {}, "memory": states * gb, "kind": "update",
+                       "op_type": f"optim::{optimizer}",
+                       "flops": float(flops_per * _numel(vals[g])),
+                       "bytes_moved": (3 + 2 * states) * gb, "out_bytes": 0.0,
+                       "module": pname.rpartition(".")[0], "param": pname, "_grad": g,
+                       "colocate": f"params@{owner_op[p]}" if p in owner_op else None}
         if src in names:
             ops[names[src]]["memory"] += gb        # the gradient lives where it is produced
             edges[(names[src], up)] = edges.get((names[src], up), 0.0) + gb
