@@ -23,52 +23,10 @@ from workbench.costs.roofline import op_family  # noqa: E402
 from workbench.io.onnx import read_onnx  # noqa: E402
 from workbench.io.torch import from_torch  # noqa: E402
 from workbench.testing.torch_flops import torch_flops  # noqa: E402
+from workbench.testing.user_models import user_model, wrap  # noqa: E402
 
 COUNTED_ATEN = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::convolution",
                 "aten::convolution_backward"}
-
-
-class Out(torch.nn.Module):
-    """What a user writes around a transformers model: one tensor out (``key`` of the output),
-    optionally with an all-ones attention mask."""
-
-    def __init__(self, inner, key=None, mask=False):
-        super().__init__()
-        self.m, self.key, self.mask = inner, key, mask
-
-    def forward(self, x):
-        kw = {"attention_mask": torch.ones_like(x)} if self.mask else {}
-        out = self.m(x, **kw)
-        return out if self.key is None else getattr(out, self.key)
-
-
-def build(name, attn=None, mask=False):
-    """``(model, x)``: the model as its library builds it (``attn``: override the default)."""
-    torch.manual_seed(0)
-    kw = {} if attn is None else {"attn_implementation": attn}
-    if name == "gpt2":          # the issue's model, vocabulary and all
-        m = tr.GPT2LMHeadModel(tr.GPT2Config(n_layer=2, n_embd=256, n_head=4, use_cache=False,
-                                             **kw))
-        return Out(m, "logits", mask), torch.randint(0, 50257, (2, 32))
-    if name == "llama":
-        m = tr.LlamaForCausalLM(tr.LlamaConfig(
-            hidden_size=128, intermediate_size=344, num_hidden_layers=2, num_attention_heads=4,
-            num_key_value_heads=2, vocab_size=1000, use_cache=False, **kw))
-        return Out(m, "logits", mask), torch.randint(0, 1000, (2, 32))
-    if name == "bert":          # BertModel keeps its pooler, which the hidden states skip
-        m = tr.BertModel(tr.BertConfig(hidden_size=128, intermediate_size=512,
-                                       num_hidden_layers=2, num_attention_heads=4,
-                                       vocab_size=1000, **kw))
-        return Out(m, "last_hidden_state", mask), torch.randint(0, 1000, (2, 32))
-    if name == "vit":           # transformers' ViT (pooler too)
-        m = tr.ViTModel(tr.ViTConfig(hidden_size=128, intermediate_size=512,
-                                     num_hidden_layers=2, num_attention_heads=4, image_size=64,
-                                     patch_size=16, **kw))
-        return Out(m, "last_hidden_state"), torch.randn(2, 3, 64, 64)
-    # torchvision's ViT: vit_b_16's structure (conv patches, class token, nn.MultiheadAttention)
-    m = torchvision.models.VisionTransformer(image_size=64, patch_size=16, num_layers=2,
-                                             num_heads=4, hidden_dim=128, mlp_dim=512)
-    return m, torch.randn(2, 3, 64, 64)
 
 
 def _flops(g, kind=None):
@@ -90,7 +48,7 @@ def _step(model, x):
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "vit", "torchvision-vit"])
 def test_default_attention_captures_with_the_eager_paths_costs(name):
-    model, x = build(name)
+    model, x = user_model(name)
     if name != "torchvision-vit":
         assert model.m.config._attn_implementation == "sdpa"     # the library's default
     g = from_torch(model, (x,), training=True, profile=None)
@@ -98,7 +56,7 @@ def test_default_attention_captures_with_the_eager_paths_costs(name):
     assert _counted(g) == pytest.approx(ref, rel=0.02), (name, _counted(g), ref)
     assert _flops(g) == pytest.approx(ref, rel=0.10)
     if name != "torchvision-vit":
-        eager = from_torch(build(name, attn="eager")[0], (x,), training=True, profile=None)
+        eager = from_torch(user_model(name, attn="eager")[0], (x,), training=True, profile=None)
         for kind in ("fwd", "bwd", "update", None):
             assert _flops(g, kind) == pytest.approx(_flops(eager, kind), rel=0.02), (name, kind)
         assert g.meta["param_bytes"] == eager.meta["param_bytes"]
@@ -112,7 +70,7 @@ def test_default_attention_captures_with_the_eager_paths_costs(name):
 
 
 def test_fused_attention_is_one_op_with_its_flops_and_kept_outputs():
-    model, x = build("llama")
+    model, x = user_model("llama")
     g = from_torch(model, (x,), training=True, profile=None)
     att = [v for v in g.ops if g.op(v)["op_type"] ==
            "aten::_scaled_dot_product_flash_attention_for_cpu"]
@@ -134,7 +92,7 @@ def test_a_tied_embedding_and_decoder_get_one_update():
     m = tr.GPT2LMHeadModel(tr.GPT2Config(n_layer=1, n_embd=64, n_head=2, vocab_size=500,
                                          n_positions=32, use_cache=False))
     assert m.lm_head.weight is m.transformer.wte.weight
-    g = from_torch(Out(m, "logits"), (torch.randint(0, 500, (2, 16)),), optimizer="adam",
+    g = from_torch(wrap(m, "logits"), (torch.randint(0, 500, (2, 16)),), optimizer="adam",
                    profile=None)
     up = g.op("m.transformer.wte.weight/update")
     assert "m.lm_head.weight/update" not in g.ops
@@ -178,7 +136,7 @@ def _export(model, x, path, exporter):
 @pytest.mark.parametrize("exporter", ["classic", "dynamo"])
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "torchvision-vit"])
 def test_exports_of_models_as_built_match_torchs_count(tmp_path, name, exporter):
-    model, x = build(name, mask=exporter == "classic" and name in ("gpt2", "llama"))
+    model, x = user_model(name, mask=exporter == "classic" and name in ("gpt2", "llama"))
     model.eval()
     path = tmp_path / f"{name}.onnx"
     _export(model, x, path, exporter)
@@ -196,7 +154,7 @@ def test_vit_classic_export_is_not_double_counted_torchs_fast_path_is_not_counte
     """The 1.56x of ViT-B/16's classic export against torch's counter: torch counts nothing
     for ``nn.MultiheadAttention``'s inference fast path (eval + no_grad); the export's
     matrix products are the layer's maths, term by term."""
-    model, x = build("torchvision-vit")
+    model, x = user_model("torchvision-vit")
     model.eval()
     _export(model, x, tmp_path / "vit.onnx", "classic")
     g = read_onnx(tmp_path / "vit.onnx", batch=2)
