@@ -59,10 +59,9 @@ def capture_row(name: str) -> dict:
                    or "scaled_dot_product" in a["op_type"])
     row = {"model": name, "ops": g.n_ops, "cpu_s": cpu_s, "gflop": _sum(g, "flops") / 1e9,
            "counted_vs_torch": counted / ref, "total_vs_torch": _sum(g, "flops") / ref,
-           "attention": sorted({g.op(v)["op_type"] for v in g.ops
-                                if "softmax" in g.op(v)["op_type"]
-                                or "dot_product" in g.op(v)["op_type"]
-                                and "backward" not in g.op(v)["op_type"]})}
+           "attention": sorted({t for t in (g.op(v)["op_type"] for v in g.ops)
+                                if ("softmax" in t or "dot_product" in t)
+                                and "backward" not in t})}
     if not name.startswith("torchvision"):
         eager = from_torch(user_model(name, attn="eager")[0], (x,), profile=None)
         row.update(flops_vs_eager=_sum(g, "flops") / _sum(eager, "flops"),

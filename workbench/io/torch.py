@@ -32,9 +32,14 @@ graph: the forward, autograd's own backward ops and the loss in one functional A
   ``profile=None`` captures on fake tensors: a model built on the ``meta`` device (no weights
   allocated, :func:`workbench.io.torch_models.build_model` ``device="meta"``) captures as well.
 
-A model that cannot be traced (data-dependent control flow, an op without a fake/meta
-kernel) raises :class:`~workbench.errors.CaptureError` naming the construct, the module that
-was running, and what to try instead.
+The trace runs with ``torch.compiler.is_compiling()`` true, as torch.compile's own does, so
+that libraries take their trace-safe paths: transformers' default attention (SDPA) captures as
+built, as one fused attention op where PyTorch runs one. Parameters that the loss does not reach
+(a pooler whose output the model does not return) get no gradient and no update, as in eager
+PyTorch (``meta["params_without_grad"]``); a parameter shared by two modules (tied embedding
+and decoder) gets one update op. A model that cannot be traced (data-dependent control flow,
+an op without a fake/meta kernel) raises :class:`~workbench.errors.CaptureError` naming the
+construct, the module that was running, and what to try instead.
 
 Examples
 --------
