@@ -63,6 +63,7 @@ def test_default_attention_captures_with_the_eager_paths_costs(name):
     unused = {"bert": ["m.pooler.dense.weight", "m.pooler.dense.bias"],
               "vit": ["m.pooler.dense.weight", "m.pooler.dense.bias"]}.get(name, [])
     assert g.meta["params_without_grad"] == unused
+    assert all(p.requires_grad for p in model.parameters())     # the user's model untouched
     # one update per parameter that gets a gradient (GPT-2's tied embedding and decoder: one)
     ups = [g.op(v)["param"] for v in g.ops if g.op(v)["kind"] == "update"]
     params = [n for n, _ in model.named_parameters()]
@@ -102,6 +103,26 @@ def test_a_tied_embedding_and_decoder_get_one_update():
     grads = [u for u in g.predecessors("m.transformer.wte.weight/update")
              if g.op(u)["kind"] == "bwd"]
     assert len(grads) == 2                         # the embedding's and the decoder's
+
+
+def test_a_parameter_read_without_a_gradient_is_named():
+    class Detached(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.w = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+            return self.lin(x) + self.w.detach()      # read, but no gradient reaches it
+    from workbench.errors import CaptureError
+    net = Detached()
+    with pytest.raises(CaptureError, match="did not receive a gradient.*requires_grad to False"):
+        from_torch(net, (torch.randn(2, 4),), profile=None)
+    assert all(p.requires_grad for p in net.parameters())
+    net.w.requires_grad_(False)
+    g = from_torch(net, (torch.randn(2, 4),), profile=None)
+    assert sorted(g.op(v)["param"] for v in g.ops if g.op(v)["kind"] == "update") == \
+        ["lin.bias", "lin.weight"]
 
 
 def test_a_models_own_data_dependent_branch_still_fails_clearly():
