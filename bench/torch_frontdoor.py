@@ -4,7 +4,8 @@ Two tables (markdown on stdout, ``--out`` writes them to a file):
 
 1. **Capture** (:func:`workbench.io.torch.from_torch`, ``profile="cpu"``) per PyTorch workload:
    capture seconds, ops (fwd/bwd/update), the training step's FLOPs against
-   ``torch.utils.flop_counter.FlopCounterMode`` over the same eager step (forward + backward;
+   ``torch.utils.flop_counter.FlopCounterMode`` over the same eager step (forward + backward,
+   the fused attention paths counted: :func:`workbench.testing.torch_flops.torch_flops`;
    the LSTM's reference adds its cell maths step by step, which torch's counter does not
    count), and the **measured eager CPU step** (forward, backward, ``optimizer.step()``; one
    intra-op thread, as the profile) against the **simulated single-device makespan** of the
@@ -44,6 +45,7 @@ from workbench.io.torch import from_torch  # noqa: E402
 from workbench.io.torch_models import build_model  # noqa: E402
 from workbench.plan import Plan  # noqa: E402
 from workbench.costs.roofline import op_family  # noqa: E402
+from workbench.testing.torch_flops import torch_flops  # noqa: E402
 
 WORKLOADS = {
     "resnet18 (64x64, b8)": dict(spec="torchvision:resnet18", batch=8, image=64),
@@ -66,11 +68,21 @@ ONNX_ONLY = {  # exported and read back in the ONNX table only
                                             config=dict(hidden_size=128, num_attention_heads=4,
                                                         intermediate_size=512, image_size=64,
                                                         patch_size=16)),
+    "torchvision ViT 2x128 (64x64, patch 16, b2)": dict(
+        spec="torchvision:vit_b_16", batch=2, image=64, _vit=True),
 }
 
 
 def _build(kw):
     kw = dict(kw)
+    if kw.pop("_vit", False):    # vit_b_16's structure (nn.MultiheadAttention), two small layers
+        import torchvision
+
+        torch.manual_seed(0)
+        m = torchvision.models.VisionTransformer(image_size=kw["image"], patch_size=16,
+                                                 num_layers=2, num_heads=4, hidden_dim=128,
+                                                 mlp_dim=512)
+        return m, (torch.randn(kw["batch"], 3, kw["image"], kw["image"]),)
     return build_model(kw.pop("spec"), **kw)
 
 
@@ -97,12 +109,14 @@ def _lstm_cell_flops(model, x, backward: bool) -> int:
 
 
 def torch_step_flops(model, x, *, backward: bool) -> int:
+    """torch's count of the eager step, the fused attention paths counted (``torch_flops``)."""
     model.zero_grad()
-    with FlopCounterMode(display=False) as fc:
+
+    def step():
         out = model(x)
         if backward:
             out.float().mean().backward()
-    total = fc.get_total_flops()
+    total = torch_flops(step, grad=True)
     if hasattr(model, "lstm"):
         total += _lstm_cell_flops(model, x, backward)
     return total

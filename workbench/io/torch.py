@@ -32,9 +32,14 @@ graph: the forward, autograd's own backward ops and the loss in one functional A
   ``profile=None`` captures on fake tensors: a model built on the ``meta`` device (no weights
   allocated, :func:`workbench.io.torch_models.build_model` ``device="meta"``) captures as well.
 
-A model that cannot be traced (data-dependent control flow, an op without a fake/meta
-kernel) raises :class:`~workbench.errors.CaptureError` naming the construct, the module that
-was running, and what to try instead.
+The trace runs with ``torch.compiler.is_compiling()`` true, as torch.compile's own does, so
+that libraries take their trace-safe paths: transformers' default attention (SDPA) captures as
+built, as one fused attention op where PyTorch runs one. Parameters that the loss does not reach
+(a pooler whose output the model does not return) get no gradient and no update, as in eager
+PyTorch (``meta["params_without_grad"]``); a parameter shared by two modules (tied embedding
+and decoder) gets one update op. A model that cannot be traced (data-dependent control flow,
+an op without a fake/meta kernel) raises :class:`~workbench.errors.CaptureError` naming the
+construct, the module that was running, and what to try instead.
 
 Examples
 --------
@@ -80,6 +85,14 @@ _MOVE = ("clone", "copy", "_to_copy", "cat", "stack", "slice_scatter", "select_s
          "arange", "masked_fill", "_unsafe_index", "index_put", "tril", "triu", "fill",
          "scalar_tensor", "lift_fresh_copy", "as_strided_scatter", "split_with_sizes_copy")
 _VIEW_LIKE = frozenset({"aten::_unsafe_view", "aten::lift_fresh", "aten::_reshape_alias"})
+_SAME_FLOPS_AS = {  # fused attention kernels torch's counter has no formula for -> the twin it has
+    "_scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_flash_attention_for_cpu_backward":
+        "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_fused_attention_overrideable": "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_fused_attention_overrideable_backward":
+        "_scaled_dot_product_efficient_attention_backward",
+}
 
 
 def _torch():
@@ -105,7 +118,10 @@ def _numel(val) -> int:
 def aten_flops(node, vals: Mapping) -> float:
     """FLOPs of one ATen call of an FX graph (``vals``: node -> its fake/real value).
 
-    torch's own formula where ``torch.utils.flop_counter`` registers one; else norms
+    torch's own formula where ``torch.utils.flop_counter`` registers one (and for the CPU
+    and backend-overridable fused attention kernels, which it does not register, the formula
+    of their CUDA twin: ``_scaled_dot_product_flash_attention_for_cpu`` and its backward
+    count as ``_scaled_dot_product_flash_attention``'s, ``4 B H Sq Sk D`` forward); else norms
     ``8 n(x)`` (backward ``10 n(x)``), softmax/log-softmax/NLL ``5 n(x)``, reductions and
     pooling ``n(x)``, copies/indexing 0, other element-wise ops one per output element and
     tensor input beyond the first (the roofline families of :mod:`workbench.costs.roofline`).
@@ -121,9 +137,11 @@ def aten_flops(node, vals: Mapping) -> float:
     args = torch.utils._pytree.tree_map(val, node.args)
     kwargs = torch.utils._pytree.tree_map(val, node.kwargs)
     out = vals.get(node)
+    name = node.target._schema.name.split("::")[-1] if packet is not None else ""
+    if name in _SAME_FLOPS_AS:
+        packet = getattr(torch.ops.aten, _SAME_FLOPS_AS[name])
     if packet in flop_registry:
         return float(flop_registry[packet](*args, **kwargs, out_val=out))
-    name = node.target._schema.name.split("::")[-1] if packet is not None else ""
     tensors = [a for a in torch.utils._pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
     n_in = _numel(tensors[0]) if tensors else 0
     n_out = _numel(out)
@@ -233,7 +251,57 @@ _ADVICE = {
     "guard": "data-dependent control flow (a Python `if`/loop on a tensor value): rewrite it "
              "with torch.where / torch.cond",
     "meta": "an op without a fake/meta kernel: capture with real tensors (profile='cpu')",
+    "did not receive a gradient": "a parameter that the forward reads gets no gradient "
+                                  "(read only through a non-differentiable op): set its "
+                                  "requires_grad to False, or pass training=False",
 }
+
+
+@contextlib.contextmanager
+def _traced_as_compiled(torch):
+    """``torch.compiler.is_compiling()`` True while AOTAutograd traces, as torch.compile and
+    torch.export set it around their own traces: libraries then take their trace-safe paths
+    instead of reading tensor values (transformers' packed-sequence and padding checks, which
+    call ``.all()`` on a mask and fail on fake tensors with ``aten._local_scalar_dense``).
+    A model's own data-dependent branch still fails, as it does under torch.compile."""
+    if not hasattr(torch.compiler, "_is_compiling_flag"):
+        yield
+        return
+    old = torch.compiler._is_compiling_flag
+    torch.compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        torch.compiler._is_compiling_flag = old
+
+
+def _export_step(aot_export_module, step, inputs, training):
+    """``aot_export_module`` of the step; parameters that the loss does not reach (a BERT
+    pooler when the wrapper returns the hidden states) get no gradient, as in eager PyTorch:
+    AOTAutograd refuses them in a joint graph, so they are traced with ``requires_grad``
+    off (and listed in ``gm.meta["params_without_grad"]``; they get no update op)."""
+    try:
+        gm, sig = aot_export_module(step, inputs, trace_joint=training,
+                                    output_loss_index=0 if training else None)
+        gm.meta["params_without_grad"] = []
+        return gm, sig
+    except AssertionError as e:
+        if not training or "did not receive a gradient" not in str(e):
+            raise
+    fwd, fsig = aot_export_module(step, inputs, trace_joint=False)
+    used = {n.name for n in fwd.graph.nodes if n.op == "placeholder" and n.users}
+    unused = [p for ph, p in fsig.inputs_to_parameters.items() if ph not in used]
+    params = dict(step.named_parameters())
+    frozen = [params[p] for p in unused if p in params and params[p].requires_grad]
+    for t in frozen:
+        t.requires_grad_(False)
+    try:
+        gm, sig = aot_export_module(step, inputs, trace_joint=True, output_loss_index=0)
+    finally:
+        for t in frozen:
+            t.requires_grad_(True)
+    gm.meta["params_without_grad"] = [_rel(p) for p in unused]
+    return gm, sig
 
 
 def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None):
@@ -256,8 +324,8 @@ def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None
     step = _wrapper(model, loss, training, torch)
     spans = _ModuleSpans(step)
     try:
-        gm, sig = aot_export_module(step, tuple(example_inputs), trace_joint=training,
-                                    output_loss_index=0 if training else None)
+        with _traced_as_compiled(torch):
+            gm, sig = _export_step(aot_export_module, step, tuple(example_inputs), training)
     except CaptureError:
         raise
     except Exception as e:  # noqa: BLE001 - torch raises many types while tracing
@@ -276,7 +344,18 @@ def capture(model, example_inputs: Sequence, *, training: bool = True, loss=None
                            f"{type(e).__name__}: {msg}. Cause: {advice}") from None
     finally:
         spans.remove()
+    gm.meta["tied_params"] = _tied(step)
     return gm, sig, spans.owner
+
+
+def _tied(module) -> dict:
+    """Second (and later) names of a parameter shared by several modules -> its first name."""
+    first: dict = {}
+    tied = {}
+    for n, t in module.named_parameters(remove_duplicate=False):
+        if first.setdefault(id(t), n) != n:
+            tied[n] = first[id(t)]
+    return tied
 
 
 # ---------------------------------------------------------------------- the graph
@@ -359,6 +438,8 @@ def _names(real, owner, bwd, param_of, root, grads) -> dict:
 
 def _ops_and_edges(gm, sig, owner, optimizer, torch):
     nodes, vals, param_of, root, real, bwd = _structure(gm, sig, owner, torch)
+    tied = gm.meta.get("tied_params", {})
+    param_of = {ph: tied.get(p, p) for ph, p in param_of.items()}
     grads = {}
     if sig.backward_signature is not None:
         by_name = {n.name: n for n in nodes}
@@ -394,26 +475,34 @@ def _ops_and_edges(gm, sig, owner, optimizer, torch):
             ops[u]["memory"] += ops[u]["out_bytes"]
             ops[u]["_kept"] = True
     if sig.backward_signature is not None:
-        _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer)
+        _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer, tied)
     for op in owner_op.values():
         ops[op]["colocate"] = f"params@{op}"
     return ops, edges
 
 
-def _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer):
+def _add_updates(ops, edges, sig, nodes, vals, root, names, owner_op, optimizer, tied):
+    """One update op per parameter; a tied parameter (GPT-2's embedding and decoder) gets one
+    update, which accumulates its gradients (one FLOP per element for each beyond the first)."""
     flops_per, states = OPTIMIZERS[optimizer]
     by_name = {n.name: n for n in nodes}
     for gname, p in sig.backward_signature.gradients_to_parameters.items():
         g = by_name[gname]
         gb = _nbytes(vals.get(g))
         src = root.get(g)
+        p = tied.get(p, p)
         pname = _rel(p)
         up = f"{pname}/update"
-        ops[up] = {"compute": {}, "memory": states * gb, "kind": "update",
-                   "op_type": f"optim::{optimizer}", "flops": float(flops_per * _numel(vals[g])),
-                   "bytes_moved": (3 + 2 * states) * gb, "out_bytes": 0.0,
-                   "module": pname.rpartition(".")[0], "param": pname, "_grad": g,
-                   "colocate": f"params@{owner_op[p]}" if p in owner_op else None}
+        if up in ops:
+            ops[up]["flops"] += float(_numel(vals[g]))
+            ops[up]["bytes_moved"] += gb
+        else:
+            ops[up] = {"compute": {}, "memory": states * gb, "kind": "update",
+                       "op_type": f"optim::{optimizer}",
+                       "flops": float(flops_per * _numel(vals[g])),
+                       "bytes_moved": (3 + 2 * states) * gb, "out_bytes": 0.0,
+                       "module": pname.rpartition(".")[0], "param": pname, "_grad": g,
+                       "colocate": f"params@{owner_op[p]}" if p in owner_op else None}
         if src in names:
             ops[names[src]]["memory"] += gb        # the gradient lives where it is produced
             edges[(names[src], up)] = edges.get((names[src], up), 0.0) + gb
@@ -630,7 +719,8 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
             "batch": batch or (int(first.shape[0]) if first is not None and first.dim() else 1),
             "param_bytes": float(n_params), "capture_s": round(t_capture, 3),
             "torch": torch.__version__, "profile": profile,
-            "model": type(model).__name__}
+            "model": type(model).__name__,
+            "params_without_grad": list(gm.meta.get("params_without_grad", []))}
     if kind:
         meta.update(device_kind=kind, profile_repeats=repeats)
     g = OpGraph.from_ops(out_ops, [(u, v, {"bytes": b}) for (u, v), b in edges.items()],

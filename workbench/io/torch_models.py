@@ -10,6 +10,9 @@ their config classes). Names:
   (ViT-B/16), ``hf:llama`` (a Llama-2-7B configuration with 2 of its 32 layers, ~0.9 B
   parameters; ``layers=`` sets how many): token inputs ``(batch, seq)``, images
   ``(batch, 3, 224, 224)``; ``config=`` overrides fields of the config (small sizes in tests);
+  attention is transformers' ``"eager"`` implementation (its matrix products and softmax as
+  separate ops) unless ``config={"attn_implementation": "sdpa"}`` asks for the library's
+  default;
 * ``lstm-lm``: an embedding, an LSTM and a linear decoder (:class:`LSTMLM`);
 * ``path/to/file.py:Class``: the class (a ``torch.nn.Module``) of a Python file, built without
   arguments; its example input is ``(batch, seq)`` token ids when the class has an integer
@@ -116,7 +119,8 @@ def _hf(name: str, config: Mapping, layers: int | None):
         raise FormatError("hf: models need the optional dependency transformers "
                           "(pip install placement-workbench[torch])") from None
     # a training step keeps no KV cache; attention as matmul-softmax-matmul ops ("eager"),
-    # which capture on meta tensors, where the fused SDPA path asks data-dependent questions
+    # each an op a solver can place; the library's default, one fused SDPA op, captures as
+    # well (config={"attn_implementation": "sdpa"}) with the same FLOPs within 2 %
     cfg = {"use_cache": False, "attn_implementation": "eager", **dict(config)}
     if name == "gpt2":
         c = tr.GPT2Config(**({"n_layer": layers} if layers else {}), **cfg)
