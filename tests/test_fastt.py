@@ -348,7 +348,9 @@ def test_replica_colocation_finds_fastt_fig4_on_bert():
     assert units[0][3] == "var:word_emb/table"
     c = Cluster.preset("4xV100-nvlink")
     dp = simulate(solve(g, c, method="data_parallel"), c).makespan
-    o = solve(g, c, method="os_dpos", max_split_ops=0)
+    plain = solve(g, c, method="os_dpos", max_split_ops=0)  # the paper's algorithm: off
+    assert plain.info["start"] != "dp_colocated" and "dp_colocated" not in plain.info["starts"]
+    o = solve(g, c, method="os_dpos", max_split_ops=0, colocate=True)
     assert o.info["start"] == "dp_colocated"
     assert "var:word_emb/table" in o.info["starts"]["dp_colocated"]["colocated"]
     ms = simulate(o, c).makespan
