@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 def single() -> None:
     """os_dpos at the bundled batch on 2xV100-pcie against one GPU and data parallelism."""
-    import time
     from workbench import Cluster, simulate, solve
+    from workbench.errors import WorkbenchError
     from workbench.workloads import resolve
     c = Cluster.preset("2xV100-pcie")
     print("| model | batch | single | data_parallel | os_dpos (paper) | start | splits | os_dpos colocate=True | start |")
@@ -30,7 +30,7 @@ def single() -> None:
             try:
                 p = solve(g, c, method=m.replace("_c", "") if m == "os_dpos_c" else m, **kw)
                 row[m] = (simulate(p, c).makespan, p.info.get("start", ""), len(p.info.get("splits", []) or []))
-            except Exception as e:
+            except WorkbenchError as e:
                 row[m] = (float("nan"), type(e).__name__, 0)
         print(f"| {name} | {g.meta.get('batch')} | {row['single'][0]:.2f} | {row['data_parallel'][0]:.2f} | "
               f"{row['os_dpos'][0]:.2f} | {row['os_dpos'][1]} | {row['os_dpos'][2]} | {row['os_dpos_c'][0]:.2f} | {row['os_dpos_c'][1]} |", flush=True)
@@ -41,6 +41,7 @@ def why() -> None:
 plan of the data-parallel graph, DPOS's predicted finish time before and after each op's best
 split (every dimension, n = 2..#GPUs, placed with DPOS given the strategy)."""
     from bench_fastt import model, v100s
+
     from workbench import simulate
     from workbench.solvers.list.data_parallel import dp_plan, ensure_split_dims, ring_plan
     from workbench.solvers.list.os_dpos import dpos_given
@@ -81,6 +82,7 @@ def colocate() -> None:
     """The replica co-location extension against the paper's algorithm: os_dpos(max_split_ops=0)
 with colocate False / True, BERT-base at FastT's global batch 16 on 2 and 4 V100s (nvlink)."""
     from bench_fastt import model, v100s
+
     from workbench import simulate, solve
     g = model("bert_base")
     for n in (2, 4):

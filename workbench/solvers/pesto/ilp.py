@@ -80,8 +80,8 @@ __all__ = [
     "default_target",
     "fine_balance",
     "pesto",
-    "produced_by",
     "pesto_ilp",
+    "produced_by",
     "tensor_footprint",
 ]
 
