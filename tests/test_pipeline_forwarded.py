@@ -152,3 +152,18 @@ def test_compare_leaves_out_what_a_method_cannot_serve_in_one_line():
                      methods=["dp", "dpl", "pipedream"], progress=False)
     assert list(served["status"]) != ["error"] * 3 and not served.left_out
     assert np.isfinite(served["max_load_ms"]).all()
+
+
+def test_robustness_replays_forwarded_plans_exactly():
+    from workbench.robustness import build_replay
+
+    g = samples.to_training(samples.transformer(24))
+    c = Cluster.preset("4xV100-nvlink")
+    p = solve(g, c, method="dp")
+    r = build_replay(p, c)  # raises unless the replay reproduces the judge's schedule
+    one = np.ones((1, r.n_channels))
+    ops = np.ones((1, r.n_ops))
+    assert float(r.makespans(ops, one, one)[0]) == pytest.approx(simulate(p, c).makespan)
+    assert float(r.max_loads(ops, one, one)[0]) == pytest.approx(max_load(p, c), rel=1e-12)
+    slow = np.full((1, r.n_channels), 2.0)  # links twice as slow: only transfers grow
+    assert float(r.max_loads(ops, one, slow)[0]) > max_load(p, c)
