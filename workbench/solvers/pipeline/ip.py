@@ -370,7 +370,16 @@ class MaxLoadModel:
         else:
             status, note = plan_status(res, judged, res.objective * T)
         why = {}
-        if self.contiguous and status == "optimal":
+        if self.fwd and status == "optimal":
+            # proved for forwarded transfers along the devices in cluster order only; a plan
+            # judged with direct sends (another method's) may do better unless a bound says no
+            status, why = contiguous_optimum_status(judged, max_load_lower_bound(graph, cluster))
+            if why:
+                why = {"optimal_among": "splits forwarded along the devices in cluster order",
+                       "not_optimal_because": "the MILP's optimum is proved for activations "
+                       "forwarded along the devices in cluster order; a plan with another "
+                       "chain or with direct sends may be better under the judge"}
+        elif self.contiguous and status == "optimal":
             # a compute-only bound; it does not hold for interleaved loads
             status, why = contiguous_optimum_status(
                 judged, 0.0 if self.mode else max_load_lower_bound(graph, cluster))
