@@ -432,7 +432,34 @@ def paper_grid(tolerance: float = GRID_TOLERANCE) -> None:
               f"{br:.2f} / {bb:.2f} |")
 
 
+PAPER_GRID_PROBES = (("lstm_seq2seq", "8xA100-nvlink", None), ("gnmt", "8xA100-nvlink", None),
+                     ("rnnlm", "8xA100-nvlink", None), ("transformer_small", "2xV100-pcie", None),
+                     ("torch_gpt2", "4xV100-nvlink", 1.6), ("torch_vit_b16", "4xV100-nvlink", 1.6),
+                     ("torch_llama", "4xV100-nvlink", 1.6))
+
+
+def paper_grid_probes() -> None:
+    """Where the paper's rule loses (issue 46): the rule as written against the same rule with
+    the op-level rank order (``order="rank"``), without fusion (``R=1``) and with the
+    contention-free EST (``congestion=False``), simulated makespan with congestion (ms)."""
+    from workbench.workloads import Workload, _sample
+
+    variants = (("rule", {}), ("order=rank", {"order": "rank"}), ("R=1", {"R": 1}),
+                ("congestion=False", {"congestion": False}))
+    print("| sample | cluster | " + " | ".join(n for n, _ in variants) + " | m_sct | m_etf |")
+    print("|---" * (len(variants) + 4) + "|")
+    for name, cl, mp in PAPER_GRID_PROBES:
+        g, c = Workload(f"{name}-{cl}", _sample(name), cl, mp, device_costs=True).build()
+        cells = [wb.simulate(wb.solve(g, c, method="celeritas", **kw), c).makespan
+                 for _, kw in variants]
+        cells += [wb.simulate(wb.solve(g, c, method=m), c).makespan for m in ("m_sct", "m_etf")]
+        print(f"| {name} | {cl} | " + " | ".join(f"{x:.2f}" for x in cells) + " |", flush=True)
+
+
 def main() -> None:
+    if "--paper-grid-probes" in sys.argv:
+        paper_grid_probes()
+        return
     if "--paper-grid" in sys.argv:
         paper_grid()
         return
