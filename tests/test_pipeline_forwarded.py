@@ -111,6 +111,8 @@ def test_chain_is_ignored_in_host_mode_and_checked_in_direct_mode():
     c = Cluster.preset("4xV100-nvlink")
     with pytest.raises(PlanError, match="does not hold both"):
         max_load(Plan(g, place, info={"chain": ["gpu0", "gpu2"]}), c)
+    with pytest.raises(PlanError, match="does not hold"):
+        simulate(Plan(g, place, info={"chain": ["gpu0", "gpu2"]}), c)
     with pytest.raises(PlanError, match="does not have"):
         max_load(Plan(g, place, info={"chain": ["gpu0", "gpu9"]}), c)
     with pytest.raises(PlanError, match="twice"):

@@ -273,7 +273,7 @@ def _transfers(plan, cluster, dev: list) -> tuple:
                 for v in consumers:
                     data[v].append(node)
 
-    from .costs.pipeline import plan_chain
+    from .costs.pipeline import next_hops, plan_chain
 
     chain = None if host_mode else plan_chain(plan, cluster)
     if chain is not None:  # forwarded along the stages, as the judge sends them
@@ -281,13 +281,7 @@ def _transfers(plan, cluster, dev: list) -> tuple:
         pos = {d: i for i, d in enumerate(chain)}
 
     def forward_out(u, a, by_dev, nb, c, node) -> None:
-        pa = pos[a]
-        for step in (1, -1):
-            part = {b: vs for b, vs in by_dev.items() if (pos[b] - pa) * step > 0}
-            if not part:
-                continue
-            b = chain[pa + step]
-            f = share[u] * max(share[v] for vs in part.values() for v in vs)
+        for b, part, f in next_hops(by_dev, pos, chain, a, share, u):
             lt, nbi = (0.0, c) if c is not None else (lat[a][b], nb * inv[a][b])
             k = add(u, a, b, a * nd + b, lt, nbi, f, nb * f, node)
             for v in part.pop(b, ()):

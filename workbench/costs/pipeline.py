@@ -49,7 +49,8 @@ from ..errors import GraphError, NotApplicableError
 
 __all__ = ["FORWARDED", "PipelineModel", "allreduce_chunk_ms", "chain_hops", "check_finite_costs",
            "contiguous_optimum_status", "default_allreduce_bandwidth", "edge_costs",
-           "forwarded_loads", "op_shares", "out_costs", "pipeline_model", "plan_chain",
+           "forwarded_loads", "next_hops", "op_shares", "out_costs", "pipeline_model",
+           "plan_chain",
            "transfer_tiers"]
 
 CONTIGUOUS_ONLY = ("optimal among contiguous splits only (Tarnawski et al., Section 5.1); a "
@@ -371,6 +372,26 @@ def plan_chain(plan, cluster) -> np.ndarray | None:
     if len(set(idx)) != len(idx):
         raise PlanError(f"plan {plan.method!r}: info['chain'] lists a device twice: {chain!r}")
     return np.asarray(idx, dtype=np.int64)
+
+
+def next_hops(by_dev: dict, pos, chain: list, a: int, share: list, u: int) -> list:
+    """Forwarded transfers out of device ``a`` for op ``u``'s tensor headed to the consumers
+    ``by_dev`` (device -> consumer ops): per direction along ``chain`` (``pos``: device ->
+    position), ``(next device, consumers beyond it by device, share factor)``, the factor the
+    share of ``u`` times the largest of those consumers' (the judge's rule). The event
+    simulator and the robustness replay both route with it.
+
+    >>> next_hops({2: [5], 0: [6]}, {0: 0, 1: 1, 2: 2}, [0, 1, 2], 1, [1.0] * 7, 0)
+    [(2, {2: [5]}, 1.0), (0, {0: [6]}, 1.0)]
+    """
+    pa = pos[a]
+    out = []
+    for step in (1, -1):
+        part = {b: vs for b, vs in by_dev.items() if (pos[b] - pa) * step > 0}
+        if part:
+            f = share[u] * max(share[v] for vs in part.values() for v in vs)
+            out.append((chain[pa + step], part, f))
+    return out
 
 
 def chain_hops(chain: np.ndarray, nd: int, ds: np.ndarray, dd: np.ndarray, what: str = "plan"):

@@ -41,8 +41,8 @@ from collections import deque
 
 import numpy as np
 
-from ..costs.pipeline import op_shares
-from ..errors import GraphError
+from ..costs.pipeline import next_hops, op_shares
+from ..errors import GraphError, PlanError
 
 __all__ = ["EventCore", "overflowed_order"]
 
@@ -205,15 +205,10 @@ class _Transfers:
         pa = pos[a]
         if pa < 0 or any(pos[b] < 0 for b in by_dev):
             off = a if pa < 0 else next(b for b in by_dev if pos[b] < 0)
-            raise GraphError(f"op {self.names[u]!r}: its tensor moves to or from device "
+            raise PlanError(f"op {self.names[u]!r}: its tensor moves to or from device "
                              f"{self.dev_names[off]!r}, which the plan's info['chain'] (the "
                              f"stage order transfers are forwarded along) does not hold")
-        for step in (1, -1):
-            part = {b: vs for b, vs in by_dev.items() if (pos[b] - pa) * step > 0}
-            if not part:
-                continue
-            b = chain[pa + step]
-            f = share[u] * max(share[v] for vs in part.values() for v in vs)
+        for b, part, f in next_hops(by_dev, pos, chain, a, share, u):
             d_t = (c if c is not None else L.lat[a][b] + nb * L.inv[a][b]) * f
             self.new_transfer(u, a, b, a * L.nd + b, nb * f, d_t, ("forward", part, nb, c), t,
                               cause)
