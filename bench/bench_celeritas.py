@@ -2,7 +2,9 @@
 after fusion), Table 5 (Standard Evaluation deviation) and Table 3 (simulated step time).
 
 Run: ``.venv/bin/python bench/bench_celeritas.py`` (add ``--quick`` for smaller graphs;
-``--suite`` prints only the hard-suite table, congestion on and off; ``--grid`` only the
+``--suite`` prints only the hard-suite table, congestion on and off; ``--paper-grid`` the
+paper's rule and the portfolio beside m-ETF, m-SCT, m-TOPO and Order-Place on real TF samples
+and PyTorch steps (issue 46); ``--grid`` only the
 real samples x {2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink} x memory pressure {none, 1.2, 1.6}
 table of celeritas against order_place and m_topo).
 Prints markdown tables; ``docs/results-celeritas.md`` holds a copy with comments.
@@ -369,7 +371,98 @@ def grid_table(tolerance: float = GRID_TOLERANCE) -> int:
     return bad
 
 
+PAPER_GRID_TF = ("bert_base", "gnmt", "inception_v3", "lstm_seq2seq", "resnet50", "rnnlm",
+                 "transformer_base", "transformer_small")
+PAPER_GRID_TORCH = ("torch_gpt2", "torch_bert_base", "torch_vit_b16", "torch_llama")
+PAPER_GRID_METHODS = ("celeritas", "celeritas_portfolio", "m_etf", "m_sct", "m_topo",
+                      "order_place")
+
+
+def paper_grid(tolerance: float = GRID_TOLERANCE) -> None:
+    """Issue 46: the paper's rule (``celeritas``) and the portfolio (``celeritas_portfolio``)
+    beside Baechi's m-ETF, m-SCT, m-TOPO and Order-Place on the real TF samples (preset memory)
+    and the bundled PyTorch steps (memory pressure 1.6, as the suite builds them) x
+    {2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink}, congestion on; one run per cell. For every
+    cell where the rule is more than ``tolerance`` worse than the best of the others it prints
+    which candidate the portfolio kept and the rule's bytes over the links against the best."""
+    from workbench.workloads import Workload, _sample
+
+    cols = PAPER_GRID_METHODS
+    print("| sample | cluster | pressure | ops | " + " | ".join(cols) + " | rule / best other |")
+    print("|---" * (len(cols) + 5) + "|")
+    misses = []
+    cells = 0
+    for names, mp in ((PAPER_GRID_TF, None), (PAPER_GRID_TORCH, 1.6)):
+        for name in names:
+            for cl in GRID_CLUSTERS:
+                w = Workload(f"{name}-{cl}", _sample(name), cl, mp, device_costs=True)
+                g, c = w.build()
+                ms, plans = {}, {}
+                for m in cols:
+                    try:
+                        plans[m] = wb.solve(g, c, method=m)
+                        ms[m] = float(wb.simulate(plans[m], c).makespan)
+                    except WorkbenchError:
+                        ms[m] = float("nan")
+                others = {m: v for m, v in ms.items() if m not in ("celeritas",
+                                                                   "celeritas_portfolio")}
+                best_m = min(others, key=lambda m: others[m])
+                ratio = ms["celeritas"] / others[best_m]
+                cells += 1
+                flag = " !" if ratio > 1 + tolerance else ""
+                print(f"| {name} | {cl} | {mp or 'none'} | {g.n_ops} | "
+                      + " | ".join(f"{ms[m]:.2f}" for m in cols)
+                      + f" | {ratio:.3f} ({best_m}){flag} |", flush=True)
+                if flag:
+                    rule = wb.simulate(plans["celeritas"], c)
+                    best = wb.simulate(plans[best_m], c)
+                    misses.append((name, cl, ratio, best_m,
+                                   plans["celeritas_portfolio"].info.get("placement_from"),
+                                   len(plans["celeritas"].devices_used()),
+                                   len(plans[best_m].devices_used()),
+                                   float(rule.t_bytes.sum()) / 1e9,
+                                   float(best.t_bytes.sum()) / 1e9))
+    print(f"\nrule worse than the best of m_etf, m_sct, m_topo, order_place by more than "
+          f"{tolerance:.0%}: {len(misses)} of {cells} cells\n")
+    print("| sample | cluster | rule / best | best | portfolio kept | GPUs rule / best | "
+          "GB sent rule / best |")
+    print("|---|---|---|---|---|---|---|")
+    for name, cl, ratio, bm, kept, du, db, br, bb in misses:
+        print(f"| {name} | {cl} | {ratio:.3f} | {bm} | {kept} | {du} / {db} | "
+              f"{br:.2f} / {bb:.2f} |")
+
+
+PAPER_GRID_PROBES = (("lstm_seq2seq", "8xA100-nvlink", None), ("gnmt", "8xA100-nvlink", None),
+                     ("rnnlm", "8xA100-nvlink", None), ("transformer_small", "2xV100-pcie", None),
+                     ("torch_gpt2", "4xV100-nvlink", 1.6), ("torch_vit_b16", "4xV100-nvlink", 1.6),
+                     ("torch_llama", "4xV100-nvlink", 1.6))
+
+
+def paper_grid_probes() -> None:
+    """Where the paper's rule loses (issue 46): the rule as written against the same rule with
+    the op-level rank order (``order="rank"``), without fusion (``R=1``) and with the
+    contention-free EST (``congestion=False``), simulated makespan with congestion (ms)."""
+    from workbench.workloads import Workload, _sample
+
+    variants = (("rule", {}), ("order=rank", {"order": "rank"}), ("R=1", {"R": 1}),
+                ("congestion=False", {"congestion": False}))
+    print("| sample | cluster | " + " | ".join(n for n, _ in variants) + " | m_sct | m_etf |")
+    print("|---" * (len(variants) + 4) + "|")
+    for name, cl, mp in PAPER_GRID_PROBES:
+        g, c = Workload(f"{name}-{cl}", _sample(name), cl, mp, device_costs=True).build()
+        cells = [wb.simulate(wb.solve(g, c, method="celeritas", **kw), c).makespan
+                 for _, kw in variants]
+        cells += [wb.simulate(wb.solve(g, c, method=m), c).makespan for m in ("m_sct", "m_etf")]
+        print(f"| {name} | {cl} | " + " | ".join(f"{x:.2f}" for x in cells) + " |", flush=True)
+
+
 def main() -> None:
+    if "--paper-grid-probes" in sys.argv:
+        paper_grid_probes()
+        return
+    if "--paper-grid" in sys.argv:
+        paper_grid()
+        return
     if "--suite" in sys.argv:
         suite_table()
         return

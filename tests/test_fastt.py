@@ -348,7 +348,9 @@ def test_replica_colocation_finds_fastt_fig4_on_bert():
     assert units[0][3] == "var:word_emb/table"
     c = Cluster.preset("4xV100-nvlink")
     dp = simulate(solve(g, c, method="data_parallel"), c).makespan
-    o = solve(g, c, method="os_dpos", max_split_ops=0)
+    plain = solve(g, c, method="os_dpos", max_split_ops=0)  # the paper's algorithm: off
+    assert plain.info["start"] != "dp_colocated" and "dp_colocated" not in plain.info["starts"]
+    o = solve(g, c, method="os_dpos", max_split_ops=0, colocate=True)
     assert o.info["start"] == "dp_colocated"
     assert "var:word_emb/table" in o.info["starts"]["dp_colocated"]["colocated"]
     ms = simulate(o, c).makespan
@@ -374,3 +376,19 @@ def test_replica_colocation_respects_memory():
     assert ms <= simulate(p, c).makespan and ms == pytest.approx(simulate(q, c).makespan)
     for key in moved:
         assert len({q.placement[f"allreduce:{key}@{r}"] for r in range(4)}) == 1
+
+
+def test_os_dpos_rollback_keeps_the_single_gpu_start():
+    """Issue 46: mlp at its bundled batch on 2xV100-pcie runs fastest on one GPU (0.29 ms;
+    data parallelism 0.43, DPOS 0.70). FastT's rollback starts from the model on one device and
+    data parallelism, so OS-DPOS returns the single-GPU plan, never a slower one."""
+    g = real("mlp")
+    c = Cluster.preset("2xV100-pcie")
+    ms = {m: simulate(solve(g, c, method=m), c).makespan for m in ("single", "data_parallel")}
+    o = solve(g, c, method="os_dpos", max_split_ops=1)
+    got = simulate(o, c).makespan
+    assert got <= min(ms.values()) * (1 + 1e-9)
+    assert o.info["start"] == "single" and o.info["data_parallel"] == 1
+    assert o.info["starts"]["single"]["no_split_ms"] == pytest.approx(got)
+    assert {"single", "data_parallel"} <= set(o.info["starts"])
+    assert "dp_colocated" not in o.info["starts"]  # the extension is off by default

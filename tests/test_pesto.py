@@ -284,3 +284,35 @@ def test_pesto_on_one_device_has_no_balance_rows():
     c = Cluster([Device("gpu0")], name="one")
     p = solve(samples.lstm_grid(40, layers=2), c, method="pesto", target=8, time_limit=5)
     assert p.stats["memory_balance"] == "off" and p.devices_used() == ["gpu0"]
+
+
+# ------------------------------------------------------------- issue 46: who made the plan
+def test_pesto_says_which_component_produced_the_plan_and_the_fine_balance():
+    g, c = samples.lstm_grid(60, layers=2), Cluster.preset("2xV100-pcie")
+    p = solve(g, c, method="pesto", target=12, time_limit=10, threads=1)
+    who = p.stats["produced_by"]
+    assert who.split(":")[0] in ("milp@coarse", "warm_start", "original_heuristic")
+    if p.stats["chosen"] == "original_heuristic":
+        assert who == f"original_heuristic:{p.info['warm_start_method']}"
+    elif who.startswith("warm_start"):
+        assert who.endswith("@coarse") and p.stats["warm_start_method"] in who
+    fb = p.stats["fine_balance"]
+    assert set(fb) == {"max_share", "worst", "holds"} and 0 < fb["max_share"] <= 1
+    assert fb["holds"] == (fb["worst"] <= 1 + 1e-9)
+
+
+def test_pesto_looser_memory_never_worse_than_the_tighter_start():
+    g = samples.lstm_grid(60, layers=2)
+    base = Cluster.preset("2xV100-pcie")
+    tight = base.with_memory(g.total_memory() * 0.6)
+    loose = base.with_memory(g.total_memory() * 2)
+    p_tight = solve(g, tight, method="pesto", target=12, time_limit=8, threads=1)
+    ms_tight = simulate(p_tight, loose).makespan
+    p = solve(g, loose, method="pesto", target=12, time_limit=8, threads=1, start=p_tight)
+    assert simulate(p, loose).makespan <= ms_tight + 1e-9
+    assert p.stats["start_ms"] == pytest.approx(ms_tight)
+    if p.stats["produced_by"] == "start":
+        assert p.placement == p_tight.placement
+    with pytest.raises(SolverError, match="same graph"):
+        solve(g, loose, method="pesto", target=12, time_limit=5, threads=1,
+              start=solve(samples.diamond(), loose, method="single"))

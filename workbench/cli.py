@@ -274,6 +274,8 @@ def _print_table(df) -> None:
         print(show.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for _, r in df[df["status"] == "error"].iterrows():
         print(f"  {r['method']}: {r['error']}")
+    for m, why in getattr(df, "left_out", {}).items():  # one line each, no row
+        print(f"left out {m}: {why}")
 
 
 def _cmd_compare(args) -> int:

@@ -2,7 +2,10 @@
 
 Every number comes from the judge (:func:`workbench.simulate`, :func:`workbench.max_load`),
 whatever a solver predicted. A method that fails gets a row with status ``error`` and the
-message; the other rows are unaffected.
+message; the other rows are unaffected. A method that cannot serve the problem (its model does
+not cover the cluster or the graph's size, :class:`~workbench.errors.NotApplicableError`, or no
+plan of it fits the devices, :class:`~workbench.errors.InfeasibleError`) gets no row: it is
+listed in ``Comparison.left_out`` with the reason, in one line.
 
 Examples
 --------
@@ -27,7 +30,7 @@ import time
 from typing import Callable, Iterable
 
 from .comparison import Comparison
-from .errors import SolverError
+from .errors import InfeasibleError, NotApplicableError, SolverError
 from .simulate import evaluate, simulate
 from .solvers import SOLVERS, get, solve
 
@@ -120,7 +123,9 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     -------
     Comparison
         ``table`` (the DataFrame of :data:`COLUMNS`; the Comparison reads and renders as it),
-        ``plans``, ``schedules``, ``bounds`` and ``settings``; a pair
+        ``plans``, ``schedules``, ``bounds`` and ``settings`` (``settings["left_out"]``, also
+        ``Comparison.left_out``: method -> the one-line reason it cannot serve the problem,
+        for the methods left out of the table); a pair
         ``(Comparison, plans)`` with ``return_plans=True``.
     """
     import pandas as pd
@@ -144,6 +149,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
 
     lb = lower_bounds(graph, cluster)  # once: every method whose plan keeps the graph reuses it
     rows, plans, schedules, proven = [], {}, {}, {}
+    left_out = settings["left_out"] = {}
     bar = None
     if progress is True:
         from tqdm.auto import tqdm
@@ -152,7 +158,10 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     for k, m in enumerate(methods):
         if bar is not None:
             bar.set_postfix_str(m)
-        rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven, lb))
+        try:
+            rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven, lb))
+        except (NotApplicableError, InfeasibleError) as e:
+            left_out[m] = " ".join(str(e).split())  # one line
         if bar is not None:
             bar.update(1)
         elif callable(progress):
@@ -200,6 +209,8 @@ def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dic
             row["proven_bound"] = pb[1]
             proven[pb[0]] = max(proven.get(pb[0], -math.inf), pb[1])
         plans[m], schedules[m] = plan, sched
+    except (NotApplicableError, InfeasibleError):
+        raise  # no row: compare lists the method as left out
     except Exception as e:  # one failing method must not lose the others' results
         msg = str(e) if hasattr(e, "args") and str(e) else type(e).__name__
         if not isinstance(e, (ValueError, RuntimeError, ArithmeticError)) and \

@@ -117,6 +117,11 @@ class Comparison:
         return self.settings.get("params") or {}
 
     @property
+    def left_out(self) -> dict:
+        """Methods that cannot serve the problem (no row): method -> one-line reason."""
+        return dict(self.settings.get("left_out") or {})
+
+    @property
     def seed(self):
         """The seed every method was run with."""
         return self.settings.get("seed", 0)

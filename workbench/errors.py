@@ -20,6 +20,7 @@ __all__ = [
     "InfeasibleError",
     "SolverError",
     "TimeLimitError",
+    "NotApplicableError",
     "FormatError",
     "CaptureError",
     "RuntimeBridgeError",
@@ -51,6 +52,13 @@ class InfeasibleError(WorkbenchError):
 
 class SolverError(WorkbenchError):
     """A solver could not run: unknown method, bad parameter, missing MILP backend."""
+
+
+class NotApplicableError(SolverError):
+    """The problem lies outside a method's model (a cluster shape or device mix the paper's
+    accounting cannot express): nothing is wrong with the input, the method simply does not
+    serve it. :func:`workbench.compare` leaves such a method out with this message as the
+    reason, instead of an error row."""
 
 
 class TimeLimitError(SolverError):

@@ -273,6 +273,22 @@ def _transfers(plan, cluster, dev: list) -> tuple:
                 for v in consumers:
                     data[v].append(node)
 
+    from .costs.pipeline import next_hops, plan_chain
+
+    chain = None if host_mode else plan_chain(plan, cluster)
+    if chain is not None:  # forwarded along the stages, as the judge sends them
+        chain = chain.tolist()
+        pos = {d: i for i, d in enumerate(chain)}
+
+    def forward_out(u, a, by_dev, nb, c, node) -> None:
+        for b, part, f in next_hops(by_dev, pos, chain, a, share, u):
+            lt, nbi = (0.0, c) if c is not None else (lat[a][b], nb * inv[a][b])
+            k = add(u, a, b, a * nd + b, lt, nbi, f, nb * f, node)
+            for v in part.pop(b, ()):
+                data[v].append(k)
+            if part:
+                forward_out(u, b, part, nb, c, k)
+
     for u in range(n):
         a = dev[u]
         groups: dict = {}
@@ -281,7 +297,7 @@ def _transfers(plan, cluster, dev: list) -> tuple:
             b = dev[v]
             if b == a:
                 data[v].append(u)
-            elif host_mode:
+            elif host_mode or chain is not None:
                 groups.setdefault((bytes_l[e], comm_l[e]), {}).setdefault(b, []).append(v)
             else:
                 groups.setdefault((b, bytes_l[e], comm_l[e]), []).append(v)
@@ -294,6 +310,9 @@ def _transfers(plan, cluster, dev: list) -> tuple:
                     stage_out(u, by_dev, nb, c, k)
                 else:
                     stage_out(u, by_dev, nb, c, u)
+        elif chain is not None:
+            for (nb, c), by_dev in groups.items():
+                forward_out(u, a, by_dev, nb, c, u)
         else:
             for (b, nb, c), consumers in groups.items():
                 f = share[u] * max(share[v] for v in consumers)
@@ -424,7 +443,7 @@ def _check_nominal(rep: Replay, sk: np.ndarray) -> None:
 def _load_terms(plan, cluster, dev: np.ndarray) -> list:
     """The communication terms of :func:`workbench.device_loads` as groups of edges whose
     largest cost is charged to a device: ``(lat, nbinv, f, chan, group starts, charge)``."""
-    from .costs.pipeline import op_shares
+    from .costs.pipeline import chain_hops, op_shares, plan_chain
 
     g = plan.graph
     gc, cc = g.c, cluster.c
@@ -453,6 +472,17 @@ def _load_terms(plan, cluster, dev: np.ndarray) -> list:
         terms.append((lat[o], nbinv[o], f[o], chan[o], starts, charge_of[o][starts]))
 
     everything = np.ones(len(src), dtype=bool)
+    chain = None if cc.host_mode else plan_chain(plan, cluster)
+    if chain is not None:  # forwarded: per (tensor, hop, direction), both ends of the hop
+        e, hop, up, a, b = chain_hops(chain, nd, ds, dd, what=f"plan {plan.method!r}")
+        lat = np.where(fixed[e], 0.0, cc.lat[a, b])
+        nbinv = np.where(fixed[e], np.nan_to_num(cm[e]), nb[e] * cc.inv_bw[a, b])
+        key = (src[e] * len(chain) + hop) * 2 + up
+        f = sh[src[e]] * sh[dst[e]]
+        keep = np.ones(len(e), dtype=bool)
+        for side in (a, b):
+            group(key, lat, nbinv, f, a * nd + b, side, keep)
+        return terms
     if cc.host_mode:
         for side, f, key in ((ds, sh[src], src), (dd, sh[src] * sh[dst], src * nd + dd)):
             lat = np.where(fixed, 0.0, cc.up_lat[side])

@@ -44,6 +44,7 @@ import math
 
 import numpy as np
 
+from .costs.pipeline import plan_chain
 from .judge.events import EventCore
 from .judge.loads import device_loads, max_load, receive_overheads
 from .judge.policies import ORDERS, POLICIES, resolve_order
@@ -99,7 +100,8 @@ def _simulate(plan: Plan, cluster, congestion: bool, order: str | None) -> Sched
         dur = dur + receive_overheads(g, cluster, dev)
     dur = dur.tolist()
     policy = POLICIES[order](plan, cluster)
-    core = EventCore(g, cluster, dev, dur, policy, congestion=congestion)
+    core = EventCore(g, cluster, dev, dur, policy, congestion=congestion,
+                     chain=plan_chain(plan, cluster))
     core.run()
     stuck = core.stuck()
     if stuck is not None:

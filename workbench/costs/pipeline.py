@@ -45,11 +45,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import GraphError, SolverError
+from ..errors import GraphError, NotApplicableError
 
-__all__ = ["PipelineModel", "allreduce_chunk_ms", "check_finite_costs",
-           "contiguous_optimum_status", "default_allreduce_bandwidth", "edge_costs", "op_shares",
-           "out_costs", "pipeline_model", "transfer_tiers"]
+__all__ = ["FORWARDED", "PipelineModel", "allreduce_chunk_ms", "chain_hops", "check_finite_costs",
+           "contiguous_optimum_status", "default_allreduce_bandwidth", "edge_costs",
+           "forwarded_loads", "next_hops", "op_shares", "out_costs", "pipeline_model",
+           "plan_chain",
+           "transfer_tiers"]
 
 CONTIGUOUS_ONLY = ("optimal among contiguous splits only (Tarnawski et al., Section 5.1); a "
                    "non-contiguous split may be better under the judge")
@@ -63,7 +65,9 @@ class PipelineModel:
     ``acc_kind``: the accelerators' one kind; ``acc_speed``/``cpu_speed``: their common speed
     (``None`` when they differ, only possible with ``identical=False``); ``acc_memory``,
     ``cpu_memory``: per device, bytes (``inf`` = unlimited); ``pays``: per device, whether its
-    load includes transfers (accelerators in host mode, every device in direct mode).
+    load includes transfers (accelerators in host mode, every device in direct mode);
+    ``forwarded``: a ``direct``-mode cluster of more than two devices, on which the method
+    forwards activations stage to stage (:data:`FORWARDED`).
     """
 
     acc: tuple
@@ -75,10 +79,12 @@ class PipelineModel:
     cpu_memory: tuple
     pays: tuple
     direct: bool
+    forwarded: bool = False
 
 
 def pipeline_model(cluster, *, method: str, identical: bool = True,
-                   cpus_pay: bool = True, any_mode: bool = False) -> PipelineModel:
+                   cpus_pay: bool = True, any_mode: bool = False,
+                   forward: bool = False) -> PipelineModel:
     """Check that ``cluster`` is within the paper's model and describe it.
 
     Always required: at most one accelerator kind; in ``direct`` mode at most two devices
@@ -88,30 +94,34 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
     another; ``cpus_pay=False`` also refuses direct-mode clusters with CPUs (a model that never
     charges a CPU for transfers). ``any_mode=True`` skips the ``direct``-mode checks (the
     latency model of :func:`workbench.pipeline.latency` stages every transfer through the host
-    whatever the mode).
+    whatever the mode). ``forward=True`` (methods that emit a stage order,
+    ``plan.info["chain"]``) accepts ``direct``-mode clusters of any size: with more than two
+    devices the model is ``forwarded`` (:data:`FORWARDED`) and every device, CPUs included,
+    pays for what it sends and receives.
 
     Raises
     ------
-    SolverError
-        Naming the method and what the cluster has that the model does not.
+    NotApplicableError
+        (a SolverError) naming the method and what the cluster has that the model does not.
 
     >>> from workbench.cluster import Cluster, Device
     >>> pipeline_model(Cluster([Device("g0", speed=1.0), Device("g1", speed=2.0)], mode="host"),
     ...                method="dp")
     Traceback (most recent call last):
     ...
-    workbench.errors.SolverError: dp assumes identical accelerators (Tarnawski et al., Section 3); cluster 'cluster' has accelerator speeds g0=1, g1=2
+    workbench.errors.NotApplicableError: dp assumes identical accelerators (Tarnawski et al., Section 3); cluster 'cluster' has accelerator speeds g0=1, g1=2
     """
     devs = cluster.devices
     acc = tuple(i for i, d in enumerate(devs) if d.kind != "cpu")
     cpus = tuple(i for i, d in enumerate(devs) if d.kind == "cpu")
     kinds = sorted({devs[i].kind for i in acc})
     if len(kinds) > 1:
-        raise SolverError(f"{method} assumes one accelerator kind (Tarnawski et al., Section 3); "
+        raise NotApplicableError(f"{method} assumes one accelerator kind (Tarnawski et al., Section 3); "
                           f"cluster {cluster.name!r} has {', '.join(kinds)}")
     direct = cluster.mode == "direct" and not any_mode
-    if direct and len(devs) > 2:
-        raise SolverError(
+    forwarded = direct and len(devs) > 2 and forward
+    if direct and len(devs) > 2 and not forward:
+        raise NotApplicableError(
             f"{method} models host-staged transfers (Tarnawski et al.); cluster {cluster.name!r} "
             f"is in 'direct' mode with {len(devs)} devices, where a tensor sent to several "
             f"devices is paid once per destination, which the method cannot express: use "
@@ -119,11 +129,11 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
     if direct and len(devs) == 2:
         cc = cluster.c
         if cc.lat[0, 1] != cc.lat[1, 0] or cc.inv_bw[0, 1] != cc.inv_bw[1, 0]:
-            raise SolverError(f"{method}: cluster {cluster.name!r} is in 'direct' mode with an "
+            raise NotApplicableError(f"{method}: cluster {cluster.name!r} is in 'direct' mode with an "
                               f"asymmetric link between {devs[0].name!r} and {devs[1].name!r}; "
                               f"the method charges one cost per tensor: use mode='host'")
         if cpus and not cpus_pay:
-            raise SolverError(f"{method}: in 'direct' mode a CPU pays for its transfers, which "
+            raise NotApplicableError(f"{method}: in 'direct' mode a CPU pays for its transfers, which "
                               f"the method does not model (it models host-staged transfers); "
                               f"cluster {cluster.name!r} has CPU {devs[cpus[0]].name!r}: use "
                               f"mode='host'")
@@ -133,7 +143,7 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
         if len(speeds) <= 1:
             return speeds[0] if speeds else 1.0
         if identical:
-            raise SolverError(
+            raise NotApplicableError(
                 f"{method} assumes identical {what} (Tarnawski et al., Section 3); cluster "
                 f"{cluster.name!r} has {what[:-1]} speeds "
                 f"{', '.join(f'{devs[i].name}={devs[i].speed:g}' for i in idx)}")
@@ -147,13 +157,14 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
                          acc_speed=acc_speed, cpu_speed=cpu_speed,
                          acc_memory=tuple(devs[i].memory for i in acc),
                          cpu_memory=tuple(devs[i].memory for i in cpus), pays=pays,
-                         direct=direct)
+                         direct=direct, forwarded=forwarded)
 
 
-def edge_costs(graph, cluster) -> np.ndarray:
+def edge_costs(graph, cluster, *, slowest: bool = False) -> np.ndarray:
     """Per edge (``graph.c`` edge order): the time a paying device spends on one transfer of
     it -- the edge's fixed ``comm``, else the host link (``host`` mode) or the link between the
-    two devices (``direct`` mode; the mean link when there are more than two)."""
+    two devices (``direct`` mode; the mean link when there are more than two, the slowest with
+    ``slowest=True``: the charge of a forwarded hop, exact when the links are alike)."""
     gc, cc = graph.c, cluster.c
     if gc.m == 0:
         return np.zeros(0)
@@ -166,6 +177,11 @@ def edge_costs(graph, cluster) -> np.ndarray:
         model = np.zeros(gc.m)
     elif cc.n == 2:
         model = cc.lat[0, 1] + gc.bytes * cc.inv_bw[0, 1]
+    elif slowest:
+        off = ~np.eye(cc.n, dtype=bool)
+        links = np.unique(np.stack([cc.lat[off], cc.inv_bw[off]], axis=1), axis=0)
+        # the dearest link for every size: the largest of the distinct linear models
+        model = np.max(links[:, :1] + links[:, 1:] * gc.bytes[None, :], axis=0)
     else:
         lat, bw = cluster.mean_link()
         model = lat + (gc.bytes / bw if math.isfinite(bw) else 0.0 * gc.bytes)
@@ -182,13 +198,13 @@ def out_costs(graph, cluster) -> np.ndarray:
     return cost
 
 
-def transfer_tiers(graph, cluster) -> list:
+def transfer_tiers(graph, cluster, *, slowest: bool = False) -> list:
     """Transfer costs as nested hyperedges: ``(u, consumers, cost)`` per producing op ``u`` and
     tier (consumer op indices of its dearest edges, increments of cost; see the module text).
     A split model that charges ``cost`` to every device holding part but not all of
     ``{u} | consumers`` charges exactly what :func:`workbench.simulate.max_load` does."""
     gc = graph.c
-    t = edge_costs(graph, cluster)
+    t = edge_costs(graph, cluster, slowest=slowest)
     out = []
     if gc.m == 0:
         return out
@@ -318,3 +334,132 @@ def allreduce_chunk_ms(weights: float, replicas: int, bandwidth: float) -> float
     if replicas < 2 or not math.isfinite(bandwidth) or weights <= 0:
         return 0.0
     return weights / (4.0 * replicas * bandwidth)
+
+
+# ----------------------------------------------------------------------------- forwarded transfers
+FORWARDED = ("activations forwarded stage to stage: a tensor whose consumers lie several stages "
+             "away travels the chain of stages one hop at a time, each stage it passes "
+             "receiving and sending it, as pipeline runtimes (PipeDream, GPipe) do")
+
+
+def plan_chain(plan, cluster) -> np.ndarray | None:
+    """Device indices of ``plan.info["chain"]`` (the pipeline's stage order, for forwarded
+    transfers on a ``direct``-mode cluster), or ``None`` when the plan carries no chain or the
+    cluster is in ``host`` mode (there every tensor is staged through host DRAM anyway).
+
+    Raises PlanError naming a device the cluster lacks or one listed twice.
+
+    >>> from workbench import samples, Cluster, Plan
+    >>> g, c = samples.diamond(), Cluster.preset("4xV100-nvlink")
+    >>> p = Plan(g, {v: "gpu0" for v in g.ops}, info={"chain": ["gpu2", "gpu0"]})
+    >>> plan_chain(p, c).tolist()
+    [2, 0]
+    """
+    from ..errors import PlanError
+
+    chain = plan.info.get("chain") if isinstance(plan.info, dict) else None
+    if chain is None or cluster.mode != "direct":
+        return None
+    if isinstance(chain, (str, bytes)) or not hasattr(chain, "__iter__"):
+        raise PlanError(f"plan {plan.method!r}: info['chain'] must list device names in stage "
+                        f"order, got {chain!r}")
+    idx = []
+    for d in chain:
+        if d not in cluster.index:
+            raise PlanError(f"plan {plan.method!r}: info['chain'] names device {d!r}, which "
+                            f"cluster {cluster.name!r} does not have")
+        idx.append(cluster.index[d])
+    if len(set(idx)) != len(idx):
+        raise PlanError(f"plan {plan.method!r}: info['chain'] lists a device twice: {chain!r}")
+    return np.asarray(idx, dtype=np.int64)
+
+
+def next_hops(by_dev: dict, pos, chain: list, a: int, share: list, u: int) -> list:
+    """Forwarded transfers out of device ``a`` for op ``u``'s tensor headed to the consumers
+    ``by_dev`` (device -> consumer ops): per direction along ``chain`` (``pos``: device ->
+    position), ``(next device, consumers beyond it by device, share factor)``, the factor the
+    share of ``u`` times the largest of those consumers' (the judge's rule). The event
+    simulator and the robustness replay both route with it.
+
+    >>> next_hops({2: [5], 0: [6]}, {0: 0, 1: 1, 2: 2}, [0, 1, 2], 1, [1.0] * 7, 0)
+    [(2, {2: [5]}, 1.0), (0, {0: [6]}, 1.0)]
+    """
+    pa = pos[a]
+    out = []
+    for step in (1, -1):
+        part = {b: vs for b, vs in by_dev.items() if (pos[b] - pa) * step > 0}
+        if part:
+            f = share[u] * max(share[v] for vs in part.values() for v in vs)
+            out.append((chain[pa + step], part, f))
+    return out
+
+
+def chain_hops(chain: np.ndarray, nd: int, ds: np.ndarray, dd: np.ndarray, what: str = "plan"):
+    """The hops of cross-device edges along ``chain``: for edges ``k`` from device ``ds[k]``
+    to ``dd[k]`` (both in the chain), arrays ``(edge, hop, up, a, b)``, one row per hop the
+    tensor crosses: ``hop`` h joins chain positions h and h + 1, ``up`` says the tensor moves
+    to higher positions, ``a -> b`` the devices of that hop in the direction of travel.
+
+    >>> e, h, up, a, b = chain_hops(np.array([2, 0, 1]), 3, np.array([2]), np.array([1]))
+    >>> e.tolist(), h.tolist(), a.tolist(), b.tolist()
+    ([0, 0], [0, 1], [2, 0], [0, 1])
+    """
+    from ..errors import PlanError
+
+    pos = np.full(nd, -1, dtype=np.int64)
+    pos[chain] = np.arange(len(chain))
+    ps, pd = pos[ds], pos[dd]
+    off = np.flatnonzero((ps < 0) | (pd < 0))
+    if len(off):
+        k = int(off[0])
+        raise PlanError(f"{what}: a tensor moves between devices {int(ds[k])} and {int(dd[k])}, "
+                        f"and info['chain'] (the stage order transfers are forwarded along) "
+                        f"does not hold both")
+    lo, hi = np.minimum(ps, pd), np.maximum(ps, pd)
+    n_hops = hi - lo
+    edge = np.repeat(np.arange(len(ds)), n_hops)
+    first = np.repeat(np.cumsum(n_hops) - n_hops, n_hops)
+    hop = lo[edge] + (np.arange(len(edge)) - first)
+    up = (pd > ps)[edge]
+    a = np.where(up, chain[hop], chain[np.minimum(hop + 1, len(chain) - 1)])
+    b = np.where(up, chain[np.minimum(hop + 1, len(chain) - 1)], chain[hop])
+    return edge, hop, up, a, b
+
+
+def forwarded_loads(graph, cluster, dev: np.ndarray, chain: np.ndarray) -> np.ndarray:
+    """Per device the communication load of forwarded transfers (:data:`FORWARDED`): for every
+    producing op, hop of the chain and direction, the dearest of its edges that cross that hop,
+    over the hop's link (or the edge's fixed ``comm``), charged to both ends of the hop (the
+    sender sends it, the receiver receives it). Scaled by replica shares as the direct judge.
+
+    >>> from workbench import samples, Cluster
+    >>> g, c = samples.diamond(), Cluster.preset("4xV100-nvlink")
+    >>> forwarded_loads(g, c, np.array([0, 0, 2, 2]), np.array([0, 1, 2])).round(4).tolist()  # two tensors through gpu1
+    [0.4644, 0.9289, 0.4644, 0.0]
+    """
+    gc, cc = graph.c, cluster.c
+    nd = cc.n
+    load = np.zeros(nd)
+    if gc.m == 0:
+        return load
+    ds, dd = dev[gc.src], dev[gc.dst]
+    cross = np.flatnonzero(ds != dd)
+    if not len(cross):
+        return load
+    e, hop, up, a, b = chain_hops(chain, nd, ds[cross], dd[cross], what=f"graph {graph.name!r}")
+    ce = cross[e]
+    cm = gc.comm[ce]
+    cost = np.where(np.isnan(cm), cc.lat[a, b] + gc.bytes[ce] * cc.inv_bw[a, b],
+                    np.nan_to_num(cm))
+    shares = op_shares(graph)
+    if shares is not None:
+        cost = cost * shares[gc.src[ce]] * shares[gc.dst[ce]]
+    key = (gc.src[ce] * len(chain) + hop) * 2 + up
+    order = np.lexsort((-cost, key))
+    ks = key[order]
+    firsts = np.ones(len(ks), dtype=bool)
+    firsts[1:] = ks[1:] != ks[:-1]
+    pick = order[firsts]
+    load += np.bincount(a[pick], weights=cost[pick], minlength=nd)
+    load += np.bincount(b[pick], weights=cost[pick], minlength=nd)
+    return load

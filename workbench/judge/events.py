@@ -12,6 +12,10 @@ over the channel ``src -> dst`` (``src * n_devices + dst``), or in host mode upl
 ``src -> host`` (channel ``src``) and downloaded over ``host -> dst`` (channel
 ``n_devices + dst``) by each staged destination. Every transfer is scaled by the replica
 shares of its producer and (the largest of) its consumers (:func:`workbench.costs.op_shares`).
+With a ``chain`` (a pipelined plan's stage order, ``direct`` mode), a tensor is forwarded hop by
+hop along it instead (:data:`workbench.costs.pipeline.FORWARDED`): one transfer per (producing
+op, size, fixed ``comm``, direction) over each hop up to its farthest consumer, handed to the
+consumers of every device it reaches on the way.
 
 Examples
 --------
@@ -37,8 +41,8 @@ from collections import deque
 
 import numpy as np
 
-from ..costs.pipeline import op_shares
-from ..errors import GraphError
+from ..costs.pipeline import next_hops, op_shares
+from ..errors import GraphError, PlanError
 
 __all__ = ["EventCore", "overflowed_order"]
 
@@ -78,7 +82,7 @@ def overflowed_order(dur: list, names, device: str) -> None:
 class _Links:
     """The cluster's link model as Python lists (fast scalar access in the event loop)."""
 
-    def __init__(self, graph, cluster):
+    def __init__(self, graph, cluster, chain=None):
         gc, cc = graph.c, cluster.c
         self.nd = cc.n
         self.dst = gc.dst.tolist()
@@ -93,6 +97,13 @@ class _Links:
         self.share = [1.0] * gc.n if shares is None else shares.tolist()
         self.n_channels = 2 * self.nd if self.host_mode else self.nd * self.nd
         self.route = (self.dst, self.comm, self.bytes, self.host_mode, self.out_edges)
+        # forwarded transfers: chain positions of the devices (-1 off the chain)
+        self.chain = None if chain is None or self.host_mode else [int(d) for d in chain]
+        self.pos = None
+        if self.chain is not None:
+            self.pos = [-1] * self.nd
+            for i, d in enumerate(self.chain):
+                self.pos[d] = i
 
 
 class _Transfers:
@@ -142,7 +153,7 @@ class _Transfers:
             if b == a:
                 input_ready(v, t, here)
                 continue
-            if host_mode:
+            if host_mode or L.chain is not None:
                 groups.setdefault((nbytes[e], comm[e]), {}).setdefault(b, []).append(v)
             else:
                 groups.setdefault((b, nbytes[e], comm[e]), []).append(v)
@@ -158,6 +169,10 @@ class _Transfers:
                                       ("op", u))
                 else:
                     self.stage_out(u, by_dev, nb, c, t, ("op", u))
+            return
+        if L.chain is not None:
+            for (nb, c), by_dev in groups.items():
+                self.forward_out(u, a, by_dev, nb, c, t, here)
             return
         nd = L.nd
         for (b, nb, c), consumers in groups.items():
@@ -180,6 +195,23 @@ class _Transfers:
             else:
                 for v in consumers:
                     self.input_ready(v, t, cause)
+
+    def forward_out(self, u: int, a: int, by_dev: dict, nb: float, c, t: float, cause) -> None:
+        """Forwarded transfers: op ``u``'s tensor is on device ``a`` at ``t``; send it one hop
+        along the chain towards the consumers ``by_dev`` (device -> ops) above ``a`` and one
+        hop towards those below (each direction one transfer)."""
+        L = self.links
+        pos, chain, share = L.pos, L.chain, L.share
+        pa = pos[a]
+        if pa < 0 or any(pos[b] < 0 for b in by_dev):
+            off = a if pa < 0 else next(b for b in by_dev if pos[b] < 0)
+            raise PlanError(f"op {self.names[u]!r}: its tensor moves to or from device "
+                             f"{self.dev_names[off]!r}, which the plan's info['chain'] (the "
+                             f"stage order transfers are forwarded along) does not hold")
+        for b, part, f in next_hops(by_dev, pos, chain, a, share, u):
+            d_t = (c if c is not None else L.lat[a][b] + nb * L.inv[a][b]) * f
+            self.new_transfer(u, a, b, a * L.nd + b, nb * f, d_t, ("forward", part, nb, c), t,
+                              cause)
 
     def new_transfer(self, u: int, a: int, b: int, chan: int, nbytes: float, duration: float,
                      payload, ready: float, cause) -> None:
@@ -229,6 +261,14 @@ class _Transfers:
         if payload[0] == "deliver":
             for v in payload[1]:
                 self.input_ready(v, t, ("transfer", k))
+        elif payload[0] == "forward":
+            b = self.t_dst[k]
+            rest = dict(payload[1])
+            for v in rest.pop(b, ()):
+                self.input_ready(v, t, ("transfer", k))
+            if rest:
+                self.forward_out(self.t_op[k], b, rest, payload[2], payload[3], t,
+                                 ("transfer", k))
         else:
             self.stage_out(self.t_op[k], payload[1], payload[2], payload[3], t, ("transfer", k))
 
@@ -240,6 +280,8 @@ class _Transfers:
 class EventCore(_Transfers):
     """One simulation: op and transfer state, channels, devices and the event heap.
 
+    ``chain``: device indices in stage order, to forward transfers along (``None``: direct).
+
     ``dev`` (device index per op) and ``dur`` (ms per op on its device, receive overheads
     included) are given; ``policy`` picks each idle device's next op. After :meth:`run`,
     ``start``/``end``/``rank`` (per op) and ``t_*`` (per transfer, in creation order) hold the
@@ -247,11 +289,12 @@ class EventCore(_Transfers):
     ``("transfer", k)``.
     """
 
-    def __init__(self, graph, cluster, dev, dur: list, policy, *, congestion: bool):
+    def __init__(self, graph, cluster, dev, dur: list, policy, *, congestion: bool,
+                 chain=None):
         gc = graph.c
         n = gc.n
         self.names, self.dev_names = gc.names, cluster.names
-        self.links = _Links(graph, cluster)
+        self.links = _Links(graph, cluster, chain)
         self.devl = np.asarray(dev).tolist()
         self.dur = dur
         self.policy = policy

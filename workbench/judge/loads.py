@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..costs.pipeline import op_shares
+from ..costs.pipeline import forwarded_loads, op_shares, plan_chain
 from ..plan import Plan
 
 __all__ = ["device_loads", "max_load", "receive_overheads"]
@@ -31,6 +31,11 @@ def device_loads(plan: Plan, cluster) -> np.ndarray:
     that are not staged (``cpu`` in host mode) pay no communication. Training graphs need no
     special case: a device's forward and backward ops are simply both on it.
 
+    A plan for a ``direct``-mode cluster that carries ``info["chain"]`` (the stage order of
+    a pipelined split) has its tensors forwarded stage to stage along that chain
+    (:data:`workbench.costs.pipeline.FORWARDED`): each hop a tensor crosses is paid once by its
+    sender and once by its receiver (:func:`workbench.costs.pipeline.forwarded_loads`).
+
     >>> from workbench import samples, Cluster, Plan
     >>> g = samples.diamond()
     >>> c = Cluster.preset("2xV100-pcie")
@@ -45,6 +50,9 @@ def device_loads(plan: Plan, cluster) -> np.ndarray:
     load = np.bincount(dev, weights=times, minlength=nd).astype(float)
     if gc.m == 0:
         return load
+    chain = plan_chain(plan, cluster)
+    if chain is not None:
+        return load + forwarded_loads(g, cluster, dev, chain)
     ds, dd = dev[gc.src], dev[gc.dst]
     cross = ds != dd
     if not cross.any():

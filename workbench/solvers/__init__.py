@@ -6,7 +6,8 @@ room                   methods (paper)
 ``baselines/``         ``single``, ``round_robin``, ``m_topo`` (Baechi), ``expert``
 ``list/``              ``heft``, ``etf``, ``m_etf``, ``m_sct`` (Baechi), ``dpos``, ``os_dpos``,
                        ``data_parallel`` (FastT)
-``celeritas/``         ``order_place``, ``celeritas`` (Celeritas: fusion + Adjusting Placement)
+``celeritas/``         ``order_place``, ``celeritas`` (Celeritas: fusion + Adjusting Placement),
+                       ``celeritas_portfolio`` (with the extensions)
 ``pesto/``             ``pesto``, ``pesto_ilp`` (Pesto: coarsening + ILP; CP-SAT engine extension)
 ``pipeline/``          ``dp``, ``dpl``, ``pipedream``, ``ip_contig``, ``ip_noncontig``,
                        ``greedy_latency``, ``latency_ip``, ``local_search``, ``metis``

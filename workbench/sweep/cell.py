@@ -198,8 +198,12 @@ def run_cell(cell: dict) -> dict:
                             seed=cell["seed"], congestion=cell["congestion"], progress=False,
                             return_plans=True, measure=cell["measure"],
                             measure_options=json.loads(cell.get("measure_options", "{}")))
-        rec = df.iloc[0].to_dict()
-        rec.pop("method")
+        if cell["solver"] in df.left_out:  # the method cannot serve this cell: no result
+            row.update(status="error", error=f"not applicable: {df.left_out[cell['solver']]}")
+            rec = {}
+        else:
+            rec = df.iloc[0].to_dict()
+            rec.pop("method")
         row.update(rec)
         plan = plans.get(cell["solver"])
         if plan is not None:

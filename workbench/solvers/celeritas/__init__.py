@@ -1,6 +1,7 @@
 """Celeritas (Xu et al.): operation fusion, CPD-TOPO order and Adjusting Placement.
 
-* :mod:`.placement`: methods ``order_place`` and ``celeritas`` (Algorithm 2).
+* :mod:`.placement`: methods ``order_place``, ``celeritas`` (Algorithm 2 as written) and
+  ``celeritas_portfolio`` (with this workbench's extensions).
 * :mod:`.boundaries`: the exact segment-boundary search Adjusting Placement uses.
 * Fusion is a transform (:mod:`workbench.transforms.fusion`), the orders live in
   :mod:`workbench.orders`, standard evaluation in :mod:`workbench.costs.standard`.

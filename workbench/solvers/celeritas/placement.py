@@ -53,8 +53,8 @@ from ..registry import register
 from ..params import Param
 from ..common import SLOW_FACTOR, MemoryBook
 
-__all__ = ["HEAVY_SHARE", "RELIEF", "celeritas", "default_M", "default_R", "even_split",
-           "heavy_colocation", "order_place"]
+__all__ = ["HEAVY_SHARE", "RELIEF", "celeritas", "celeritas_portfolio", "default_M",
+           "default_R", "even_split", "heavy_colocation", "order_place"]
 
 RELIEF = 1.5
 """``celeritas``'s link-relief trigger: congested makespan over congestion-free makespan."""
@@ -470,10 +470,16 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
                       "queues, back cost)")
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
               anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
-              congestion: bool = True, order: str = "best", boundaries: str = "edges",
-              relief: float | None = RELIEF, keep_start: bool = True,
-              split_start: bool = True) -> Plan:
+              congestion: bool = True, order: str = "est", boundaries: str = "edges",
+              relief: float | None = None, keep_start: bool = False,
+              split_start: bool = False) -> Plan:
     """Celeritas: Optimal Operation Fusion then Adjusting Placement (Algorithm 2).
+
+    By default the paper's rule as written: Adjusting Placement's placement in its own EST
+    order, nothing else tried (issue 46). The portfolio of extensions (``order="best"``, link
+    ``relief``, ``keep_start``, ``split_start``: the fastest of up to four candidates under the
+    simulator) is the method ``celeritas_portfolio`` (:func:`celeritas_portfolio`), or these
+    parameters here.
 
     Parameters
     ----------
@@ -521,28 +527,32 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
         (each node's ops run back to back). ``"rank"``: the op-level list schedule of the
         placement, each device running of its ready ops the one with the largest upward rank
         (the simulator's ``order="rank"`` policy, links queued when ``congestion``), fixed in
-        the plan. ``"best"`` (default): whichever of the two the simulator runs faster. The
+        the plan. ``"best"``: whichever of the two the simulator runs faster. The
         paper leaves the order to TensorFlow's executor; choosing between two orders of the
         same placement with the simulator is this workbench's extension (docs/decisions.md,
-        entry 40).
+        entry 40). Default ``"est"`` (the order Algorithm 2 computes); ``"best"`` in
+        ``celeritas_portfolio``.
     relief : float or None
         Link relief (an extension, docs/decisions.md): when the plan's makespan with congestion
         exceeds ``relief`` times its congestion-free makespan (a link saturates), Adjusting
         Placement is run again with the two ends of every *heavy* tensor colocated
-        (:func:`heavy_colocation`) and the faster plan is kept. Default 1.5; ``None``: off.
+        (:func:`heavy_colocation`) and the faster plan is kept. Default ``None`` (off);
+        :data:`RELIEF` (1.5) in ``celeritas_portfolio``.
     keep_start : bool
         The paper's Section 5.2 proves Adjusting Placement never worse than Order-Place, its
         starting point, in its contention-free model. With ``True`` (default, an extension) that
         guarantee is enforced under the judge: the Order-Place placement of the same fusion is
-        simulated too and kept when faster. ``False``: Adjusting Placement alone.
+        simulated too and kept when faster. Default ``False`` (Adjusting Placement alone);
+        ``True`` in ``celeritas_portfolio``.
     split_start : bool
         *Even split kept* (an extension, docs/decisions.md): the same fused CPD-TOPO
         sequence cut into contiguous runs of an even share of the model's memory, one per
         device (m-TOPO's rule, Baechi, applied to Celeritas's fusion and order:
         :func:`even_split`), is simulated too and kept when faster. Eq. 9's back cost keeps a
         graph that fits on one or two devices there; the even split runs its parallel branches
-        (ResNet-50's weight gradients) on all of them. ``False`` with ``keep_start=False`` and
-        ``relief=None``: the paper's Adjusting Placement alone.
+        (ResNet-50's weight gradients) on all of them. Default ``False``; ``True`` in
+        ``celeritas_portfolio``. All four off (the default): the paper's Adjusting Placement
+        alone.
 
     Returns
     -------
@@ -561,8 +571,8 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     >>> from workbench import samples, Cluster
     >>> g = samples.inception(300)
     >>> p = celeritas(g, Cluster.preset("2xV100-pcie"), R=1)
-    >>> p.status, p.info["fusion"]["nodes_after"]
-    ('heuristic', 300)
+    >>> p.status, p.info["fusion"]["nodes_after"], "candidates_ms" in p.stats
+    ('heuristic', 300, False)
     """
     if anchor not in ("previous", "pred", "segments"):
         raise SolverError(f"anchor must be 'previous', 'pred' or 'segments', got {anchor!r}")
@@ -580,6 +590,35 @@ def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
     if relief is None and not keep_start and not split_start:
         return plan
     return _guarded(plan, graph, cluster, kw, order, relief, keep_start, split_start)
+
+
+@register("celeritas_portfolio", family="celeritas",
+          paper="Celeritas (Xu et al. 2023), Algorithm 2 + this workbench's extensions",
+          memory=True, colocation=True, orders=True, contract_params={"R": 8},
+          params={"order": Param(("str",), choices=("best", "rank", "est")),
+                  "boundaries": Param(("str",), choices=("edges", "tensors"))},
+          description="Celeritas with a portfolio: the fastest (simulated) of Adjusting "
+                      "Placement, its link-relief rerun, Order-Place and an even split")
+def celeritas_portfolio(graph, cluster, *, R: int | None = None, M: float | None = None,
+                        anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
+                        congestion: bool = True, order: str = "best",
+                        boundaries: str = "edges", relief: float | None = RELIEF,
+                        keep_start: bool = True, split_start: bool = True) -> Plan:
+    """:func:`celeritas` with its extensions on (a named extension, off in ``celeritas``):
+    the per-device order the simulator runs faster (``order="best"``), link relief
+    (``relief``), the Order-Place start kept when faster (``keep_start``) and the even split
+    of the fused sequence (``split_start``); the fastest candidate under the simulator is
+    returned (``info["placement_from"]``, ``stats["candidates_ms"]``). Parameters as there.
+
+    >>> from workbench import samples, Cluster
+    >>> g = samples.cnn(200)
+    >>> p = celeritas_portfolio(g, Cluster.preset("4xV100-nvlink"))
+    >>> sorted(p.stats["candidates_ms"])[:2], p.info["placement_from"] in p.stats["candidates_ms"]
+    (['adjusting', 'even_split'], True)
+    """
+    return celeritas(graph, cluster, R=R, M=M, anchor=anchor, slow_factor=slow_factor,
+                     congestion=congestion, order=order, boundaries=boundaries, relief=relief,
+                     keep_start=keep_start, split_start=split_start)
 
 
 def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_start,

@@ -18,14 +18,15 @@ split is kept if it lowers the predicted finish time of the exit op, and the sea
 first op whose best split does not. Last, FastT's rollback rule (Section 4: a new strategy is
 kept only when its measured step beats the running one, data parallelism first): the plan
 returned is the fastest, as the simulator measures it (congestion on), of pure data
-parallelism and each start with and without its splits. ``info["start"]`` names the start,
+parallelism, the model on one device (FastT's other starting strategy) and each start with
+and without its splits. ``info["start"]`` names the start,
 ``info["starts"]`` gives each start's measured step without and with its splits.
 
 Gradient aggregation runs on the links (a ring over the devices that hold a variable's
 replicas, free when they share one; :func:`~workbench.transforms.data_parallel.ring_over_devices`):
 every DPOS plan of a data-parallel graph is returned on the graph whose rings match its
 placement (:func:`~workbench.solvers.list.data_parallel.ring_plan`). *Replica co-location*
-(``colocate=True``, an extension: :func:`colocate_replicas`) adds FastT's Fig. 4 strategy as a
+(``colocate=True``, an extension, off by default: :func:`colocate_replicas`) adds FastT's Fig. 4 strategy as a
 candidate: the pure data-parallel plan with the replicas of parameter-heavy ops gathered on one
 device wherever the simulator measures it faster (start ``"dp_colocated"``).
 
@@ -166,6 +167,23 @@ def colocate_replicas(p_dp: Plan, graph, cluster, *, patience: int = 3,
     return best, best_ms, moved
 
 
+def _single_device(graph, cluster) -> Plan | None:
+    """The model on its fastest device that holds it, in DPOS's (upward-rank) order: FastT's
+    starting strategy when the model fits one GPU (Section 4), kept by the rollback so the
+    returned plan is never slower than it under the simulator; None when no device holds it."""
+    need = graph.total_memory()
+    for d in sorted(cluster.devices, key=lambda d: (-d.speed, cluster.index[d.name])):
+        if d.memory < need * (1 + 1e-12):
+            continue
+        try:
+            p = dpos(graph, cluster.with_devices([d]))
+        except InfeasibleError:  # an op its kind cannot run
+            continue
+        return p.with_placement(p.placement, order=p.order, method="os_dpos",
+                                predicted=dict(p.predicted), info={"start": "single"})
+    return None
+
+
 def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, budget: Budget,
                   progress) -> tuple:
     """Algorithm 2 lines 4-14 from the DPOS plan ``best``: the critical ops by decreasing
@@ -226,7 +244,7 @@ def _split_search(best: Plan, cluster, *, max_split_ops, resched: str, budget: B
           description="FastT OS-DPOS: DPOS on the data-parallel graph, then split critical ops")
 def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             max_split_ops: int | None = None, resched: str = "given", search: str = "paper",
-            colocate: bool = True, aggregation: str = "links",
+            colocate: bool = False, aggregation: str = "links",
             time_limit: float | Budget | None = None,
             progress=None) -> Plan:
     """FastT's Operation-Splitting DPOS.
@@ -251,12 +269,12 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
         replica fits, else the model); DPOS on the model is then an unsplit candidate of the
         rollback only. ``all`` (an extension, slower): Algorithm 2 from both starts.
     colocate : bool
-        *Replica co-location* (an extension, default on; :func:`colocate_replicas`): the
+        *Replica co-location* (an extension, default off; :func:`colocate_replicas`): the
         data-parallel plan with the replicas of parameter-heavy, compute-light variables
         moved together onto one device (FastT's Fig. 4; their all-reduce then runs on fewer
         devices, free on one) while the simulator measures each move faster, as one more
-        candidate of the rollback (start ``"dp_colocated"``). ``False``: Algorithm 2 and the
-        rollback only.
+        candidate of the rollback (start ``"dp_colocated"``). ``False`` (default): Algorithm 2
+        and the paper's rollback only.
     aggregation : {"links", "device"}
         How the data-parallel graph charges gradient aggregation (see
         :func:`~workbench.transforms.data_parallel.data_parallel_graph`; ``"device"`` is the
@@ -294,12 +312,17 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             p_dp = None
     if not data_parallel:
         starts.append(("dpos_model", dpos(graph, cluster)))
+    one = _single_device(graph, cluster)
     # Algorithm 2 from each start, then FastT's rollback rule: the strategy calculator keeps
     # a new strategy only when its measured step beats the running one (data parallelism
     # first): the simulator (congestion on) measures here
     found: list = []         # (measured ms, order, start, plan, splits, tried, status)
     report: dict = {}
     tried_total = 0
+    if one is not None:  # the paper's other starting point: the model on one device
+        ms = simulate(one, cluster).makespan
+        found.append((ms, -1, "single", one, [], 0, "heuristic"))
+        report["single"] = {"no_split_ms": ms, "device": one.devices_used()[0]}
     if p_dp is not None:
         ms = simulate(p_dp, cluster).makespan
         found.append((ms, 0, "data_parallel", p_dp, [], 0, "heuristic"))
@@ -326,7 +349,8 @@ def os_dpos(graph, cluster, *, data_parallel: bool | None = None,
             found.append((ms, k, start, plan2, splits, tried, status))
     ms, _, start, best, splits, _, _ = min(found, key=lambda x: (x[0], x[1]))
     status = "time_limit" if any(x[6] == "time_limit" for x in found) else "heuristic"
-    best.info.update(splits=splits, data_parallel=1 if start == "dpos_model" else nd,
+    best.info.update(splits=splits,
+                     data_parallel=1 if start in ("dpos_model", "single") else nd,
                      split_candidates=tried_total, start=start, starts=report)
     best.status = status
     best.method = "os_dpos"

@@ -29,9 +29,10 @@ __all__ = ["DEFAULT_TIME_LIMIT", "WARM_START_METHODS", "best_heuristic", "best_o
            "budget_of", "budget_report", "candidates", "check_memory", "default_target",
            "respects"]
 
-WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place", "celeritas",
-                      "round_robin", "single")
-"""Heuristics tried for the warm start, when registered; the best simulated one is used."""
+WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place",
+                      "celeritas_portfolio", "round_robin", "single")
+"""Heuristics tried for the warm start, when registered; the best simulated one is used
+(Celeritas with its extensions: the plan of the paper's rule is one of its candidates)."""
 
 DEFAULT_TIME_LIMIT = 120.0
 """Seconds a Pesto method runs when it is given no ``time_limit``."""

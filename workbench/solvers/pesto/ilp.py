@@ -78,8 +78,10 @@ __all__ = [
     "balance_caps",
     "build_pesto_ilp",
     "default_target",
+    "fine_balance",
     "pesto",
     "pesto_ilp",
+    "produced_by",
     "tensor_footprint",
 ]
 
@@ -635,6 +637,25 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     return plan, warm_plan, stats
 
 
+def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool) -> str:
+    """Which component produced the returned placement (``stats["produced_by"]``): ``"milp"``
+    when the MILP's plan is returned and places some vertex elsewhere than its warm start;
+    ``"warm_start:<heuristic>"`` when the warm start is returned, or the MILP's plan is the warm
+    start's placement unchanged (it only proved or kept it); ``"@coarse"`` when it was found on
+    the coarsened graph. (The guard's fallback is ``"original_heuristic:<heuristic>"``.)
+
+    >>> from workbench import samples, Plan
+    >>> g = samples.diamond()
+    >>> a = Plan(g, {v: "gpu0" for v in g.ops})
+    >>> produced_by("ilp", a, a, "m_sct", False), produced_by("ilp", a, None, None, True)
+    ('warm_start:m_sct', 'milp@coarse')
+    """
+    same = (ilp_plan is not None and warm_plan is not None
+            and ilp_plan.placement == warm_plan.placement)
+    who = "milp" if chosen == "ilp" and not same else f"warm_start:{warm_method}"
+    return who + ("@coarse" if coarse else "")
+
+
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
             reorder=False):
     """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
@@ -655,6 +676,8 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
     chosen = min(cands, key=lambda t: (t[2], t[0] != "ilp"))
     name, plan, ms, _how = chosen
     stats["chosen"] = name
+    stats["produced_by"] = produced_by(name, ilp_plan, warm_plan, stats.get("warm_start_method"),
+                                       coarse)
     ilp_status = stats["ilp_status"]
     if name == "ilp":
         status = plan.status
@@ -741,7 +764,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           warm_start="auto", gap: float | None = None, balance: float | None = 2.0,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
           threads: int | None = None, guard: bool = True, engine: str = "milp",
-          memory_balance: float | None = MEMORY_BALANCE,
+          memory_balance: float | None = MEMORY_BALANCE, start: Plan | None = None,
           time_limit: float | Budget | None = None,
           seed: int | None = None) -> Plan:
     """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
@@ -768,6 +791,12 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         :data:`MEMORY_BALANCE`); a coarse vertex's footprint is its members'. ``None``: memory
         capacity only. Rows that make the coarse ILP infeasible are dropped
         (``stats["memory_balance_dropped"]``).
+    start : Plan or None
+        A plan of the same graph the result must not be worse than (an extension, issue 46):
+        e.g. ``pesto``'s plan under a tighter memory limit, which fits any looser one. It is
+        simulated and returned (``stats["produced_by"] == "start"``) when it fits this
+        cluster's memory and runs faster than what the pipeline found, so a looser limit never
+        returns a worse plan than the tighter one it starts from.
     congestion, warm_start, gap, symmetry, time_limit
         As in :func:`pesto_ilp` (the time limit covers coarsening, the ILP and the guard; the
         shares ``pesto.*`` of :data:`workbench.budget.SHARES`).
@@ -782,7 +811,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         Also run the warm-start heuristics on the *original* graph and return the best of them
         when the expanded ILP plan simulates worse, so the method is never worse than its warm
         start (``stats["chosen"] == "original_heuristic"``, ``stats["fallback"]`` says why).
-        ``False`` returns the coarse solution whatever it costs (what the bench compares).
+        ``stats["produced_by"]`` names the component whose placement is returned
+        (:func:`produced_by`). ``False`` returns the coarse solution whatever it costs (what the bench compares).
 
     Returns
     -------
@@ -806,6 +836,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     >>> plan.stats["coarse_vertices"] <= 12, plan.stats["memory_balance"].startswith("footprint")
     (True, True)
     >>> plan.stats["chosen"] in ("ilp", "warm_start", "original_heuristic")
+    True
+    >>> plan.stats["produced_by"].split(":")[0] in ("milp@coarse", "warm_start",
+    ...                                             "original_heuristic")
     True
     >>> plan = solve(g, c, method="pesto", target=12, time_limit=5, engine="cpsat")
     >>> plan.stats["engine"], plan.status in ("optimal", "feasible", "time_limit")
@@ -853,13 +886,63 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         if h_plan is not None and h_sched.makespan < ms - 1e-9:
             h_plan.stats = dict(plan.stats)
             h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
+                                produced_by=f"original_heuristic:{h_method}",
                                 fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
                                          f"than {h_method} on the original graph "
                                          f"({h_sched.makespan:.4g} ms)")
             h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
             h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
             h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
-            h_plan.stats["budget"] = budget_report(budget)
-            return h_plan
+            plan = h_plan
+    plan = _from_start(plan, start, graph, cluster, congestion)
+    if memory_balance is not None:
+        plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
     plan.stats["budget"] = budget_report(budget)
     return plan
+
+
+def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool) -> Plan:
+    """``start`` in place of ``plan`` when it is a plan of ``graph`` that fits the cluster's
+    memory and simulates faster (see :func:`pesto`'s ``start``)."""
+    if start is None:
+        return plan
+    from ...simulate import evaluate, simulate
+
+    if not isinstance(start, Plan) or start.graph.fingerprint != graph.fingerprint:
+        raise SolverError("pesto: start must be a Plan of the same graph (e.g. pesto's plan "
+                          "under a tighter memory limit)")
+    ms = float(simulate(plan, cluster, congestion=congestion).makespan)
+    met = evaluate(start, cluster, congestion=congestion)
+    plan.stats["start_ms"] = float(met.makespan_ms)
+    if not met.feasible or met.makespan_ms >= ms - 1e-9:
+        return plan
+    out = start.with_placement(dict(start.placement), order=start.order, method="pesto",
+                               status="time_limit" if plan.status == "time_limit" else
+                               "feasible", predicted={"makespan_ms": float(met.makespan_ms)},
+                               stats={**plan.stats, "produced_by": "start",
+                                      "pipeline_ms": ms},
+                               info={"start_method": start.method})
+    return out
+
+
+def fine_balance(plan: Plan, cluster, tolerance: float) -> dict:
+    """The memory balance of ``plan`` on its own (fine) graph: per device the tensor footprint
+    it holds against :func:`balance_caps` of the ops (colocation groups as units).
+    ``worst`` is the largest footprint over its cap, ``holds`` whether every device is within
+    it, ``max_share`` the largest device's share of the total footprint.
+
+    >>> from workbench import samples, Cluster, Plan
+    >>> g = samples.diamond()
+    >>> fine_balance(Plan(g, {v: "gpu0" for v in g.ops}), Cluster.preset("2xV100-pcie"), 0.25)
+    {'max_share': 1.0, 'worst': 1.272727, 'holds': False}
+    """
+    g = plan.graph
+    gc = g.c
+    fp = tensor_footprint(g)
+    groups = np.asarray(gc.coloc).tolist()  # -1: no group
+    caps = balance_caps(fp, cluster, tolerance, groups=groups)
+    held = np.bincount(plan.device_array(cluster), weights=fp, minlength=len(cluster))
+    total = float(fp.sum()) or 1.0
+    worst = max((float(h) / c for h, c in zip(held.tolist(), caps) if c > 0), default=0.0)
+    return {"max_share": round(float(held.max()) / total, 6), "worst": round(worst, 6),
+            "holds": bool(worst <= 1 + 1e-9)}

@@ -29,7 +29,7 @@ __all__ = ["backtrack_moves", "forward"]
 # numba's cache is keyed on this file's text, not on pykernel.py's: change PYKERNEL_EDITION
 # whenever stage_load or apply_move change there, or the cached kernels keep the old ones
 # (the python/compiled agreement tests of tests/test_pipeline_dp_speed.py catch it).
-PYKERNEL_EDITION = 2  # 2: replicated stages under interleaving (issue 29)
+PYKERNEL_EDITION = 3  # 2: replicated stages under interleaving (issue 29); 3: bnd, cfwd
 _stage = njit(cache=True)(_py.stage_load)
 _apply = njit(cache=True)(_py.apply_move)
 
@@ -58,14 +58,17 @@ def _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS):
 
 @njit(cache=True)
 def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucpu, K, L,
-            cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc, lo, hi, dpv, dmin,
-            I0, I1):
+            cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc, bnd, cfwd, lo, hi, dpv,
+            dmin, I0, I1):
     """Fill ``dpv[I, a, b]`` (``inf`` above ``tolB``) for the ideals ``I0 <= I < I1`` (their
     sub-ideals done before); returns the number of (ideal, sub-ideal) pairs visited. Only the
     states ``lo[b, I] <= a <= hi[b, I]`` are filled (the others stay ``inf``); ``dmin[I]`` is
     the least of them (sub-ideals with ``dmin = inf`` are walked through, not evaluated).
     ``bdesc``/``banc`` (one bitset row per supernode, zero columns to switch it off): stages
-    whose backward part is not contiguous are not evaluated (``backward_contiguous``)."""
+    whose backward part is not contiguous are not evaluated (``backward_contiguous``).
+    ``bnd`` (per ideal): the forwarded transfers crossing the ideal's boundary, added to the
+    stage's in- (``bnd[J]``) and out-communication (``bnd[I]``), and with weight ``cfwd`` to a
+    CPU stage; zeros (and no change to any sum) outside forwarded mode."""
     N = len(dptr) - 1
     n = len(acc)
     H = len(hsize)
@@ -143,7 +146,8 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                 acc_alive = cpu_alive = False
             if acc_alive:
                 for r in range(1, reps_max + 1):
-                    c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
+                    c = _stage(comp, cio[0] + bnd[j], cio[1] + bnd[I], mm, r, mode,
+                               replicate, sync_inv)
                     if c > tolB:
                         continue
                     for b in range(L + 1):
@@ -152,10 +156,11 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
                             x = max(x, c)
                             best[a, b] = min(best[a, b], x)
             if cpu_alive:
+                cpl = cp + cfwd * (bnd[j] + bnd[I])
                 for b in range(1, L + 1):
                     for a in range(max(0, lo[b, I]), min(K, hi[b, I]) + 1):
                         x = dpv[j, a, b - 1]
-                        x = max(x, cp)
+                        x = max(x, cpl)
                         best[a, b] = min(best[a, b], x)
             if W > 0:
                 _convex(v, depth, bdesc, banc, st_D, st_A, st_S, tD, tA, tS)
@@ -194,7 +199,7 @@ def forward(dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucp
 @njit(cache=True)
 def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc,
                     ucpu, K, L, cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc,
-                    dpv):
+                    bnd, cfwd, dpv):
     """Best move out of state ``dpv[I, a, b]``: ``vals[0]``/``js[0]`` for a CPU stage and
     ``vals[r]``/``js[r]`` for an accelerator stage on ``r`` replicas (value, sub-ideal; the
     smallest sub-ideal id among equal values; ``inf``/-1 where there is none).
@@ -261,7 +266,8 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
             acc_alive = cpu_alive = False
         if acc_alive:
             for r in range(1, min(reps_max, a) + 1):
-                c = _stage(comp, cio[0], cio[1], mm, r, mode, replicate, sync_inv)
+                c = _stage(comp, cio[0] + bnd[j], cio[1] + bnd[I], mm, r, mode, replicate,
+                           sync_inv)
                 if c > tolB:
                     continue
                 x = max(dpv[j, a - r, b], c)
@@ -269,7 +275,7 @@ def backtrack_moves(I, a, b, dptr, dv, dj, nptr, nh, hsize, hcost, hsrc, acc, cp
                     vals[r] = x
                     js[r] = j
         if cpu_alive and b > 0:
-            x = max(dpv[j, a, b - 1], cp)
+            x = max(dpv[j, a, b - 1], cp + cfwd * (bnd[j] + bnd[I]))
             if x < vals[0] or (x == vals[0] and j < js[0]):
                 vals[0] = x
                 js[0] = j

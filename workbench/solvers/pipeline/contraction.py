@@ -141,8 +141,11 @@ def class_keys(graph) -> tuple[np.ndarray, list]:
 
 
 def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
-                    merge_trivial: bool = True, skip_span: int | None = None) -> DPProblem:
+                    merge_trivial: bool = True, skip_span: int | None = None,
+                    forwarded: bool = False) -> DPProblem:
     """Contract ``graph`` for the DP (Section 5.3 and Appendix B of the paper).
+    ``forwarded``: transfers charged at the slowest link of a ``direct``-mode cluster (the
+    hops of :data:`workbench.costs.pipeline.FORWARDED`).
 
     Raises GraphError for an edge from a backward op into a forward op, and InfeasibleError for
     a colour class (or fused component) that no single device kind can run.
@@ -270,7 +273,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     out_cost = out_costs(graph, cluster)
     hyper_d: dict = {}
     own = owner.tolist()
-    for u, cons, cost in transfer_tiers(graph, cluster):
+    for u, cons, cost in transfer_tiers(graph, cluster, slowest=forwarded):
         h = {own[u]}
         for v in cons:
             h.add(own[v])

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...errors import SolverError
+from ...errors import NotApplicableError, SolverError
 
 __all__ = ["Lattice", "count_ideals", "enumerate_ideals", "feasible_ideals", "lattice",
            "layer_ranges", "linear_lattice"]
@@ -227,7 +227,7 @@ def _grow(pred: list, succ: list, limit: int, *, edges: bool) -> tuple:
                 out.append(new)
                 frontier.append(tuple(fr))
                 if len(out) > limit:
-                    raise SolverError(
+                    raise NotApplicableError(
                         f"the forward graph has more than {limit:,} ideals (stopped counting at "
                         f"{len(out):,}): too branching for the exact DP within its limits; use "
                         f"method='dpl' (linearised, polynomial) or raise max_ideals")

@@ -119,21 +119,33 @@ class MaxLoadModel:
                  symmetry: bool = True):
         self.mode = _check_options(method, objective, hierarchical, interleave)
         self.graph, self.cluster, self.method = graph, cluster, method
-        self.contiguous, self.hierarchical, self.symmetry = contiguous, hierarchical, symmetry
+        self.contiguous, self.hierarchical = contiguous, hierarchical
         self.objective, self.gpipe = objective, objective == "gpipe"
         self.key = "time_per_sample_ms" if self.gpipe else "max_load_ms"
         self.judge = _judge(objective, hierarchical, interleave)
+        self.fwd = False
         if hierarchical:
             pipeline_model(cluster, method=method, identical=False, any_mode=True)
         else:
-            model = pipeline_model(cluster, method=method, identical=False)
-        kw = {"hier": hierarchical, "passes": self.gpipe}
+            model = pipeline_model(cluster, method=method, identical=False, forward=True)
+            self.fwd = model.forwarded
+        if self.fwd and (self.mode or self.gpipe):
+            raise SolverError(f"{method}: interleave and objective='gpipe' are defined for the "
+                              f"paper's host-staged transfers; cluster {cluster.name!r} is in "
+                              f"'direct' mode with {len(cluster.devices)} devices, where "
+                              f"{method} forwards activations along the devices in cluster "
+                              f"order: use mode='host' for them")
+        # forwarded (direct mode, > 2 devices): tensors travel the devices in cluster order
+        self.chain = list(cluster.names) if self.fwd else None
+        symmetry = symmetry and not self.fwd  # a device's place in the chain tells it apart
+        kw = {"hier": hierarchical, "passes": self.gpipe, "slowest": self.fwd}
         if contiguous:
             self.U, _p = dp_units(graph, cluster, **kw)
             self.cedges = self.U.fwd_edges
         else:
             self.U = class_units(graph, cluster, **kw)
             self.cedges = []
+        self.symmetry = symmetry
         nd = self.nd = len(cluster)
         self.pays = [True] * nd if hierarchical else model.pays
         self.caps = [d.memory for d in cluster.devices]
@@ -205,6 +217,10 @@ class MaxLoadModel:
         duplex), far side (``yfar``, across hosts)."""
         U, host_devs = self.U, self.host_devs
         self.y, self.yd, self.yfar = y, yd, yfar = {}, {}, {}
+        self.span = {}
+        if self.fwd:
+            self._hop_rows(budget)
+            return
         for h, (a, T_, w) in enumerate(U.hyper):
             budget.check("building the model")
             for i in range(self.nd):
@@ -224,6 +240,29 @@ class MaxLoadModel:
                     yf = yfar[h, i] = pulp.LpVariable(f"yf_{h}_{i}", lowBound=0, upBound=1)
                     self._out_in(h, i, a, T_, yf, yf, host, "f")
 
+    def _hop_rows(self, budget: Budget) -> None:
+        """Forwarded transfers: ``span[h, k]`` is 1 when hyperedge ``h`` has units on both
+        sides of hop ``k`` (between devices ``k`` and ``k + 1`` of the chain), i.e. some
+        consumer on the other side from the producer: ``span >= [a left] - [t left]`` and
+        ``span >= [t left] - [a left]`` for every consumer ``t``."""
+        X, lbs, prob = self._X, self.lbs, self.prob
+        for h, (a, T_, _w) in enumerate(self.U.hyper):
+            budget.check("building the model")
+            for k in range(self.nd - 1):
+                left = set(range(k + 1))
+                s = self.span[h, k] = pulp.LpVariable(f"s_{h}_{k}", lowBound=0, upBound=1)
+                for t in T_:
+                    lbs.add(prob, s, [(1, X(a, left), a, left), (-1, X(t, left), t, left)],
+                            f"hop_out_{h}_{k}_{t}")
+                    lbs.add(prob, s, [(1, X(t, left), t, left), (-1, X(a, left), a, left)],
+                            f"hop_in_{h}_{k}_{t}")
+
+    def _hop_comm(self, i: int):
+        """Device ``i``'s forwarded transfers: what crosses the hops on either side of it."""
+        U, T = self.U, self.T
+        return pulp.lpSum(U.hyper[h][2] / T * self.span[h, k] for h in range(len(U.hyper))
+                          for k in (i - 1, i) if (h, k) in self.span)
+
     def _load_rows(self) -> None:
         """Every device's load (per pass for GPipe; compute and transfers apart when they
         overlap, App. C.1) at most ``M``, and the memory rows."""
@@ -236,7 +275,9 @@ class MaxLoadModel:
                 load = pulp.lpSum(comp[v, i] / T * x[v, i] for v in range(U.n) if (v, i) in x)
                 hs = [h for h in range(len(U.hyper)) if q is None or U.hpass[h] == q]
                 comm = [0, 0]
-                if pays[i] and mode == 2:
+                if self.fwd:
+                    comm[0] = self._hop_comm(i)
+                elif pays[i] and mode == 2:
                     comm = [pulp.lpSum(U.hyper[h][2] / T * yd[h, i, s] for h in hs)
                             for s in (0, 1)]
                 elif pays[i]:
@@ -315,17 +356,30 @@ class MaxLoadModel:
         for (v, i), var in self.x.items():
             if res.value(var) > 0.5:
                 asg[v] = i
-        plan = Plan(graph, unit_placement(graph, cluster, asg, U.owner), method=self.method)
+        chain = {"chain": self.chain} if self.chain else {}
+        plan = Plan(graph, unit_placement(graph, cluster, asg, U.owner), method=self.method,
+                    info=dict(chain))
         judged = judge(plan, cluster)
         if warm is not None and judge(warm, cluster) < judged - 1e-9 * max(1.0, judged):
-            plan = Plan(graph, dict(warm.placement), method=self.method)  # HiGHS lost it
+            chain = {"chain": warm.info["chain"]} if "chain" in warm.info else {}
+            plan = Plan(graph, dict(warm.placement), method=self.method,  # HiGHS lost it
+                        info=dict(chain))
             judged = judge(plan, cluster)
             status = "time_limit" if res.status != "optimal" else "feasible"
             note = "kept the warm start"
         else:
             status, note = plan_status(res, judged, res.objective * T)
         why = {}
-        if self.contiguous and status == "optimal":
+        if self.fwd and status == "optimal":
+            # proved for forwarded transfers along the devices in cluster order only; a plan
+            # judged with direct sends (another method's) may do better unless a bound says no
+            status, why = contiguous_optimum_status(judged, max_load_lower_bound(graph, cluster))
+            if why:
+                why = {"optimal_among": "splits forwarded along the devices in cluster order",
+                       "not_optimal_because": "the MILP's optimum is proved for activations "
+                       "forwarded along the devices in cluster order; a plan with another "
+                       "chain or with direct sends may be better under the judge"}
+        elif self.contiguous and status == "optimal":
             # a compute-only bound; it does not hold for interleaved loads
             status, why = contiguous_optimum_status(
                 judged, 0.0 if self.mode else max_load_lower_bound(graph, cluster))
@@ -340,7 +394,10 @@ class MaxLoadModel:
         if note:
             plan.stats["note"] = note
         plan.info = {"contiguous": self.contiguous, "objective": self.objective,
-                     "hierarchical": self.hierarchical}
+                     "hierarchical": self.hierarchical, **chain}
+        if chain:
+            plan.info["transfers"] = "forwarded"
+            plan.stats["transfers"] = "forwarded"
         return plan
 
 
@@ -382,7 +439,8 @@ def _out_of_time(warm: Plan | None, cluster, method: str, budget: Budget, where:
     if warm is None:
         raise SolverError(f"{method}: the time limit ({budget.limit} s) ran out while {where}, "
                           f"before any solution was found; raise time_limit")
-    plan = Plan(warm.graph, dict(warm.placement), method=method, status="time_limit")
+    plan = Plan(warm.graph, dict(warm.placement), method=method, status="time_limit",
+                info={k: warm.info[k] for k in ("chain", "transfers") if k in warm.info})
     plan.predicted = {key: (judge or max_load)(warm, cluster)}
     plan.stats = {"note": f"time limit reached while {where}; the warm start ({warm.method}) "
                           f"is returned", "total_s": budget.elapsed(), "budget": budget.report()}

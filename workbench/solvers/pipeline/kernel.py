@@ -80,7 +80,8 @@ from .ideals import (  # noqa: F401 - re-exported (the kernel's former API)
 )
 from .pykernel import PyKernel, greedy_bound
 
-__all__ = ["PY_MAX_IDEALS", "backward_reach", "hyper_csr", "interleave_mode", "solve_lattice"]
+__all__ = ["PY_MAX_IDEALS", "backward_reach", "boundary_costs", "hyper_csr", "interleave_mode",
+           "solve_lattice"]
 
 #: ``kernel="auto"`` runs the pure-Python kernel up to this many ideals unless the compiled
 #: kernels already ran in this process (then they run everything: warm, they are faster on
@@ -212,15 +213,65 @@ class _Compiled:
 
 _ARGS = ("dptr", "dv", "dj", "nptr", "nh", "hsize", "hcost", "hsrc", "acc", "cpu", "mem",
          "uacc", "ucpu", "K", "L", "cap", "tolB", "reps_max", "mode", "replicate", "sync_inv",
-         "bdesc", "banc")
+         "bdesc", "banc", "bnd", "cfwd")
+
+
+def boundary_costs(p, lat: Lattice) -> np.ndarray:
+    """Per ideal ``I`` of ``lat``: the summed cost of the hyperedges of ``p`` with supernodes
+    both in ``I`` and outside it -- the tensors that cross the boundary between the stages up
+    to ``I`` and those after it when activations are forwarded stage to stage
+    (:data:`workbench.costs.pipeline.FORWARDED`). A stage ``I \\ J`` then pays
+    ``bnd[J] + bnd[I]`` (it receives and sends what crosses each of its two boundaries), which
+    the DP charges exactly. Each ideal from one of its covering edges (``I = J + v``), updating
+    only ``v``'s hyperedges.
+
+    >>> from workbench.solvers.pipeline.ideals import lattice
+    >>> from workbench.solvers.pipeline.contraction import DPProblem
+    >>> lat = lattice([[], [0], [1]], [[1], [2], []])        # a chain of three supernodes
+    >>> p = DPProblem(graph=None, members=[[0], [1], [2]], acc=np.ones(3), cpu=np.ones(3),
+    ...               mem=np.zeros(3), pred=[[], [0], [1]], succ=[[1], [2], []],
+    ...               hyper=[((0, 2), 0.5), ((1, 2), 0.25)], key=[0, 1, 2],
+    ...               out_cost=np.zeros(3), owner=np.array([0, 1, 2]), hyper_src=[0, 1])
+    >>> boundary_costs(p, lat).tolist()      # {}, {0}, {0, 1}, {0, 1, 2}
+    [0.0, 0.5, 0.75, 0.0]
+    """
+    N = lat.n
+    out = np.zeros(N)
+    by_node: list = [[] for _ in range(p.n)]
+    masks = []
+    for h, (members, cost) in enumerate(p.hyper):
+        m = 0
+        for v in members:
+            m |= 1 << int(v)
+        masks.append((m, len(set(members)), float(cost)))
+        for v in set(members):
+            by_node[int(v)].append(h)
+    ideals, dptr, dv, dj = lat.ideals, lat.dptr.tolist(), lat.dv.tolist(), lat.dj.tolist()
+    for i in range(1, N):
+        e = dptr[i]
+        J, v = dj[e], dv[e]
+        x = out[J]
+        bits = ideals[J]
+        for h in by_node[v]:
+            m, size, cost = masks[h]
+            c = (bits & m).bit_count()
+            x += cost * ((0 < c + 1 < size) - (0 < c < size))
+        out[i] = x
+    # exact zeros where nothing crosses (the incremental sums may leave rounding residue)
+    out[np.abs(out) < 1e-12 * (1.0 + np.abs(out).max(initial=0.0))] = 0.0
+    return out
 
 
 def _arrays(p, k: int, l: int, cap: float, lat: Lattice, tolB: float, interleave,
-            replicate: bool, allreduce_bandwidth: float, backward_contiguous: bool) -> dict:
-    """The kernels' inputs (numpy arrays and scalars, named as :data:`_ARGS`)."""
+            replicate: bool, allreduce_bandwidth: float, backward_contiguous: bool,
+            forwarded: bool = False) -> dict:
+    """The kernels' inputs (numpy arrays and scalars, named as :data:`_ARGS`). With
+    ``forwarded`` the transfers are charged per ideal boundary (:func:`boundary_costs`) instead
+    of per stage cut."""
     ns = p.n
     hsrc = getattr(p, "hyper_src", None) or [h[0] for h, _c in p.hyper]
-    nptr, nh, hsize, hcost, src = hyper_csr(ns, p.hyper, hsrc)
+    hyper = [] if forwarded else p.hyper
+    nptr, nh, hsize, hcost, src = hyper_csr(ns, hyper, hsrc if hyper else [])
     bdesc, banc = backward_reach(p) if backward_contiguous else (
         np.zeros((ns, 0), np.uint64), np.zeros((ns, 0), np.uint64))
     return {
@@ -236,14 +287,16 @@ def _arrays(p, k: int, l: int, cap: float, lat: Lattice, tolB: float, interleave
         "tolB": tolB, "reps_max": max(1, k) if replicate else 1,
         "mode": interleave_mode(interleave), "replicate": bool(replicate),
         "sync_inv": 1.0 / allreduce_bandwidth if math.isfinite(allreduce_bandwidth) else 0.0,
-        "bdesc": bdesc, "banc": banc}
+        "bdesc": bdesc, "banc": banc,
+        "bnd": boundary_costs(p, lat) if forwarded else np.zeros(lat.n),
+        "cfwd": 1.0 if forwarded else 0.0}
 
 
 def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: float = math.inf,
                   interleave=False, replicate: bool = False,
                   allreduce_bandwidth: float = math.inf, time_limit=None,
                   progress=None, feasibility: bool = True, backward_contiguous: bool = False,
-                  chunk: int = 4096, kernel: str = "auto"):
+                  chunk: int = 4096, kernel: str = "auto", forwarded: bool = False):
     """Run the DP of the module text over ``lat`` for problem ``p`` (a
     :class:`~workbench.solvers.pipeline.dp.DPProblem`) with ``k`` accelerators of memory
     ``cap`` and ``l`` CPUs. Returns ``(value, stages, stats)``; ``stages`` lists
@@ -259,7 +312,8 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     :data:`PY_MAX_IDEALS` ideals, else compiled), ``"python"`` or ``"compiled"``; every
     choice gives the same value, split and ``stats["ideal_pairs"]``. ``time_limit``: seconds
     (0 allowed) or a :class:`~workbench.budget.Budget`; TimeLimitError when it runs out before
-    the last ideal.
+    the last ideal. ``forwarded``: transfers forwarded stage to stage (each stage pays what
+    crosses its two boundaries, :func:`boundary_costs`; CPUs pay too).
     """
     t0 = time.perf_counter()
     budget = time_limit if isinstance(time_limit, Budget) else Budget(time_limit, name="the DP")
@@ -267,9 +321,9 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     use = _pick_kernel(kernel, N)
     interleave_mode(interleave)  # SolverError before any work
     arrays = _arrays(p, k, l, cap, lat, math.inf, interleave, replicate, allreduce_bandwidth,
-                     backward_contiguous)
+                     backward_contiguous, forwarded)
     B = float(upper_bound)
-    if feasibility and not math.isfinite(B) and not backward_contiguous:
+    if feasibility and not math.isfinite(B) and not backward_contiguous and not forwarded:
         # exact pruning, as with the DPL bound (a greedy packing ignores backward contiguity,
         # so it bounds only the unconstrained optimum)
         B = greedy_bound(linear_order(p), arrays)

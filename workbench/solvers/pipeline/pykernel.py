@@ -19,6 +19,7 @@ Examples
 ...              cpu=np.zeros(2), mem=np.zeros(2), uacc=np.zeros(2), ucpu=np.ones(2), K=2, L=0,
 ...              cap=np.inf, tolB=np.inf, reps_max=1, mode=0, replicate=False, sync_inv=0.0,
 ...              bdesc=np.zeros((2, 0), np.uint64), banc=np.zeros((2, 0), np.uint64),
+...              bnd=np.zeros(3), cfwd=0.0,
 ...              lo=np.zeros((1, 3), np.int64), hi=np.full((1, 3), 2, np.int64))
 >>> k.forward(0, 3)                                     # pairs visited
 3
@@ -97,7 +98,8 @@ class PyKernel:
     ``lo``/``hi`` the feasible accelerator counts per CPU count and ideal)."""
 
     def __init__(self, lat, *, nptr, nh, hsize, hcost, hsrc, acc, cpu, mem, uacc, ucpu, K, L,
-                 cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc, lo, hi):
+                 cap, tolB, reps_max, mode, replicate, sync_inv, bdesc, banc, bnd, cfwd, lo,
+                 hi):
         self.dptr, self.dv, self.dj = lat.dptr.tolist(), lat.dv.tolist(), lat.dj.tolist()
         self.nptr, self.nh = nptr.tolist(), nh.tolist()
         self.hsize, self.hcost, self.hsrc = hsize.tolist(), hcost.tolist(), hsrc.tolist()
@@ -108,6 +110,7 @@ class PyKernel:
         self.sync_inv = float(sync_inv)
         self.bdesc, self.banc = _bitsets(bdesc), _bitsets(banc)
         self.lo, self.hi = lo.tolist(), hi.tolist()
+        self.bnd, self.cfwd = bnd.tolist(), float(cfwd)
         N = len(self.dptr) - 1
         self.L1 = self.L + 1
         self.dp = [None] * N
@@ -146,12 +149,15 @@ class PyKernel:
     def _descend(self, I, visit):
         """Walk the sub-ideals ``J`` of ``I`` down the covering edges, each once, calling
         ``visit(j, comp, cp, mm, cin, cout, acc_alive, cpu_alive)`` for each stage ``I \\ J``
-        that some device can still hold (the compiled walk's order and float operations);
-        returns the number of pairs visited."""
+        that some device can still hold (the compiled walk's order and float operations;
+        ``cin``/``cout`` with the forwarded boundaries ``bnd[J]``/``bnd[I]``, ``cp`` with
+        ``cfwd`` times both); returns the number of pairs visited."""
         dptr, dv, dj = self.dptr, self.dv, self.dj
         acc, cpu, mem, uacc, ucpu = self.acc, self.cpu, self.mem, self.uacc, self.ucpu
         K, L, cap, tolB, rmax = self.K, self.L, self.cap, self.tolB, self.reps_max
         bdesc, banc = self.bdesc, self.banc
+        bnd, cfwd = self.bnd, self.cfwd
+        bI = bnd[I]
         rows, cnt, srcin, cio, stamp = self.rows, self.cnt, self.srcin, self.cio, self.stamp
         self.walks += 1
         walk = self.walks
@@ -217,7 +223,9 @@ class PyKernel:
                 D, A, S = fr[4] | bdesc[v], fr[5] | banc[v], fr[6] | (1 << v)
                 if D & A & ~S:
                     acc_alive = cpu_alive = False
-            visit(j, comp, cp, mm, cio[0], cio[1], acc_alive, cpu_alive)
+            bj = bnd[j]
+            visit(j, comp, cp + cfwd * (bj + bI), mm, cio[0] + bj, cio[1] + bI, acc_alive,
+                  cpu_alive)
             stack.append([j, dptr[j], v, (comp, cp, mm, ua, uc, cio[0], cio[1]), D, A, S])
         return pairs
 

@@ -42,10 +42,11 @@ class Units:
     forward (``q = 0``) and backward (``q = 1``) ops, and ``hpass[h]`` the pass of hyperedge
     ``h``'s producing ops (hyperedges of different passes are kept apart).
     ``hier=True`` (hosts, App. C.3): costs are the per-op ``c_u`` inside a host (``hyper``)
-    and across hosts (``hslow``), as :func:`workbench.pipeline.hierarchical_loads` charges."""
+    and across hosts (``hslow``), as :func:`workbench.pipeline.hierarchical_loads` charges.
+    ``slowest=True``: tiers at the slowest link (forwarded hops, ``direct`` mode)."""
 
     def __init__(self, graph, cluster, owner: np.ndarray, nunits: int, *, tiers: bool = True,
-                 passes: bool = False, hier: bool = False):
+                 passes: bool = False, hier: bool = False, slowest: bool = False):
         gc = graph.c
         self.graph, self.owner, self.n = graph, owner, nunits
         times = cluster.op_times(graph)
@@ -80,7 +81,7 @@ class Units:
                     f"inter_host no faster than intra_host")
             items = [(u, tuple(gc.succ[u]), float(c[u])) for u in range(gc.n) if gc.succ[u]]
         elif tiers:
-            items = transfer_tiers(graph, cluster)
+            items = transfer_tiers(graph, cluster, slowest=slowest)
         else:
             c = out_costs(graph, cluster)
             items = [(u, tuple(gc.succ[u]), float(c[u])) for u in range(gc.n) if gc.succ[u]]

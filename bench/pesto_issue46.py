@@ -1,0 +1,61 @@
+"""Pesto checks of issue 46 (docs/results-pesto.md): ``components`` -- which component produced
+each plan, the memory balance on the fine plan, a looser memory limit started from the tighter
+one's plan; ``fig5`` -- the ILP with link congestion modelled against without.
+
+Run: ``python bench/pesto_issue46.py components|fig5``
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+def components() -> None:
+    """Issue 46, Pesto: which component produced each plan, the balance on the fine plan, and a
+looser memory limit started from the tighter one's plan (rnnlm on 2xV100-pcie)."""
+    from workbench import simulate, solve
+    from workbench.workloads import Workload, _sample, workload
+    print("| pair | makespan ms | produced_by | fine balance: max share / worst vs cap / holds |")
+    print("|---|---|---|---|")
+    for name in ["rnnlm-4xV100", "bert_base-4xV100", "resnet50-4xV100"]:
+        g, c = workload(name).build()
+        p = solve(g, c, method="pesto", time_limit=30)
+        fb = p.stats["fine_balance"]
+        print(f"| {name} | {simulate(p, c).makespan:.2f} | {p.stats['produced_by']} | "
+              f"{fb['max_share']:.3f} / {fb['worst']:.3f} / {fb['holds']} |", flush=True)
+    tight_g, tight_c = Workload("rnnlm-t", _sample("rnnlm"), "2xV100-pcie", 1.6, device_costs=True).build()
+    loose_g, loose_c = Workload("rnnlm-l", _sample("rnnlm"), "2xV100-pcie", None, device_costs=True).build()
+    pt = solve(tight_g, tight_c, method="pesto", time_limit=30)
+    pl = solve(loose_g, loose_c, method="pesto", time_limit=30)
+    pls = solve(loose_g, loose_c, method="pesto", time_limit=30, start=pt)
+    print()
+    print("rnnlm 2xV100-pcie: pressure 1.6 -> "
+          f"{simulate(pt, tight_c).makespan:.2f} ms ({pt.stats['produced_by']}); preset memory, no start -> "
+          f"{simulate(pl, loose_c).makespan:.2f} ms ({pl.stats['produced_by']}); preset memory, start= the 1.6 plan -> "
+          f"{simulate(pls, loose_c).makespan:.2f} ms ({pls.stats['produced_by']}; the 1.6 plan under the preset memory "
+          f"{pls.stats['start_ms']:.2f} ms)")
+
+
+def fig5() -> None:
+    """Pesto Fig. 5: the ILP with link congestion modelled against without, both judged with
+congestion on (simulate default), 30 s each, guard off so the ILP's own plan is compared."""
+    from workbench import simulate, solve
+    from workbench.workloads import Workload, _sample, workload
+    cases = [("rnnlm-4xV100", workload("rnnlm-4xV100").build()),
+             ("rnnlm 2xV100-pcie 1.6", Workload("r", _sample("rnnlm"), "2xV100-pcie", 1.6, device_costs=True).build()),
+             ("bert_base-4xV100", workload("bert_base-4xV100").build())]
+    print("| pair | congestion-aware ms (produced_by) | congestion-unaware ms (produced_by) | unaware / aware |")
+    print("|---|---|---|---|")
+    for name, (g, c) in cases:
+        r = {}
+        for cong in (True, False):
+            p = solve(g, c, method="pesto", congestion=cong, guard=False, time_limit=30)
+            r[cong] = (simulate(p, c).makespan, p.stats["produced_by"])
+        print(f"| {name} | {r[True][0]:.2f} ({r[True][1]}) | {r[False][0]:.2f} ({r[False][1]}) | {r[False][0] / r[True][0]:.3f} |", flush=True)
+
+
+if __name__ == "__main__":
+    {"components": components, "fig5": fig5}[sys.argv[1]]()
