@@ -19,6 +19,9 @@ memory too small for any split (``starved``) or ``tight``.
 * makespan and max-load are finite and >= the lower bounds of :mod:`workbench.bounds`;
 * ``optimal`` means the predicted objective equals the judge's value;
 * a per-device order never deadlocks (the simulator runs it);
+* the plan's single-sample latency under the subgraph-invocation model
+  (:func:`workbench.pipeline.latency`) is finite: the judge cuts every placement into pieces
+  whose invocations run one after another (issue 41: it raised ``PlanError`` about a cycle);
 * the wall time stays within ``1.2 x time_limit + 1 s`` for methods that take a time limit
   (an overrun is timed once more, and only an overrun that repeats fails: a stall outside the
   method, such as a full garbage collection of a long-lived test process, does not).
@@ -239,10 +242,12 @@ def _pressure_case(seed: int, max_ops: int) -> Case:
     memory = str(r.choice(["starved", "starved", "tight"]))
     mode = "host" if r.random() < 0.8 else "direct"
     acc_only = float(r.choice([0.2, 0.5]))
-    g = _graph(r, n, shape, ["gpu"], n_cpu, n >= 2 and n * 2 <= max_ops, 1.0, acc_only)
-    c = _cluster(r, g, n_acc, n_cpu, ["gpu"], memory, mode)
+    # issue 41: a third of them on two accelerator kinds (ops without a cost on the second)
+    kinds = ["gpu", "tpu"] if np.random.default_rng([int(seed), 41, 3]).random() < 1 / 3 else ["gpu"]
+    g = _graph(r, n, shape, kinds, n_cpu, n >= 2 and n * 2 <= max_ops, 1.0, acc_only)
+    c = _cluster(r, g, n_acc, n_cpu, kinds, memory, mode)
     desc = {"shape": shape, "training": g.is_training(), "n_acc": n_acc, "n_cpu": n_cpu,
-            "acc_kinds": 1, "scale": 1.0, "memory": memory, "mode": mode,
+            "acc_kinds": len(kinds), "scale": 1.0, "memory": memory, "mode": mode,
             "family": "pressure", "acc_only": acc_only, "max_ops": max_ops}
     return Case(int(seed), g, c, desc)
 
@@ -425,8 +430,11 @@ def run_method(case: Case, method: str, *, time_limit: float | None = 2.0,
                 problems.append(f"{name} is {val}")
             elif val < lb * (1 - 1e-9) - 1e-9:
                 problems.append(f"{name} {val:.6g} < lower bound {lb:.6g}")
+        lat = _judge(plan, c, "latency")  # raises PlanError if the pieces form a cycle
+        if not math.isfinite(lat):
+            problems.append(f"latency is {lat}")
         obj = info.objective
-        judged = m.makespan_ms if obj == "makespan" else (
+        judged = lat if obj == "latency" else m.makespan_ms if obj == "makespan" else (
             m.max_load_ms if obj == "max_load" else _judge(plan, c, obj))
         if plan.status == "optimal":
             key = f"{obj}_ms"
