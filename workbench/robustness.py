@@ -675,6 +675,11 @@ def _inputs(comparison, cluster) -> tuple:
                           f"{type(comparison).__name__}")
     if cluster is None:
         raise SolverError("robustness: plans without their comparison need cluster=")
+    from .cluster import Cluster
+
+    if not isinstance(cluster, Cluster):
+        raise SolverError(f"robustness: cluster must be a Cluster (e.g. Cluster.preset(name)), "
+                          f"got {type(cluster).__name__}")
     return comparison, cluster, True, None, table, None
 
 
@@ -869,6 +874,7 @@ def _resolve(cmp, noise: dict, n: int, seed) -> object:
     if n < 1:
         raise SolverError(f"robustness: resolve_samples must be >= 1, got {n!r}")
     nch = 2 * cmp.cluster.c.n if cmp.cluster.c.host_mode else cmp.cluster.c.n ** 2
+    _check_draw_size([cmp.graph], nch, n, 1)
     draws = draw_costs([cmp.graph], nch, noise, n, [int(seed), 26])
     problems = [perturbed_problem(cmp.graph, cmp.cluster, draws, s) for s in range(n)]
     rows = []

@@ -175,6 +175,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                        host=_host_of(d)) for d in devices]
     if len(devs) < 2:
         raise ClusterError("link calibration needs at least two devices")
+    twice = sorted({d.name for d in devs if [e.name for e in devs].count(d.name) > 1})
+    if twice:  # issue 41: TensorFlow's variable scope refused them with a traceback
+        raise ClusterError(f"link calibration: device name(s) {', '.join(twice)} given twice")
     if repeats < 1 or len(sizes) < 2:
         raise RuntimeBridgeError("calibration needs repeats >= 1 and at least two sizes")
     t = tf()
