@@ -139,15 +139,34 @@ def test_a_failed_model_file_leaves_no_module_behind(tmp_path):
     assert set(sys.modules) == before
 
 
+@pytest.mark.parametrize("spec,per_item", [("torchvision:resnet18", 3 * 224 * 224 * 4),
+                                           ("lstm-lm", 128 * 8)])
+def test_profile_cpu_on_an_input_larger_than_memory(capsys, torch_, spec, per_item):
+    """``--profile cpu`` allocates the example input: one larger than this machine's memory
+    is refused before allocating."""
+    from workbench._native import physical_memory
+
+    if spec.startswith("torchvision"):
+        pytest.importorskip("torchvision")
+    batch = int(physical_memory() / per_item) + 1
+    _refused(capsys, "info", spec, "--batch", batch, "--profile", "cpu",
+             words=[f"({batch}, ", "more than this machine's memory", "profile=None"])
+
+
 @pytest.mark.parametrize("argv,words", [
-    (["torchvision:resnet18", "--batch", "14000000"], ["(14000000, 3, 224, 224)", "8.43e+12"]),
-    (["lstm-lm", "--batch", "100000000000"], ["(100000000000, 128)", "memory"]),
+    (["torchvision:resnet18", "--batch", "14000000"], ["(14000000, 3, 224, 224)", "2.11e+12",
+                                                       "elements"]),
+    (["lstm-lm", "--batch", "99999999999999999999"], ["batch must be an integer in [1, "]),
+    (["hf:gpt2", "--seq", "100000000000"], ["seq must be an integer in [1, "]),
 ])
-def test_profile_cpu_on_an_input_larger_than_memory(capsys, torch_, argv, words):
-    """``--profile cpu`` allocates the example input: 8 TB is refused before allocating."""
+def test_inputs_beyond_the_element_limit(capsys, torch_, argv, words):
+    """8 TB of input (and a batch torch cannot even count) refused on any device."""
     if argv[0].startswith("torchvision"):
         pytest.importorskip("torchvision")
-    _refused(capsys, "info", *argv, "--profile", "cpu", words=words)
+    if argv[0].startswith("hf:"):
+        pytest.importorskip("transformers")
+    for profile in ([], ["--profile", "cpu"]):
+        _refused(capsys, "info", *argv, *profile, words=words)
 
 
 def test_a_model_too_large_to_construct(tmp_path, capsys, torch_):
@@ -428,3 +447,8 @@ def test_views_handed_the_wrong_object(cmp):
     ]:
         with pytest.raises(PlanError, match=words):
             call()
+
+
+def test_run_input_size_for_a_model_that_takes_none(capsys, keras_):
+    _refused(capsys, "run", "mlp", "--input", "axb", "--methods", "single",
+             words=["--input sizes a Keras model", "'mlp'"])

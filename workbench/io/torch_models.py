@@ -180,20 +180,29 @@ def _first_line(e: BaseException) -> str:
     return (str(e).strip().splitlines() or [""])[0][:300]
 
 
-def _check_size(spec: str, what: str, shape: tuple, itemsize: int) -> None:
+def _check_size(spec: str, what: str, shape: tuple, itemsize: int,
+                on_meta: bool = False) -> None:
     """Refuse an example tensor larger than this machine's memory before allocating it
-    (``--profile cpu`` on an 8 TB input was an allocator traceback, issue 41).
+    (``--profile cpu`` on an 8 TB input was an allocator traceback, issue 41), and on the meta
+    device one beyond :data:`~workbench.io.onnx.MAX_ELEMENTS` elements (the bound of ONNX
+    files; torch overflowed on larger ones).
 
     >>> _check_size("lstm-lm", "input", (2, 4), 8)
-    >>> _check_size("lstm-lm", "input", (10**9, 10**6), 8)
+    >>> _check_size("lstm-lm", "input", (10**9, 10**6), 8, on_meta=True)
     Traceback (most recent call last):
     ...
-    workbench.errors.FormatError: lstm-lm: the input of shape (1000000000, 1000000) needs 8e+15 bytes, more than this machine's memory; use a smaller batch or size, or profile=None (roofline costs, no tensors allocated)
+    workbench.errors.FormatError: lstm-lm: the input of shape (1000000000, 1000000) has 1e+15 elements, beyond the limit of 68,719,476,736
     """
-    nbytes = float(itemsize)
+    from .onnx import MAX_ELEMENTS
+
+    numel = 1.0
     for d in shape:
-        nbytes *= float(d)
-    if nbytes > physical_memory():
+        numel *= float(d)
+    if numel > MAX_ELEMENTS:
+        raise FormatError(f"{spec}: the {what} of shape {tuple(int(d) for d in shape)} has "
+                          f"{numel:.3g} elements, beyond the limit of {MAX_ELEMENTS:,}")
+    nbytes = numel * itemsize
+    if not on_meta and nbytes > physical_memory():
         raise FormatError(f"{spec}: the {what} of shape {tuple(int(d) for d in shape)} needs "
                           f"{nbytes:.3g} bytes, more than this machine's memory; use a smaller "
                           f"batch or size, or profile=None (roofline costs, no tensors "
@@ -253,9 +262,11 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
         An unknown name, a missing optional dependency, a model file that fails.
     """
     torch = _torch()
+    from .onnx import MAX_DIM
+
     for what, v in (("batch", batch), ("seq", seq), ("image", image)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise FormatError(f"{spec}: {what} must be a positive integer, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_DIM:
+            raise FormatError(f"{spec}: {what} must be an integer in [1, {MAX_DIM}], got {v!r}")
     head, _, tail = str(spec).partition(":")
     if head == "hf" and tail not in HF_MODELS:
         raise FormatError(f"unknown model {spec!r}; hf: models are {', '.join(HF_MODELS)}")
@@ -280,14 +291,12 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
                               f"hf:{{{','.join(HF_MODELS)}}}, lstm-lm or FILE.py:CLASS")
         on_meta = str(device) == "meta"
         if kind == "image":
-            if not on_meta:
-                _check_size(spec, "input", (batch, 3, image, image), 4)
+            _check_size(spec, "input", (batch, 3, image, image), 4, on_meta)
             x = torch.randn(batch, 3, image, image)
         else:
             vocab = getattr(getattr(model, "model", model), "config", None)
             vocab = getattr(vocab, "vocab_size", None) or getattr(model, "vocab_size", 1000)
-            if not on_meta:
-                _check_size(spec, "input", (batch, seq), 8)
+            _check_size(spec, "input", (batch, seq), 8, on_meta)
             x = torch.randint(0, vocab, (batch, seq))
     return model, (x,)
 
