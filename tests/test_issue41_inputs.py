@@ -452,3 +452,26 @@ def test_views_handed_the_wrong_object(cmp):
 def test_run_input_size_for_a_model_that_takes_none(capsys, keras_):
     _refused(capsys, "run", "mlp", "--input", "axb", "--methods", "single",
              words=["--input sizes a Keras model", "'mlp'"])
+
+
+@pytest.mark.parametrize("kw,err,words", [
+    ({"graphs": ["diamond"]}, GraphError, "graphs must be a dict"),
+    ({"graphs": {"d": 3}}, GraphError, "neither an OpGraph"),
+    ({"preset": "nope"}, SolverError, "preset 'nope' is not one of"),
+    ({"time_limit": -1}, SolverError, "time_limit must be a number of seconds"),
+    ({"time_limit": "x"}, SolverError, "time_limit must be a number of seconds"),
+    ({"methods": "heft"}, PlanError, "unknown methods heft"),
+    ({"methods": ["expert"]}, PlanError, "unknown methods expert"),
+])
+def test_compare_board_arguments(kw, err, words):
+    from widgets import CompareBoard
+
+    with pytest.raises(err, match=words):
+        CompareBoard(**kw)
+
+
+def test_whatif_panel_without_a_graph():
+    from widgets import WhatIfPanel
+
+    with pytest.raises(PlanError, match="WhatIfPanel's graph must be an OpGraph"):
+        WhatIfPanel(None)
