@@ -437,7 +437,7 @@ def test_views_handed_the_wrong_object(cmp):
 
     plan = cmp.plans["heft"]
     for call, words in [
-        (lambda: compare_figure(None), "got NoneType"),
+        (lambda: compare_figure(None), "got None"),
         (lambda: gantt_figure(plan), "must be a Schedule"),
         (lambda: GanttView(plan), "must be a Schedule"),
         (lambda: GanttView(None), "must be a Schedule"),

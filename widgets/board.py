@@ -209,10 +209,11 @@ def _check_board_args(graphs, presets, preset, time_limit) -> None:
             raise GraphError(f"CompareBoard: graphs must be a dict name -> graph (an OpGraph, a "
                              f"Workload or a spec such as 'transformer:60'), got "
                              f"{type(graphs).__name__}")
-        bad = [k for k, v in graphs.items() if not isinstance(v, (OpGraph, Workload, str))]
+        bad = [k for k, v in graphs.items()
+               if not (isinstance(v, (OpGraph, Workload, str)) or callable(v))]
         if bad:
-            raise GraphError(f"CompareBoard: graph(s) {bad} are neither an OpGraph, a Workload "
-                             f"nor a spec string")
+            raise GraphError(f"CompareBoard: graph(s) {bad} are neither an OpGraph, a Workload, "
+                             f"a spec string nor a function making a graph")
     names = list(presets or PRESETS)
     if preset is not None and preset not in names:
         raise SolverError(f"CompareBoard: preset {preset!r} is not one of {', '.join(names)}")

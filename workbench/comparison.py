@@ -200,9 +200,9 @@ def parts(df, *, plans: dict | None = None, graph=None, cluster=None,
                 df.schedules if schedules is None else schedules)
     import pandas as pd
 
-    if not isinstance(df, pd.DataFrame):  # None, a Plan, a Robustness...: named (issue 41)
+    if df is not None and not isinstance(df, pd.DataFrame):  # a Plan, a Robustness, ...
         raise PlanError(f"expected a Comparison from compare(...) or its table (a DataFrame), "
-                        f"got {type(df).__name__}")
+                        f"got {type(df).__name__}")  # named (issue 41); None: no table
     return df, plans, graph, cluster, schedules
 
 
