@@ -475,3 +475,30 @@ def test_whatif_panel_without_a_graph():
 
     with pytest.raises(PlanError, match="WhatIfPanel's graph must be an OpGraph"):
         WhatIfPanel(None)
+
+
+@pytest.mark.parametrize("kw,words", [
+    ({"steps": "3"}, "steps='3'"),
+    ({"rounds": 0}, "rounds=0"),
+    ({"warmup": 1.5}, "warmup=1.5"),
+])
+def test_runner_counts(keras_, kw, words):
+    from workbench import runtime as rt
+
+    g = wb.samples.load_sample("mlp")
+    c = rt.local_cluster(2)
+    plan = wb.solve(g, c, method="single")
+    args = {"steps": 1, "warmup": 0, "cluster": c, **kw}
+    with pytest.raises(RuntimeBridgeError, match=words):
+        rt.measure_plans(g, {"single": plan}, **args)
+
+
+def test_runner_and_profile_bad_inputs(keras_):
+    from workbench import runtime as rt
+
+    with pytest.raises(RuntimeBridgeError, match="run_plan needs a Plan, got NoneType"):
+        rt.run_plan(None)
+    with pytest.raises(RuntimeBridgeError, match="batch must be a positive integer, got 2.5"):
+        rt.extract("mlp", 2.5)
+    with pytest.raises(RuntimeBridgeError, match="timed_steps >= 1"):
+        rt.profile(wb.samples.load_sample("mlp"), steps=0)
