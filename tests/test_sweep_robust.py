@@ -155,9 +155,9 @@ def test_a_1e8_cell_grid_is_refused_at_once_with_its_count(tmp_path, capsys):
     spec = _big_toml(tmp_path)
     times = []
     for _ in range(3):  # the best of three, load-scaled: the machine running the suite is shared
-        with Stopwatch() as sw:
+        with Stopwatch() as watch:
             assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
-        times.append(sw.scaled)
+        times.append(watch.scaled)
     lines = _stderr_lines(capsys)
     assert len(lines) == 3 and lines[0].startswith("error: ")
     assert "100,000,000 cells" in lines[0] and "limit of 100,000" in lines[0]
@@ -244,9 +244,9 @@ def test_safe_names_make_the_results_folder(tmp_path):
 ])
 def test_everything_is_checked_before_the_first_cell(tmp_path, capsys, edit, words):
     spec = _toml(tmp_path, TOML.replace(*edit))
-    with Stopwatch() as sw:  # load-scaled (issue 41)
+    with Stopwatch() as watch:  # load-scaled (issue 41)
         assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
-    assert sw.within(30), sw
+    assert watch.within(30), watch
     err = _stderr_lines(capsys)
     assert len(err) == 1 and err[0].startswith(f"error: spec {spec}, line "), err
     for w in words:
