@@ -116,6 +116,41 @@ def _gpu_setup(args, rt):
     return cluster
 
 
+def _check_args(ap, args, wb, changes: list) -> None:
+    """Every argument checked before the first calibration (a bad one used to fail after 38-105 s
+    of link calibration and hand-off benchmarks, issue 41): ``ap.error`` prints the usage and
+    one ``error:`` line and exits with status 2."""
+    counts = {"--devices": (args.devices, 0 if args.gpu else 1), "--partitions":
+              (args.partitions, 1), "--steps": (args.steps, 1), "--warmup": (args.warmup, 0),
+              "--rounds": (args.rounds, 1)}
+    for flag, (v, lo) in counts.items():
+        if v < lo:
+            ap.error(f"{flag} must be at least {lo}, got {v}")
+    if args.partitions > 1 and not args.gpu:
+        ap.error("--partitions splits a GPU: it needs --gpu")
+    bad = [m for m in args.methods or [] if m not in wb.SOLVERS]
+    if bad:
+        ap.error(f"unknown method(s) {', '.join(bad)}; registered: {', '.join(wb.SOLVERS)}")
+    bad = [c for c in args.changes if c not in changes]
+    if bad:
+        ap.error(f"unknown model change(s) {', '.join(bad)}; known: {', '.join(changes)}")
+    for name in args.models or []:
+        if name.startswith("keras:"):
+            ref = name[len("keras:"):]
+            if name in KERAS_MODELS or ref == "TransformerEncoder":
+                continue
+            import keras
+
+            if not (ref.isidentifier() and ref[:1].isupper() and ref in dir(keras.applications)):
+                ap.error(f"unknown Keras model {name!r}: use {', '.join(KERAS_MODELS)} or "
+                         f"another keras.applications name")
+            continue
+        try:
+            wb.samples.load_sample(name)
+        except wb.WorkbenchError as e:
+            ap.error(f"--models: {e}")
+
+
 def main(argv: list[str] | None = None) -> int:
     import workbench as wb
     from workbench import Plan
@@ -164,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="let the sessions' freed memory go back to the system (see "
                          "workbench.runtime.steady_memory)")
     args = ap.parse_args(argv)
+    _check_args(ap, args, wb, list(MODEL_CHANGES) + list(OPTIONAL_CHANGES))
     if args.no_hold_memory:
         from workbench.runtime import steady_memory
 

@@ -16,7 +16,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import networkx as nx
@@ -45,6 +44,7 @@ from workbench.io import (
     write_atomic,
 )
 from workbench.testing.process import default_signals
+from workbench.testing.timing import Stopwatch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -724,13 +724,12 @@ def test_thousand_devices_load_fast(tmp_path):
                 links={("gpu0", "gpu9"): Link(0.5, 1e6)})
     p = tmp_path / "c.json"
     save_cluster(c, p)
-    t = time.perf_counter()
-    c2 = load_cluster(p)
-    cc = c2.c
-    lat, _ = c2.mean_link()
-    x = c2.transfer_ms("gpu0", "gpu999", 1e6)
-    elapsed = time.perf_counter() - t
-    assert elapsed < 1.0, elapsed
+    with Stopwatch() as sw:  # load-scaled (issue 41)
+        c2 = load_cluster(p)
+        cc = c2.c
+        lat, _ = c2.mean_link()
+        x = c2.transfer_ms("gpu0", "gpu999", 1e6)
+    assert sw.within(1.0), sw
     assert x == pytest.approx(0.03 + 1e6 / 1.1e7)
     assert c2.transfer_ms("gpu0", "gpu9", 1e6) == pytest.approx(1.5)
     assert lat == pytest.approx(float(cc.lat[~__import__("numpy").eye(1000, dtype=bool)].mean()))

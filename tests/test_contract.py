@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import inspect
 import math
-import time
 from functools import cache
 
 import numpy as np
@@ -38,6 +37,7 @@ from workbench.testing.contract import (
     reproducer,
     run_method,
 )
+from workbench.testing.timing import Stopwatch, slowdown
 
 METHODS = contract_methods()
 N_CASES = 300
@@ -151,7 +151,8 @@ def test_m_sct_lp_is_bounded_and_scaled():
     dense = make_case(168)  # 297 ops, dense: the LP took 6 s through PuLP at a 2 s limit
     assert dense.graph.n_ops == 297 and dense.graph.n_edges > 3000
     p = wb.solve(dense.graph, dense.cluster, method="m_sct", time_limit=2.0)
-    assert p.info["lp_seconds"] < 1.5 and p.status == "heuristic"
+    lp = p.info["lp_seconds"]  # the LP's wall time: load-scaled when over (issue 41)
+    assert (lp < 1.5 or lp / slowdown() < 1.5) and p.status == "heuristic"
     huge = make_case(345)  # 1e15 ms costs: PuLP's HiGHS glue failed with an IndexError
     assert huge.desc["scale"] > 1e12
     p = wb.solve(huge.graph, huge.cluster, method="m_sct", time_limit=2.0)
@@ -199,9 +200,9 @@ def test_order_by_start_never_deadlocks():
 def test_pesto_time_limit_bounds_the_whole_call(method):
     case = make_case(5, max_ops=60)  # 60 ops on 8 accelerators + 2 CPUs: a huge model
     assert case.graph.n_ops == 60 and len(case.cluster) == 10
-    t0 = time.perf_counter()
-    p = wb.solve(case.graph, case.cluster, method=method, time_limit=1.0, **_milp(method))
-    assert time.perf_counter() - t0 <= 2.2
+    with Stopwatch() as sw:
+        p = wb.solve(case.graph, case.cluster, method=method, time_limit=1.0, **_milp(method))
+    assert sw.within(2.2), sw
     assert p.status in ("time_limit", "feasible")
 
 

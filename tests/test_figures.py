@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 import workbench as wb
+from workbench.testing.timing import Stopwatch
 from widgets.figures import (coarse_figure, coarse_graph, compare_figure, dag_figure,
                              gantt_figure, gantt_lanes, idle_gaps, layered_layout,
                              pipeline_figure, stage_table)
@@ -138,14 +139,13 @@ def test_large_dag_uses_webgl_and_is_fast():
     g = wb.samples.transformer(20000, seed=0)
     c = wb.Cluster.preset("8xA100-nvlink")
     plan = wb.Plan(g, {v: c.names[i % 8] for i, v in enumerate(g.ops)})
-    t0 = time.perf_counter()
-    fig = dag_figure(g, cluster=c, plan=plan)
-    elapsed = time.perf_counter() - t0
+    with Stopwatch() as sw:
+        fig = dag_figure(g, cluster=c, plan=plan)
     assert g.n_ops > WEBGL_THRESHOLD
     assert {t.type for t in fig.data} == {"scattergl"}
     assert len(_trace(fig, "ops").x) == 20000
-    # target 3 s; the bound is loose because CI machines are shared
-    assert elapsed < 9.0, f"20,000-op DAG took {elapsed:.2f} s"
+    # target 3 s; the bound is loose and load-scaled because CI machines are shared
+    assert sw.within(9.0), f"20,000-op DAG took {sw}"
     small = dag_figure(wb.samples.diamond())
     assert {t.type for t in small.data} == {"scatter"}
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import ast
 import json
-import time
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from workbench.testing.process import signal_handlers_kept
+from workbench.testing.timing import Stopwatch, slowdown
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -107,16 +107,17 @@ def test_notebook_runs(path):
     if effect:
         nb.cells.append(nbformat.v4.new_code_cell(
             f"import json as _json\nprint('EFFECT=' + _json.dumps({effect[0]}, default=float))"))
-    client = NotebookClient(nb, timeout=int(BUDGET_S * SLACK * 1.5), kernel_name="python3",
+    load = slowdown()  # a cell's timeout grows with the machine's load (issue 41)
+    client = NotebookClient(nb, timeout=int(BUDGET_S * SLACK * 1.5 * load),
+                            kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
-    t0 = time.perf_counter()
-    with signal_handlers_kept():  # the kernel start leaves SIGINT changed in a setsid job
-        client.execute()
-    elapsed = time.perf_counter() - t0
+    with Stopwatch() as sw, signal_handlers_kept():  # the kernel start leaves SIGINT changed
+        client.execute()                             # in a setsid job
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
-    assert elapsed < BUDGET_S * SLACK, f"{path.name} took {elapsed:.0f} s"
+    # load-scaled: notebook 08 took 129 s on the clock at load 10 (issue 41)
+    assert sw.within(BUDGET_S * SLACK), f"{path.name} took {sw}"
     # every figure cell produced a plotly figure or a widget
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs
              for k in o.get("data", {})}

@@ -10,6 +10,7 @@ from workbench import Cluster, Device, Link, samples, simulate, solve
 from workbench.errors import GraphError, InfeasibleError, SolverError
 from workbench.solvers import SOLVERS
 from workbench.testing.oracles import best_makespan
+from workbench.testing.timing import slowdown
 
 
 def brute_force(g, c, congestion: bool) -> float:
@@ -109,7 +110,7 @@ def test_time_limit_status_gap_and_never_worse_than_warm_start():
     assert st["ilp_status"] in ("optimal", "time_limit", "feasible")
     if st["ilp_status"] == "time_limit":
         assert p.status == "time_limit"
-    assert "mip_gap" in st and st["solve_s"] < 30
+    assert "mip_gap" in st and (st["solve_s"] < 30 or st["solve_s"] / slowdown() < 30)
     ms = simulate(p, c).makespan
     assert ms <= st["warm_start_final_simulated_ms"] + 1e-9
     assert _close(ms, st[f"{st['chosen']}_final_simulated_ms"])

@@ -195,15 +195,21 @@ def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound(tmp_path
     # had used (TensorFlow's thread pools are the likely culprit; not proven), no window round
     # could build its model within its share, three fresh-clone suites in a row; alone it passed.
     # 16 s and one CP-SAT worker: the suite gives each test worker one core.
+    # Issue 41: at load 17 on two cores no window round fitted in 16 s; the limit grows with
+    # the machine's slowdown (a reference loop timed here), up to 8 times.
+    from workbench.testing.timing import slowdown
+
+    load = min(8.0, slowdown())
     out = tmp_path / "cmp.pkl"
     code = ("import pickle, sys\nimport workbench as wb\n"
             "from workbench.workloads import layered\n"
             "g, c = layered(120, seed=3), wb.Cluster.preset('4xV100-nvlink')\n"
-            "cmp = wb.compare(g, c, methods=['heft', 'pesto'], progress=False, time_limit=16,"
+            f"cmp = wb.compare(g, c, methods=['heft', 'pesto'], progress=False, "
+            f"time_limit={16 * load:.1f},"
             " params={'pesto': {'engine': 'cpsat', 'target': 24, 'threads': 1}})\n"
             "pickle.dump(cmp, open(sys.argv[1], 'wb'))\n")
     r = subprocess.run([sys.executable, "-c", code, str(out)], capture_output=True, text=True,
-                       timeout=300, check=False)
+                       timeout=300 * load, check=False)
     assert r.returncode == 0, r.stderr[-3000:]
     cmp = pickle.loads(out.read_bytes())
     p = cmp.plans["pesto"]

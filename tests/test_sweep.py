@@ -7,7 +7,6 @@ import json
 import math
 import os
 import signal
-import time
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from workbench.cli import main
 from workbench.errors import SweepError
 from workbench.sweep.cell import make_cluster, run_cell
 from workbench.sweep.runner import CellProcess
+from workbench.testing.timing import Stopwatch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -160,9 +160,9 @@ def test_a_hanging_cell_is_stopped_and_the_process_reused():
     quick = {**quick.as_dict(), "cell_timeout": 120.0}
     try:
         assert p.run(quick)["status"] == "heuristic"  # the child is up and has the graph
-        t0 = time.perf_counter()
-        row = p.run(slow.as_dict())
-        assert time.perf_counter() - t0 < 8
+        with Stopwatch() as watch:  # load-scaled (issue 41)
+            row = p.run(slow.as_dict())
+        assert watch.within(8), watch
         assert row["status"] == "timeout" and "2 s" in row["error"]
         assert row["key"] == slow.key
         assert p.proc is None  # killed with its cell
@@ -222,11 +222,11 @@ def test_a_killed_worker_loses_and_duplicates_nothing_and_a_rerun_resumes(tmp_pa
 
 
 def test_an_address_that_does_not_answer_fails_fast(tmp_path):
-    t0 = time.perf_counter()
-    with pytest.raises(SweepError, match="no Dask scheduler answered at 'tcp://127.0.0.1:1'"):
+    with Stopwatch() as watch, pytest.raises(
+            SweepError, match="no Dask scheduler answered at 'tcp://127.0.0.1:1'"):
         sw.run({"workloads": ["diamond"], "methods": {"single": {}}}, tmp_path / "r",
                scheduler="tcp://127.0.0.1:1", echo=None, progress=False)
-    assert time.perf_counter() - t0 < 10
+    assert watch.within(10), watch
 
 
 def test_an_existing_scheduler_and_the_command_line(tmp_path, capsys):

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +17,7 @@ from workbench.cli import load_graph_arg, main
 from workbench.errors import GraphError, SweepError
 from workbench.io import save_graph
 from workbench.sweep.cell import run_cell
+from workbench.testing.timing import Stopwatch
 from workbench.workloads import resolve
 
 SPEC = {"name": "robust", "workloads": ["diamond", "pesto_fig2"],
@@ -154,10 +154,10 @@ def _big_toml(tmp_path) -> Path:
 def test_a_1e8_cell_grid_is_refused_at_once_with_its_count(tmp_path, capsys):
     spec = _big_toml(tmp_path)
     times = []
-    for _ in range(3):  # the best of three: the machine running the suite is shared
-        t0 = time.perf_counter()
-        assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
-        times.append(time.perf_counter() - t0)
+    for _ in range(3):  # the best of three, load-scaled: the machine running the suite is shared
+        with Stopwatch() as watch:
+            assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
+        times.append(watch.scaled)
     lines = _stderr_lines(capsys)
     assert len(lines) == 3 and lines[0].startswith("error: ")
     assert "100,000,000 cells" in lines[0] and "limit of 100,000" in lines[0]
@@ -244,9 +244,9 @@ def test_safe_names_make_the_results_folder(tmp_path):
 ])
 def test_everything_is_checked_before_the_first_cell(tmp_path, capsys, edit, words):
     spec = _toml(tmp_path, TOML.replace(*edit))
-    t0 = time.perf_counter()
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
-    assert time.perf_counter() - t0 < 30
+    with Stopwatch() as watch:  # load-scaled (issue 41)
+        assert main(["sweep", str(spec), "--out", str(tmp_path / "r")]) == 2
+    assert watch.within(30), watch
     err = _stderr_lines(capsys)
     assert len(err) == 1 and err[0].startswith(f"error: spec {spec}, line "), err
     for w in words:

@@ -37,6 +37,8 @@ from typing import Callable
 import ipywidgets as W
 import plotly.graph_objects as go
 
+from workbench.errors import GraphError, PlanError, SolverError
+
 from .figures.compare import compare_figure
 from .fit import CellFit
 from .figures.gantt import gantt_figure
@@ -186,6 +188,41 @@ def _empty_figure(text: str) -> go.Figure:
     return fig
 
 
+def _check_board_args(graphs, presets, preset, time_limit) -> None:
+    """What :class:`CompareBoard` is given, named when wrong (issue 41: a list of graphs, a
+    graph that is a number, a time limit the text box would clamp, an unknown preset that fell
+    back to the first one silently).
+
+    >>> _check_board_args(None, None, None, 0.0)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SolverError: CompareBoard: time_limit must be a number of seconds in [0.1, 3600], got 0.0
+    """
+    import math
+
+    from workbench.cluster import PRESETS
+    from workbench.graph import OpGraph
+    from workbench.workloads import Workload
+
+    if graphs is not None:
+        if not isinstance(graphs, dict):
+            raise GraphError(f"CompareBoard: graphs must be a dict name -> graph (an OpGraph, a "
+                             f"Workload or a spec such as 'transformer:60'), got "
+                             f"{type(graphs).__name__}")
+        bad = [k for k, v in graphs.items()
+               if not (isinstance(v, (OpGraph, Workload, str)) or callable(v))]
+        if bad:
+            raise GraphError(f"CompareBoard: graph(s) {bad} are neither an OpGraph, a Workload, "
+                             f"a spec string nor a function making a graph")
+    names = list(presets or PRESETS)
+    if preset is not None and preset not in names:
+        raise SolverError(f"CompareBoard: preset {preset!r} is not one of {', '.join(names)}")
+    if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+            or not math.isfinite(time_limit) or not 0.1 <= time_limit <= 3600):
+        raise SolverError(f"CompareBoard: time_limit must be a number of seconds in [0.1, "
+                          f"3600], got {time_limit!r}")
+
+
 class CompareBoard(W.VBox):
     """Side-by-side comparison of placement methods.
 
@@ -228,6 +265,7 @@ class CompareBoard(W.VBox):
         from workbench.cluster import PRESETS
         from workbench.workloads import Workload
 
+        _check_board_args(graphs, presets, preset, time_limit)
         self._graphs = dict(graphs or default_graphs())
         presets = list(presets or PRESETS)
         first = next(iter(self._graphs.values()))
@@ -239,10 +277,11 @@ class CompareBoard(W.VBox):
             methods = quick_methods(*build_problem(first, preset),
                                     [m for m in QUICK_METHODS if m in avail])
         else:
-            unknown = [m for m in methods if m not in wb.SOLVERS]
-            if unknown:
-                raise ValueError(f"unknown methods {', '.join(unknown)}; registered: "
-                                 f"{', '.join(wb.SOLVERS)}")
+            unknown = [m for m in methods if m not in avail]
+            if isinstance(methods, str) or unknown:
+                what = methods if isinstance(methods, str) else ", ".join(map(str, unknown))
+                raise PlanError(f"CompareBoard: unknown methods {what} (a list of names); the "
+                                f"board runs {', '.join(avail)}")
         self.table = None
         self.comparison = None
         self.robust = None

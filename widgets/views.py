@@ -28,6 +28,8 @@ import numpy as np
 import plotly.graph_objects as go
 import traitlets
 
+from workbench.errors import GraphError
+
 from .figures.coarsen import coarse_figure
 from .figures.dag import COLOR_BY, dag_colors, dag_figure, dag_layout
 from .figures.gantt import gantt_figure
@@ -270,6 +272,11 @@ class CoarsenView(W.VBox):
             def coarsen(g, t, _c=cluster):
                 return _pesto(g, t, cluster=_c)
         self._coarsen = coarsen
+        for key, v in (("target", target), ("min_target", min_target),
+                       ("max_target", max_target)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, np.integer))
+                                  or v < 1):
+                raise GraphError(f"CoarsenView: {key} must be an integer >= 1, got {v!r}")
         n = graph.n_ops
         lo = max(1, min_target or min(4, n))
         hi = max(lo, max_target or n)

@@ -114,6 +114,10 @@ class WhatIfPanel(W.VBox):
         super().__init__()
         import workbench as wb
 
+        from .figures._common import expect
+
+        expect(graph, "graph", "WhatIfPanel's graph")  # issue 41: None was an AttributeError
+        expect(cluster, "cluster", "WhatIfPanel's cluster", optional=True)
         unknown = [m for m in methods if m not in wb.SOLVERS]
         if unknown:
             raise ValueError(f"unknown methods {', '.join(unknown)}; registered: "

@@ -11,7 +11,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
-__all__ = ["block_triton", "import_torch", "load_user_file"]
+__all__ = ["block_triton", "import_torch", "load_user_file", "physical_memory"]
 
 
 def block_triton() -> bool:
@@ -65,10 +65,36 @@ def load_user_file(path: str, error: type[Exception], *, expected: str = "FILE.p
     p = Path(path)
     if not p.is_file():
         raise error(f"model file {path!r} does not exist (expected {expected})")
-    spec = importlib.util.spec_from_file_location(f"_wb_user_{abs(hash(str(p.resolve())))}", p)
+    name = f"_wb_user_{abs(hash(str(p.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, p)
     mod = importlib.util.module_from_spec(spec)
+    # registered while it runs, as the import system does: a dataclass under
+    # ``from __future__ import annotations`` looks its module up in sys.modules (issue 41)
+    previous = sys.modules.get(name)
+    sys.modules[name] = mod
     try:
         spec.loader.exec_module(mod)
-    except Exception as e:  # noqa: BLE001 - the user's code may raise anything
+    except BaseException as e:  # the user's code may raise anything, SystemExit included
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+        if isinstance(e, KeyboardInterrupt):
+            raise
         raise error(f"loading {path!r} failed: {type(e).__name__}: {e}") from None
     return mod
+
+
+def physical_memory() -> float:
+    """Bytes of physical memory of this machine (``2**40`` where the system does not say):
+    what a request for example tensors or cost draws is checked against before allocating.
+
+    >>> physical_memory() > 2**20
+    True
+    """
+    import os
+
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - not a POSIX system
+        return float(2**40)

@@ -147,6 +147,13 @@ class Budget:
                 raise SolverError(f"budget share {name!r} has no fraction: give one or add it "
                                   f"to workbench.budget.SHARES")
             fraction = SHARES[name]
+        for key, v in (("fraction", fraction), ("seconds", seconds)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                                  or not math.isfinite(v) or v < 0
+                                  or (key == "fraction" and v > 1)):
+                raise SolverError(f"budget share {name!r}: {key} must be "
+                                  f"{'in [0, 1]' if key == 'fraction' else 'seconds >= 0'}, "
+                                  f"got {v!r}")
         now = self.clock()
         if self.deadline is None:
             dl = None if seconds is None else now + seconds

@@ -383,6 +383,9 @@ def _cmd_run(args) -> int:
         raise WorkbenchError(f"'workbench run' needs TensorFlow (pip install "
                              f"'placement-workbench[tf]'): {e}") from None
     keras_ref = _keras_ref(args.model)
+    if keras_ref is None and args.input is not None:  # issue 41: it was ignored silently
+        raise WorkbenchError(f"--input sizes a Keras model (keras:NAME or FILE.py:FUNCTION); "
+                             f"{args.model!r} has its own sizes")
     if keras_ref is not None:  # a Keras model: extracted and profiled here
         graph = runtime.profile(runtime.extract(keras_ref, args.batch,
                                                 input_shape=_input_shape(args.input)))

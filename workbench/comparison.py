@@ -49,6 +49,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import PlanError
+
 __all__ = ["Comparison", "is_comparison", "parts", "row_flags", "own_bounds", "verdict", "changed_graph",
            "fmt_bytes"]
 
@@ -201,6 +203,11 @@ def parts(df, *, plans: dict | None = None, graph=None, cluster=None,
         return (df.table, df.plans if plans is None else plans,
                 df.graph if graph is None else graph, df.cluster if cluster is None else cluster,
                 df.schedules if schedules is None else schedules)
+    import pandas as pd
+
+    if df is not None and not isinstance(df, pd.DataFrame):  # a Plan, a Robustness, ...
+        raise PlanError(f"expected a Comparison from compare(...) or its table (a DataFrame), "
+                        f"got {type(df).__name__}")  # named (issue 41); None: no table
     return df, plans, graph, cluster, schedules
 
 

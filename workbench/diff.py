@@ -134,6 +134,32 @@ def _busy(schedule) -> dict:
     return {names[i]: float(busy[i]) for i in range(len(names))}
 
 
+def _check_args(cluster, names, schedules) -> None:
+    """A Cluster, two names and two Schedules (or None), named when not (issue 41: a preset
+    name for the cluster or one schedule was a TypeError or an unpacking traceback).
+
+    >>> _check_args(None, None, None)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: diff: cluster must be a Cluster (e.g. Cluster.preset(name)), got NoneType
+    """
+    from .cluster import Cluster
+    from .plan import Schedule
+
+    if not isinstance(cluster, Cluster):
+        raise PlanError(f"diff: cluster must be a Cluster (e.g. Cluster.preset(name)), got "
+                        f"{type(cluster).__name__}")
+    if names is not None and (not isinstance(names, (tuple, list)) or len(names) != 2
+                              or not all(isinstance(n, str) for n in names)):
+        raise PlanError(f"diff: names must be two strings (label of A, label of B), got "
+                        f"{names!r}")
+    if schedules is not None and (not isinstance(schedules, (tuple, list)) or len(schedules) != 2
+                                  or not all(isinstance(x, Schedule) for x in schedules)):
+        raise PlanError(f"diff: schedules must be two Schedules (of plan_a and plan_b), got "
+                        f"{type(schedules).__name__} "
+                        f"{[type(x).__name__ for x in schedules] if isinstance(schedules, (tuple, list)) else ''}".rstrip())
+
+
 def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None = None,
          names: tuple | None = None, schedules: tuple | None = None) -> PlanDiff:
     """Compare two plans of one problem on ``cluster`` (both simulated by the judge, or the
@@ -165,6 +191,7 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
     for what, p in (("plan_a", plan_a), ("plan_b", plan_b)):
         if not isinstance(p, Plan):
             raise PlanError(f"diff: {what} must be a Plan, got {type(p).__name__}")
+    _check_args(cluster, names, schedules)
     na, nb = names or (plan_a.method, plan_b.method)
     if na == nb:
         na, nb = f"{na} (A)", f"{nb} (B)"

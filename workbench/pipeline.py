@@ -336,7 +336,21 @@ def pipelined_time(plan: Plan, cluster, *, interleave=False, objective: str = "p
 
 def latency_pieces(graph, dev: np.ndarray, staged: np.ndarray) -> np.ndarray:
     """Piece index of every op on a staged device: the fewest contiguous pieces, in order
-    (``-1`` for ops on unstaged devices such as CPUs)."""
+    (``-1`` for ops on unstaged devices such as CPUs), such that the pieces' invocations can run
+    one after another (their dependencies form no cycle).
+
+    Every placement has such pieces. The fast rule (an op joins the lowest piece of its device
+    that none of its inputs depends on) can make two devices' pieces wait on each other: ``a``
+    and ``a2`` on one device, ``y`` and ``y2`` on another, with edges ``a -> y2`` and
+    ``y -> a2`` would wait on each other, so one device needs a second piece (issue 41); the
+    pieces are then drawn again by :func:`_acyclic_pieces`.
+
+    >>> from workbench.graph import OpGraph
+    >>> g = OpGraph.from_ops([(v, {"compute": {"gpu": 1.0}}) for v in ["a", "y", "a2", "y2"]],
+    ...                      [("a", "y2", {"bytes": 1.0}), ("y", "a2", {"bytes": 1.0})])
+    >>> latency_pieces(g, np.array([0, 1, 0, 1]), np.array([True, True])).tolist()
+    [0, 0, 0, 1]
+    """
     gc = graph.c
     n = gc.n
     stg = np.flatnonzero(staged)
@@ -360,6 +374,88 @@ def latency_pieces(graph, dev: np.ndarray, staged: np.ndarray) -> np.ndarray:
                     p = max(p, int(cross[u, j]) + 1)
             piece[v] = p
             row[j] = max(row[j], p)
+    if _pieces_acyclic(gc, dev_l, piece):
+        return piece
+    return _acyclic_pieces(gc, dev_l, col)
+
+
+def _unit_keys(dev_l: list, piece) -> list:
+    """Invocation of every op: ``(device, piece)`` on a staged device, ``("op", v)`` else."""
+    return [(d, int(p)) if p >= 0 else ("op", v) for v, (d, p) in enumerate(zip(dev_l, piece))]
+
+
+def _pieces_acyclic(gc, dev_l: list, piece) -> bool:
+    """Whether the invocations of ``piece`` (edges plus each device's pieces in order) form a
+    DAG (Kahn's algorithm on the quotient graph)."""
+    keys = _unit_keys(dev_l, piece)
+    succ: dict = {k: set() for k in keys}
+    for u, v in zip(gc.src.tolist(), gc.dst.tolist()):
+        if keys[u] != keys[v]:
+            succ[keys[u]].add(keys[v])
+    for k in list(succ):
+        if k[0] != "op" and k[1] > 0 and (k[0], k[1] - 1) in succ:
+            succ[(k[0], k[1] - 1)].add(k)
+    indeg = dict.fromkeys(succ, 0)
+    for s in succ.values():
+        for t in s:
+            indeg[t] += 1
+    ready = [k for k, i in indeg.items() if i == 0]
+    seen = 0
+    while ready:
+        k = ready.pop()
+        seen += 1
+        for t in succ[k]:
+            indeg[t] -= 1
+            if indeg[t] == 0:
+                ready.append(t)
+    return seen == len(succ)
+
+
+def _acyclic_pieces(gc, dev_l: list, col: dict) -> np.ndarray:
+    """Pieces whose invocations form a DAG, built op by op in topological order: an op joins
+    the lowest piece of its device (not below a piece of its own device that feeds it) that no
+    invocation feeding it depends on, else opens the device's next piece (always safe: nothing
+    depends on a new piece yet). ``anc[k]``/``desc[k]``: the invocations that invocation ``k``
+    depends on / that depend on it (transitive, kept closed as edges are added)."""
+    n = gc.n
+    piece = np.full(n, -1, dtype=np.int64)
+    npieces: dict = {}
+    anc: dict = {}
+    desc: dict = {}
+
+    def key_of(u):
+        return (dev_l[u], int(piece[u])) if dev_l[u] in col else ("op", u)
+
+    def add_edge(a, b):
+        if a == b or b in desc[a]:
+            return
+        up = anc[a] | {a}
+        down = desc[b] | {b}
+        for x in down:
+            anc[x] |= up
+        for y in up:
+            desc[y] |= down
+
+    for v in range(n):
+        d = dev_l[v]
+        feeds = {key_of(u) for u in gc.pred[v]}
+        if d in col:
+            lo = max((int(piece[u]) for u in gc.pred[v] if dev_l[u] == d), default=0)
+            p = next((k for k in range(lo, npieces.get(d, 0))
+                      if not any((d, k) in anc[f] for f in feeds if f != (d, k))),
+                     npieces.get(d, 0))
+            piece[v] = p
+            key = (d, p)
+            if p == npieces.get(d, 0):
+                npieces[d] = p + 1
+                anc[key], desc[key] = set(), set()
+                if p > 0:
+                    add_edge((d, p - 1), key)
+        else:
+            key = ("op", v)
+            anc[key], desc[key] = set(), set()
+        for f in feeds:
+            add_edge(f, key)
     return piece
 
 

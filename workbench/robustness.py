@@ -732,6 +732,11 @@ def _inputs(comparison, cluster) -> tuple:
                           f"{type(comparison).__name__}")
     if cluster is None:
         raise SolverError("robustness: plans without their comparison need cluster=")
+    from .cluster import Cluster
+
+    if not isinstance(cluster, Cluster):
+        raise SolverError(f"robustness: cluster must be a Cluster (e.g. Cluster.preset(name)), "
+                          f"got {type(cluster).__name__}")
     return comparison, cluster, True, None, table, None
 
 
@@ -793,6 +798,10 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
 
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise SolverError(f"robustness: samples must be a positive integer, got {samples!r}")
+    _check_seed(seed)
+    if isinstance(resolve_samples, bool) or not isinstance(resolve_samples, (int, np.integer)):
+        raise SolverError(f"robustness: resolve_samples must be a positive integer, got "
+                          f"{resolve_samples!r}")
     if objective not in ("makespan", "max_load"):
         raise SolverError(f"robustness: objective must be 'makespan' or 'max_load', got "
                           f"{objective!r}")
@@ -811,6 +820,7 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
     reps = {m: build_replay(p, cluster, congestion=congestion, order=order)
             for m, p in plans.items()}
     nch = 2 * cluster.c.n if cluster.c.host_mode else cluster.c.n ** 2
+    _check_draw_size([p.graph for p in plans.values()], nch, int(samples), len(plans))
     draws = draw_costs([p.graph for p in plans.values()], nch, nz, int(samples), seed)
     ms, ml = {}, {}
     for m, rep in reps.items():
@@ -890,6 +900,42 @@ def perturbed_problem(graph, cluster, draws: Draws, s: int) -> tuple:
     return graph.map_ops(scale), c
 
 
+def _check_seed(seed) -> None:
+    """``None`` (fresh entropy) or a whole number in ``[0, MAX_SEED]`` (a negative, fractional
+    or text seed was a numpy traceback, issue 41).
+
+    >>> _check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.SolverError: robustness: seed must be None or an integer in [0, 2147483647], got -1
+    """
+    from .solvers.params import MAX_SEED
+
+    if seed is None:
+        return
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
+            not 0 <= seed <= MAX_SEED:
+        raise SolverError(f"robustness: seed must be None or an integer in [0, {MAX_SEED}], "
+                          f"got {seed!r}")
+
+
+def _check_draw_size(graphs: list, n_channels: int, samples: int, n_plans: int) -> None:
+    """Refuse a sample count whose draws and replays would not fit this machine's memory
+    (``samples=10**12`` asked numpy for 58 TiB, issue 41): about 8 bytes per sample for every
+    op cost, channel factor and replayed value, against half the physical memory."""
+    from ._native import physical_memory
+
+    names = {v for g in graphs for v in g.ops}
+    kinds = {k for g in graphs for k in g.c.kinds}
+    per_sample = 8.0 * (len(names) * max(len(kinds), 1) + n_channels
+                        + 4 * n_plans * max((g.n_ops + g.n_edges for g in graphs), default=1))
+    need = per_sample * float(samples)
+    if need > physical_memory() / 2:
+        raise SolverError(f"robustness: samples={samples:,} needs about {need:.3g} bytes for "
+                          f"its draws, more than half of this machine's memory; use fewer "
+                          f"samples (e.g. {max(1, int(physical_memory() / 8 / per_sample)):,})")
+
+
 def _resolve(cmp, noise: dict, n: int, seed) -> object:
     """Re-run every method of ``cmp`` on ``n`` perturbed problems; share of problems where
     its placement changes and mean share of ops moved (ops both plans have)."""
@@ -900,6 +946,7 @@ def _resolve(cmp, noise: dict, n: int, seed) -> object:
     if n < 1:
         raise SolverError(f"robustness: resolve_samples must be >= 1, got {n!r}")
     nch = 2 * cmp.cluster.c.n if cmp.cluster.c.host_mode else cmp.cluster.c.n ** 2
+    _check_draw_size([cmp.graph], nch, n, 1)
     draws = draw_costs([cmp.graph], nch, noise, n, [int(seed), 26])
     problems = [perturbed_problem(cmp.graph, cmp.cluster, draws, s) for s in range(n)]
     rows = []

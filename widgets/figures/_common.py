@@ -6,8 +6,8 @@ import numpy as np
 
 from workbench.comparison import fmt_bytes  # the core's formatter, used by the views too
 
-__all__ = ["KIND_NAMES", "PALETTE", "color_cycle", "device_colors", "fmt_bytes", "fmt_ms",
-           "op_times_or_min"]
+__all__ = ["KIND_NAMES", "PALETTE", "color_cycle", "device_colors", "expect", "fmt_bytes",
+           "fmt_ms", "op_times_or_min"]
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf",
            "#bcbd22", "#7f7f7f", "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94",
@@ -17,6 +17,29 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#1
 CRITICAL = "#d62728"
 UNPLACED = "#b0b0b0"
 KIND_NAMES = ("fwd", "bwd", "update", "other")
+
+
+def expect(obj, kind: str, what: str, *, optional: bool = False) -> None:
+    """Refuse ``obj`` unless it is a workbench ``kind`` (``"graph"``, ``"plan"``,
+    ``"schedule"`` or ``"cluster"``; None too with ``optional``): a view handed the wrong object
+    says so instead of an AttributeError from deep inside plotly code (issue 41).
+
+    >>> expect(None, "schedule", "gantt_figure's schedule")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: gantt_figure's schedule must be a Schedule (workbench.simulate(plan, cluster)), got NoneType
+    """
+    from workbench.cluster import Cluster
+    from workbench.errors import PlanError
+    from workbench.graph import OpGraph
+    from workbench.plan import Plan, Schedule
+
+    cls, hint = {"graph": (OpGraph, "an OpGraph"), "plan": (Plan, "a Plan"),
+                 "schedule": (Schedule, "a Schedule (workbench.simulate(plan, cluster))"),
+                 "cluster": (Cluster, "a Cluster")}[kind]
+    if (obj is None and optional) or isinstance(obj, cls):
+        return
+    raise PlanError(f"{what} must be {hint}, got {type(obj).__name__}")
 
 
 def color_cycle(i: int) -> str:

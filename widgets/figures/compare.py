@@ -36,6 +36,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from workbench.comparison import own_bounds, parts, row_flags
+from workbench.errors import PlanError
 
 from .methods import FLAGS, flag_label, method_colors
 
@@ -113,6 +114,9 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
         ``robust`` is the robustness of other plans (another comparison).
     """
     df, plans, graph, cluster, _s = parts(df, plans=plans, graph=graph, cluster=cluster)
+    if df is None:  # issue 41: a TypeError from the column check
+        raise PlanError("compare_figure draws a Comparison from compare(...) or its table, "
+                        "got None")
     if "method" not in df or "makespan_ms" not in df or "max_load_ms" not in df:
         raise ValueError("compare_figure needs columns method, makespan_ms and max_load_ms "
                          f"(got {', '.join(map(str, df.columns))})")

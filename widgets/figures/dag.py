@@ -27,7 +27,7 @@ from typing import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from ._common import CRITICAL, UNPLACED, color_cycle, device_colors, fmt_bytes, fmt_ms, \
+from ._common import CRITICAL, UNPLACED, color_cycle, device_colors, expect, fmt_bytes, fmt_ms, \
     op_times_or_min
 from .layout import auto_wrap, layered_layout, wrap_layers
 
@@ -115,6 +115,7 @@ def dag_layout(graph, *, wrap: int | bool | None = None) -> tuple[np.ndarray, np
     >>> x.tolist()
     [0.0, 1.0, 1.0, 2.0]
     """
+    expect(graph, "graph", "the DAG view's graph")
     gc = graph.c
     x, y, layer = layered_layout(graph.n_ops, gc.src, gc.dst)
     if wrap is False or graph.n_ops == 0:
@@ -239,6 +240,10 @@ def dag_figure(graph, *, cluster=None, plan=None, schedule=None, color_by: str =
         ``plan`` is a plan of another graph, or ``schedule`` is not a simulation of ``plan``
         (:func:`check_plan_of`).
     """
+    expect(graph, "graph", "dag_figure's graph")
+    expect(plan, "plan", "dag_figure's plan", optional=True)
+    expect(schedule, "schedule", "dag_figure's schedule", optional=True)
+    expect(cluster, "cluster", "dag_figure's cluster", optional=True)
     check_plan_of(graph, plan, schedule)
     n = graph.n_ops
     gc = graph.c

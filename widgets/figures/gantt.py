@@ -28,7 +28,7 @@ from typing import Iterable
 import numpy as np
 import plotly.graph_objects as go
 
-from ._common import CRITICAL, KIND_NAMES, device_colors, fmt_bytes, fmt_ms
+from ._common import CRITICAL, KIND_NAMES, device_colors, expect, fmt_bytes, fmt_ms
 from .methods import method_color
 
 __all__ = ["gantt_figure", "gantt_lanes", "gantt_multiples", "idle_gaps", "transfer_lanes",
@@ -120,6 +120,7 @@ def gantt_figure(schedule, *, selected: Iterable[str] = (), show_idle: bool = Tr
     fig : Figure, optional
         Cleared and drawn into.
     """
+    expect(schedule, "schedule", "gantt_figure's schedule")
     g = schedule.graph
     names = list(schedule.cluster.names)
     cmap = device_colors(names)

@@ -60,6 +60,8 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from workbench.errors import PlanError
+
 from .methods import method_color
 
 __all__ = ["PANELS", "progress_figure", "progress_in_ms", "progress_steps"]
@@ -204,7 +206,21 @@ def progress_figure(comparison, *, title: str | None = None, height: int | None 
     """Incumbent and bound against time per method that recorded progress, heuristics as
     points, the problem's best lower bound as a line, one panel per objective (from
     a :class:`~workbench.comparison.Comparison` from ``compare``, or anything with its
-    ``table`` and ``plans``)."""
+    ``table`` and ``plans``).
+
+    >>> progress_figure(None)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: progress_figure draws a Comparison from compare(...) (or an object with its table and plans), got NoneType
+    """
+    import pandas as pd
+
+    if not (isinstance(getattr(comparison, "table", None), pd.DataFrame)
+            and isinstance(getattr(comparison, "plans", None), dict)):
+        hint = (": a DataFrame is its table only; pass the Comparison itself"
+                if isinstance(comparison, pd.DataFrame) else "")
+        raise PlanError(f"progress_figure draws a Comparison from compare(...) (or an object "
+                        f"with its table and plans), got {type(comparison).__name__}{hint}")
     table = comparison.table
     panels = _classify(comparison)
     t_max = max([_T_MIN * 10] + [s for sl in panels.values() for *_x, s in sl["traced"]]

@@ -582,15 +582,58 @@ def _load(p: Path, onnx):
     for t in model.graph.initializer:
         if not uses_external_data(t):
             continue
-        loc = next((e.value for e in t.external_data if e.key == "location"), "")
-        if not (p.parent / loc).is_file():
-            raise FormatError(f"{p}: initializer {t.name!r} is stored in {loc!r}, which is not "
-                              f"beside the model (keep the .onnx.data file next to it)")
+        _check_external(p, t)
         if _n(t.dims) <= FOLD_MAX_ELEMENTS:
-            load_external_data_for_tensor(t, str(p.parent))
+            try:
+                load_external_data_for_tensor(t, str(p.parent))
+            except Exception as e:  # noqa: BLE001 - onnx's checker and numpy raise many kinds
+                raise FormatError(f"{p}: reading initializer {t.name!r} from its external data "
+                                  f"failed: {type(e).__name__}: {_first(e)}") from None
             t.data_location = onnx.TensorProto.DEFAULT
             del t.external_data[:]
     return model
+
+
+def _first(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:300]
+
+
+def _check_external(p: Path, t) -> None:
+    """The external data of initializer ``t`` is a plain file inside the model's folder (a
+    relative location, no ``..`` out of it, no symbolic link) holding the bytes the tensor
+    names (offset + length within the file): a truncated, absolute or symlinked data file was
+    a traceback from onnx's checker or numpy (issue 41), and weights are read from nowhere
+    else than beside the model."""
+    info = {e.key: e.value for e in t.external_data}
+    loc = info.get("location", "")
+    where = f"{p}: initializer {t.name!r} is stored in {loc!r}"
+    if not loc or Path(loc).is_absolute():
+        raise FormatError(f"{where}: the location must be a file name relative to the model's "
+                          f"folder")
+    folder = p.parent.resolve()
+    f = p.parent / loc
+    if f.is_symlink() or any(q.is_symlink() for q in f.parents if q != p.parent and
+                             str(q).startswith(str(p.parent))):
+        raise FormatError(f"{where}, a symbolic link; keep the data file itself beside the "
+                          f"model")
+    if folder not in f.resolve().parents:
+        raise FormatError(f"{where}, outside the model's folder {str(folder)!r}")
+    if not f.is_file():
+        raise FormatError(f"{where}, which is not beside the model (keep the .onnx.data file "
+                          f"next to it)")
+    try:
+        offset = int(info.get("offset") or 0)
+        length = int(info["length"]) if info.get("length") else None
+    except ValueError:
+        raise FormatError(f"{where} with a bad offset or length {info}") from None
+    if length is None:
+        if t.data_type not in _DTYPE_SIZE:  # an element type of no fixed size: no check
+            return
+        length = _n(t.dims) * _DTYPE_SIZE[t.data_type]
+    size = f.stat().st_size
+    if offset < 0 or length < 0 or offset + length > size:
+        raise FormatError(f"{where}, which holds {size:,} bytes: the tensor needs bytes "
+                          f"{offset:,} to {offset + length:,} (truncated data file?)")
 
 
 def read_onnx(path, *, batch: int | None = None, seq: int | None = None,

@@ -40,6 +40,7 @@ import functools
 from collections.abc import Mapping
 
 from .._native import import_torch, load_user_file
+from .._native import physical_memory
 from ..errors import FormatError
 
 __all__ = ["HF_MODELS", "build_model", "is_model_spec", "model_graph"]
@@ -118,6 +119,31 @@ def _hf(name: str, config: Mapping, layers: int | None):
     except ImportError:
         raise FormatError("hf: models need the optional dependency transformers "
                           "(pip install placement-workbench[torch])") from None
+    if layers is not None and (isinstance(layers, bool) or not isinstance(layers, int)
+                               or layers < 1):
+        raise FormatError(f"hf:{name}: layers must be a positive integer, got {layers!r}")
+    if not isinstance(config, Mapping):
+        raise FormatError(f"hf:{name}: config must be a dict of config fields, got "
+                          f"{type(config).__name__}")
+    cls = getattr(tr, {"gpt2": "GPT2Config", "bert-base": "BertConfig", "vit": "ViTConfig",
+                       "llama": "LlamaConfig"}[name])
+    known = cls()
+    unknown = [k for k in config if not isinstance(k, str) or not (
+        hasattr(known, k) or k == "attn_implementation")]
+    if unknown:  # transformers keeps any keyword as an attribute: a typo changed nothing
+        fields = sorted(k for k in known.to_dict() if not k.startswith("_"))
+        raise FormatError(f"hf:{name}: unknown config field(s) {unknown}; {cls.__name__} "
+                          f"has {', '.join(fields)}")
+    try:
+        return _hf_build(tr, name, config, layers)
+    except FormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 - transformers rejects bad sizes with anything
+        raise FormatError(f"hf:{name}: building the model with config {dict(config)} "
+                          f"failed: {type(e).__name__}: {_first_line(e)}") from None
+
+
+def _hf_build(tr, name: str, config: Mapping, layers: int | None):
     # a training step keeps no KV cache; attention as matmul-softmax-matmul ops ("eager"),
     # each an op a solver can place; the library's default, one fused SDPA op, captures as
     # well (config={"attn_implementation": "sdpa"}) with the same FLOPs within 2 %
@@ -163,21 +189,72 @@ def _from_file(path: str, cls_name: str):
     except TypeError as e:
         raise FormatError(f"{path}:{cls_name} must be constructible without arguments ({e})") \
             from None
+    except Exception as e:  # noqa: BLE001 - the user's __init__ may raise anything
+        raise FormatError(f"constructing {path}:{cls_name}() failed: "
+                          f"{type(e).__name__}: {_first_line(e)}") from None
+
+
+def _first_line(e: BaseException) -> str:
+    """The first line of an exception's message (torch's allocator errors run to many)."""
+    return (str(e).strip().splitlines() or [""])[0][:300]
+
+
+def _check_size(spec: str, what: str, shape: tuple, itemsize: int,
+                on_meta: bool = False) -> None:
+    """Refuse an example tensor larger than this machine's memory before allocating it
+    (``--profile cpu`` on an 8 TB input was an allocator traceback, issue 41), and on the meta
+    device one beyond :data:`~workbench.io.onnx.MAX_ELEMENTS` elements (the bound of ONNX
+    files; torch overflowed on larger ones).
+
+    >>> _check_size("lstm-lm", "input", (2, 4), 8)
+    >>> _check_size("lstm-lm", "input", (10**9, 10**6), 8, on_meta=True)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.FormatError: lstm-lm: the input of shape (1000000000, 1000000) has 1e+15 elements, beyond the limit of 68,719,476,736
+    """
+    from .onnx import MAX_ELEMENTS
+
+    numel = 1.0
+    for d in shape:
+        numel *= float(d)
+    if numel > MAX_ELEMENTS:
+        raise FormatError(f"{spec}: the {what} of shape {tuple(int(d) for d in shape)} has "
+                          f"{numel:.3g} elements, beyond the limit of {MAX_ELEMENTS:,}")
+    nbytes = numel * itemsize
+    if not on_meta and nbytes > physical_memory():
+        raise FormatError(f"{spec}: the {what} of shape {tuple(int(d) for d in shape)} needs "
+                          f"{nbytes:.3g} bytes, more than this machine's memory; use a smaller "
+                          f"batch or size, or profile=None (roofline costs, no tensors "
+                          f"allocated)")
 
 
 def _file_inputs(model, mod, batch, seq):
     torch = _torch()
     maker = getattr(type(model), "example_inputs", None) or getattr(mod, "example_inputs", None)
+    name = type(model).__name__
     if callable(maker):
-        out = maker(batch, seq)
-        return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        try:
+            out = maker(batch, seq)
+        except Exception as e:  # noqa: BLE001 - the user's function may raise anything
+            raise FormatError(f"{name}: example_inputs({batch}, {seq}) failed: "
+                              f"{type(e).__name__}: {_first_line(e)}") from None
+        out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        bad = [type(x).__name__ for x in out if not isinstance(x, torch.Tensor)]
+        if not out or bad:
+            raise FormatError(f"{name}: example_inputs({batch}, {seq}) must return a tensor "
+                              f"or a tuple of tensors, got {bad or 'an empty tuple'}")
+        return out
     vocab = getattr(model, "vocab_size", None)
-    if isinstance(vocab, int):
+    if isinstance(vocab, int) and not isinstance(vocab, bool):
+        if vocab < 1:
+            raise FormatError(f"{name}: vocab_size must be a positive integer, got {vocab}")
+        _check_size(name, "input", (batch, seq), 8)
         return (torch.randint(0, vocab, (batch, seq)),)
     lin = next((m for m in model.modules() if isinstance(m, torch.nn.Linear)), None)
     if lin is None:
-        raise FormatError(f"{type(model).__name__}: cannot guess its input; define "
+        raise FormatError(f"{name}: cannot guess its input; define "
                           f"example_inputs(batch, seq) in the model file")
+    _check_size(name, "input", (batch, lin.in_features), 4)
     return (torch.randn(batch, lin.in_features),)
 
 
@@ -204,9 +281,11 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
         An unknown name, a missing optional dependency, a model file that fails.
     """
     torch = _torch()
+    from .onnx import MAX_DIM
+
     for what, v in (("batch", batch), ("seq", seq), ("image", image)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise FormatError(f"{spec}: {what} must be a positive integer, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_DIM:
+            raise FormatError(f"{spec}: {what} must be an integer in [1, {MAX_DIM}], got {v!r}")
     head, _, tail = str(spec).partition(":")
     if head == "hf" and tail not in HF_MODELS:
         raise FormatError(f"unknown model {spec!r}; hf: models are {', '.join(HF_MODELS)}")
@@ -230,11 +309,14 @@ def build_model(spec: str, *, batch: int = 1, seq: int = 128, image: int = 224,
         else:
             raise FormatError(f"unknown model {spec!r}: expected torchvision:NAME, "
                               f"hf:{{{','.join(HF_MODELS)}}}, lstm-lm or FILE.py:CLASS")
+        on_meta = str(device) == "meta"
         if kind == "image":
+            _check_size(spec, "input", (batch, 3, image, image), 4, on_meta)
             x = torch.randn(batch, 3, image, image)
         else:
             vocab = getattr(getattr(model, "model", model), "config", None)
             vocab = getattr(vocab, "vocab_size", None) or getattr(model, "vocab_size", 1000)
+            _check_size(spec, "input", (batch, seq), 8, on_meta)
             x = torch.randint(0, vocab, (batch, seq))
     return model, (x,)
 
@@ -255,6 +337,10 @@ def model_graph(spec: str, *, batch: int | None = None, seq: int | None = None,
     """
     from .torch import from_torch
 
+    extra = sorted(set(build) - {"image", "layers", "config", "seed"})
+    if extra:
+        raise FormatError(f"{spec}: unknown keyword(s) {extra}; model_graph takes batch, seq, "
+                          f"training, profile, optimizer, image, layers, config and seed")
     batch = 1 if batch is None else batch
     seq = 128 if seq is None else seq
     if training is not None and not isinstance(training, bool):

@@ -118,9 +118,9 @@ def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
     >>> local_cluster(3).names
     ['cpu0', 'cpu1', 'cpu2']
     """
-    if n < 1:
-        raise ClusterError(f"a local cluster needs at least one device, got {n}")
-    devices = [Device(f"{kind}{i}", kind, memory) for i in range(n)]
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ClusterError(f"a local cluster needs a whole number of devices >= 1, got {n!r}")
+    devices = [Device(f"{kind}{i}", kind, memory) for i in range(int(n))]
     return Cluster(devices, links=links, name=name or f"local-{n}x{kind}",
                    intra_host=Link(0.02, math.inf))
 
@@ -175,6 +175,9 @@ def calibrate_links(devices: int | Iterable[str] | Cluster = 2, *,
                        host=_host_of(d)) for d in devices]
     if len(devs) < 2:
         raise ClusterError("link calibration needs at least two devices")
+    twice = sorted({d.name for d in devs if [e.name for e in devs].count(d.name) > 1})
+    if twice:  # issue 41: TensorFlow's variable scope refused them with a traceback
+        raise ClusterError(f"link calibration: device name(s) {', '.join(twice)} given twice")
     if repeats < 1 or len(sizes) < 2:
         raise RuntimeBridgeError("calibration needs repeats >= 1 and at least two sizes")
     t = tf()

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import platform
 from collections.abc import Callable
+from numbers import Integral
 from typing import Any
 
 import networkx as nx
@@ -107,7 +108,7 @@ def build_program(model_or_fn: str | Callable, batch: int, *, seed: int = 0, lr:
     else:
         raise RuntimeBridgeError(f"extract needs a model name or a builder function, got "
                                  f"{type(model_or_fn).__name__}")
-    if int(batch) < 1:
+    if isinstance(batch, bool) or not isinstance(batch, Integral) or batch < 1:
         raise RuntimeBridgeError(f"batch must be a positive integer, got {batch!r}")
     graph = t.Graph()
     try:

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..errors import RuntimeBridgeError
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .realtime import realtime as realtime_scheduling
 
@@ -165,7 +166,9 @@ def measure_handoff(devices=("cpu0", "cpu1"), *, repeats: int = 60, trials: int 
     passes); the send and receive benchmarks keep the least disturbed of ``trials`` sessions.
     Takes about 30 s with the defaults (27 s measured).
     """
-    a, b = (tf_device(d) for d in devices[:2])
+    _check_handoff_args(devices, repeats=repeats, trials=trials, segments=segments,
+                        passes=passes)
+    a, b = (tf_device(d) for d in devices)
     spin = not realtime
     run = {"repeats": repeats, "trials": trials, "spinning": spin}
     with realtime_scheduling(realtime):
@@ -182,6 +185,26 @@ def measure_handoff(devices=("cpu0", "cpu1"), *, repeats: int = 60, trials: int 
     lat = max(0.0, float(np.mean(cost - slope * idle)))
     return HandoffCosts(float(send), float(recv), lat, slope, tuple(points),
                         tuple(tuple(sw) for sw in sweeps))
+
+
+def _check_handoff_args(devices, **counts) -> None:
+    """Two distinct device names and positive whole counts, checked before any session starts
+    (one device was an unpacking traceback, two equal names a benchmark of nothing; issue 41).
+
+    >>> _check_handoff_args(("cpu0",), repeats=1)
+    Traceback (most recent call last):
+    ...
+    workbench.errors.RuntimeBridgeError: measure_handoff needs two distinct device names, got ('cpu0',)
+    """
+    if (isinstance(devices, (str, bytes)) or not isinstance(devices, (tuple, list))
+            or len(devices) != 2 or not all(isinstance(d, str) and d for d in devices)
+            or devices[0] == devices[1]):
+        raise RuntimeBridgeError(f"measure_handoff needs two distinct device names, got "
+                                 f"{devices!r}")
+    for key, v in counts.items():
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise RuntimeBridgeError(f"measure_handoff: {key} must be a positive integer, "
+                                     f"got {v!r}")
 
 
 def _pingpong_sweep(a: str, b: str, *, segments: int, send: float, recv: float, **run) -> list:

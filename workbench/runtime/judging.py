@@ -281,9 +281,11 @@ def residuals(plan, measurement, cluster=None, *, schedule=None, **sim_kw) -> Re
     """
     import pandas as pd
 
-    from ..plan import check_schedule
+    from ..plan import Plan, check_schedule
     from ..simulate import simulate
 
+    if not isinstance(plan, Plan):  # issue 41: None was an AttributeError
+        raise RuntimeBridgeError(f"residuals: plan must be a Plan, got {type(plan).__name__}")
     if measurement is None or not getattr(measurement, "ok", False):
         raise RuntimeBridgeError(f"residuals: plan {plan.method!r} has no successful "
                                  f"measurement ({getattr(measurement, 'error', None)})")

@@ -451,7 +451,12 @@ def keras_program(model, batch: int | None = None, *, input_shape=None, loss=Non
     if loss is not None or optimizer is not None:
         if loss is None or optimizer is None:
             raise RuntimeBridgeError("pass both loss= and optimizer= (or a compiled model)")
-        model.compile(loss=loss, optimizer=optimizer)
+        try:
+            model.compile(loss=loss, optimizer=optimizer)
+        except (ValueError, TypeError) as e:  # an unknown optimizer or loss name (issue 41)
+            msg = (str(e).strip().splitlines() or [""])[0][:300]
+            raise RuntimeBridgeError(f"compiling Keras model {model.name!r} with loss={loss!r} "
+                                     f"and optimizer={optimizer!r} failed: {msg}") from None
     if getattr(model, "optimizer", None) is None or not getattr(model, "compiled", False):
         raise RuntimeBridgeError(f"Keras model {model.name!r} is not compiled: pass loss= and "
                                  f"optimizer= (e.g. loss='sparse_categorical_crossentropy', "
@@ -519,24 +524,48 @@ def keras_model_from_spec(name: str, *, input_shape=None, classes: int = 10, **k
     """
     keras = _keras()
     if name.endswith(".py") or ".py:" in name:
-        model = _load_file_builder(name if ":" in name else name + ":build")(**kw)
+        builder = _load_file_builder(name if ":" in name else name + ":build")
+        model = _call_builder(name, builder, kw)
         if not is_keras_model(model):
             raise RuntimeBridgeError(f"{name!r} returned {type(model).__name__}, not a Keras "
                                      f"model")
         return model
     if name == "TransformerEncoder":
         if input_shape is not None:
-            kw.update(seq=int(input_shape[0]), d_model=int(input_shape[1]))
-        return transformer_encoder(classes=classes, **kw)
-    ctor = getattr(keras.applications, name, None)
-    if not callable(ctor) or name[:1].islower():
+            shape = [int(d) for d in input_shape]
+            if len(shape) != 2 or min(shape) < 1:
+                raise RuntimeBridgeError(f"TransformerEncoder takes an input of (sequence, "
+                                         f"width), e.g. 16x32; got {'x'.join(map(str, shape))}")
+            kw.update(seq=shape[0], d_model=shape[1])
+        return _call_builder(name, transformer_encoder, {"classes": classes, **kw})
+    public = name.isidentifier() and name[:1].isupper() and name in dir(keras.applications)
+    ctor = getattr(keras.applications, name, None) if public else None
+    if not callable(ctor):
         raise RuntimeBridgeError(f"unknown Keras model {name!r}: use TransformerEncoder, a "
                                  f"keras.applications name (e.g. MobileNetV2, ResNet50, "
                                  f"EfficientNetB0) or FILE.py:FUNCTION")
     shape = tuple(int(d) for d in input_shape) if input_shape is not None else (96, 96, 3)
     if len(shape) == 2:
         shape = (*shape, 3)
-    return ctor(weights=None, input_shape=shape, classes=int(classes), **kw)
+    return _call_builder(name, ctor, {"weights": None, "input_shape": shape,
+                                      "classes": int(classes), **kw})
+
+
+def _call_builder(name: str, fn: Callable, kw: dict):
+    """``fn(**kw)``; what it raises (an unknown size keyword, an input Keras refuses, the
+    user's own builder failing) is a :class:`RuntimeBridgeError` naming the model (issue 41).
+
+    >>> _call_builder("TransformerEncoder", transformer_encoder, {"depth": 3})
+    Traceback (most recent call last):
+    ...
+    workbench.errors.RuntimeBridgeError: building Keras model 'TransformerEncoder' failed: TypeError: transformer_encoder() got an unexpected keyword argument 'depth'
+    """
+    try:
+        return fn(**kw)
+    except Exception as e:  # noqa: BLE001 - Keras and the user's builder raise anything
+        msg = (str(e).strip().splitlines() or [""])[0][:300]
+        raise RuntimeBridgeError(f"building Keras model {name!r} failed: "
+                                 f"{type(e).__name__}: {msg}") from None
 
 
 def spec_program(spec: dict):

@@ -34,7 +34,7 @@ from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .extraction import Program, program_for, program_of, program_to_opgraph
 from .gpu import gpu_capable, gpu_kernel_times, is_gpu_device, sync_op
 from .realtime import realtime as realtime_scheduling
-from .runner import parse_step_stats, placed_graph_def, step_dag
+from .runner import _check_steps, parse_step_stats, placed_graph_def, step_dag
 
 __all__ = ["profile", "profile_program"]
 
@@ -188,6 +188,7 @@ def profile(graph_or_model: OpGraph | str | Callable, batch: int | None = None, 
     >>> g.meta["costs"], g.op("fc0/MatMul")["compute"]["cpu"] > 0
     ('profiled', True)
     """
+    _check_steps(steps, warmup, timed_steps=(timed_steps, 1))
     if isinstance(graph_or_model, OpGraph):
         base = graph_or_model
         program = program or program_for(base)

@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import pairwise
+from numbers import Integral
 
 import networkx as nx
 
@@ -560,6 +561,8 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
     RuntimeBridgeError
         A device does not exist or a step fails.
     """
+    if not isinstance(plan, Plan):  # issue 41
+        raise RuntimeBridgeError(f"run_plan needs a Plan, got {type(plan).__name__}")
     _check_steps(steps, warmup)
     with PlanSession(plan, program=program, devices=devices, target=target,
                      enforce_order=enforce_order, inter_op=inter_op, intra_op=intra_op,
@@ -569,9 +572,23 @@ def run_plan(plan: Plan, *, steps: int = 10, warmup: int = 3, program: Program |
         return ps.measurement(ps.trace() if trace else None)
 
 
-def _check_steps(steps: int, warmup: int) -> None:
-    if steps < 1 or warmup < 0:
-        raise RuntimeBridgeError(f"need steps >= 1 and warmup >= 0, got {steps}, {warmup}")
+def _check_steps(steps: int, warmup: int, **more: tuple) -> None:
+    """``steps >= 1`` and ``warmup >= 0``, and each of ``more`` (``name=(value, least)``), as
+    whole numbers (issue 41: a text count was a TypeError, ``rounds=0`` and ``steps=0`` of a
+    profile passed or divided by zero).
+
+    >>> _check_steps(10, 3, rounds=(0, 1))
+    Traceback (most recent call last):
+    ...
+    workbench.errors.RuntimeBridgeError: need steps >= 1 and warmup >= 0 (whole numbers), and rounds >= 1; got steps=10, warmup=3, rounds=0
+    """
+    checks = {"steps": (steps, 1), "warmup": (warmup, 0), **more}
+    if any(isinstance(v, bool) or not isinstance(v, Integral) or v < lo
+           for v, lo in checks.values()):
+        extra = "".join(f", and {k} >= {lo}" for k, (_v, lo) in more.items())
+        got = ", ".join(f"{k}={v!r}" for k, (v, _lo) in checks.items())
+        raise RuntimeBridgeError(f"need steps >= 1 and warmup >= 0 (whole numbers){extra}; "
+                                 f"got {got}")
 
 
 def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
@@ -598,7 +615,7 @@ def measure_plans(graph, plans, *, steps: int = 10, warmup: int = 3,
     dict
         Name -> :class:`Measurement`; a failed plan has ``error`` set and NaN timings.
     """
-    _check_steps(steps, warmup)
+    _check_steps(steps, warmup, rounds=(rounds, 1))
     if isinstance(plans, Mapping):
         items = list(plans.items())
     else:
