@@ -62,6 +62,16 @@ EFFECTS = {
            "'traced': progress_figure(cmp3).layout.meta['traced']}",
            lambda v: (v["fragile"] < 0.8 <= v["solid"] and abs(v["sum"] - 1) < 1e-9
                       and v["moved"] > 0 and v["traced"] == ["pesto_ilp"])),
+    # plain data parallelism is judged out of memory; the winner fits and beats every other
+    # plan that fits; each breakdown adds up to its step
+    "12": ("{'winner': winner, 'oom': results['data parallel'].oom is not None, "
+           "'steps': {k: r.step_ms for k, r in feasible.items()}, "
+           "'sums': [abs(sum(v for k, v in r.breakdown().items() if k != 'step') - r.step_ms) "
+           "for r in results.values()]}",
+           lambda v: (v["oom"] and v["winner"] == "3D, selective"
+                      and all(v["steps"]["3D, selective"] < s for k, s in v["steps"].items()
+                              if k != "3D, selective")
+                      and max(v["sums"]) < 1e-6)),
 }
 NOTICE = {f"0{i}" for i in range(1, 9)}  # notebooks that open with one sentence to notice
 TF_NOISE = ("cuda", "cudnn", "cufft", "cublas", "tensorrt", "oneDNN", "cpu_feature_guard",

@@ -133,6 +133,28 @@ def _cmd_info(args) -> int:
     return 0
 
 
+def _cmd_train(args) -> int:
+    """Judge one parallel training strategy of an LLM (issue 43)."""
+    from .judge.training import simulate_training
+    from .transforms.parallel import Strategy, parallelize
+
+    cluster = load_cluster_arg(args.cluster)
+    strategy = Strategy(tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs or 0,
+                        global_batch=args.global_batch or 0, schedule=args.schedule,
+                        virtual=args.virtual, recompute=args.recompute, zero=args.zero,
+                        sp=args.sp, algorithm=args.algorithm)
+    plan = parallelize(args.model, cluster, strategy, gpu=args.gpu)
+    res = simulate_training(plan, record_links=False)
+    out = {**plan.summary(), **res.summary(), "oom": res.oom, "events": res.events}
+    if args.json:
+        print(json.dumps({k: _num(v) if isinstance(v, float) else v for k, v in out.items()}))
+    else:
+        w = max(len(k) for k in out)
+        for k, v in out.items():
+            print(f"{k:<{w}}  {v:.6g}" if isinstance(v, float) else f"{k:<{w}}  {v}")
+    return 0
+
+
 def _cmd_methods(args) -> int:
     from .solvers import SOLVERS
 
@@ -553,6 +575,25 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="graph and cluster statistics, lower bounds")
     common(p)
     p.set_defaults(fn=_cmd_info)
+
+    p = sub.add_parser("train", help="judge a tensor x pipeline x data-parallel training "
+                       "strategy of an LLM (gpt:..., llama:...)")
+    p.add_argument("model", help="gpt:175b, gpt:layers=24,hidden=2048,heads=16,seq=1024,mbs=4, "
+                   "llama:7b, ...")
+    p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset (8xA100-80g, "
+                   "64xA100-80g, 512xA100-80g, ...-40g, 8xH100, ...) or a cluster JSON")
+    p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")
+    for name in ("tp", "pp", "dp", "virtual"):
+        p.add_argument(f"--{name}", type=_COUNT, default=1)
+    p.add_argument("--mbs", type=_COUNT, help="sequences per micro-batch (default: the model's)")
+    p.add_argument("--global-batch", type=_COUNT, help="sequences per step (default mbs x dp)")
+    p.add_argument("--schedule", choices=["gpipe", "1f1b", "interleaved"], default="1f1b")
+    p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
+    p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
+    p.add_argument("--sp", action="store_true", help="sequence parallelism (with --tp > 1)")
+    p.add_argument("--algorithm", choices=["ring", "tree"], default="ring")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=_cmd_train)
 
     p = sub.add_parser("methods", help="list registered methods")
     p.add_argument("--json", action="store_true")

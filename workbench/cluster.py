@@ -40,7 +40,7 @@ import numpy as np
 
 from .errors import ClusterError, InfeasibleError
 
-__all__ = ["Device", "Link", "Cluster", "PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH"]
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "TRAINING_PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH"]
 
 GiB = float(2**30)
 _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
@@ -562,13 +562,12 @@ class Cluster:
         >>> Cluster.preset("nope")
         Traceback (most recent call last):
         ...
-        workbench.errors.ClusterError: unknown cluster preset 'nope'; known presets: 1xV100, 2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink, 2x4xV100, 2x2xV100, 4xcpu, 2xcpu
+        workbench.errors.ClusterError: unknown cluster preset 'nope'; known presets: 1xV100, 2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink, 2x4xV100, 2x2xV100, 4xcpu, 2xcpu, 8xA100-80g, ...
         """
-        try:
-            factory = PRESETS[name]
-        except KeyError:
+        factory = PRESETS.get(name) or TRAINING_PRESETS.get(name)
+        if factory is None:
             raise ClusterError(f"unknown cluster preset {name!r}; known presets: "
-                               f"{', '.join(PRESETS)}") from None
+                               f"{', '.join([*PRESETS, *TRAINING_PRESETS])}")
         return factory()
 
 
@@ -609,3 +608,30 @@ PRESETS = {
                              intra_host=Link(0.005, 5 * _GBps), name="2xcpu"),
 }
 """Preset name -> factory. Sample graphs carry ``gpu`` (V100-class) and ``cpu`` costs."""
+
+
+def _gpu_nodes(n: int, *, memory: float, nvlink: float, nic: float, speed: float,
+               name: str) -> "Cluster":
+    """``n`` GPUs in nodes of 8 joined by NVSwitch, nodes joined by one NIC per GPU."""
+    devs = [Device(f"gpu{i}", "gpu", memory, speed, f"node{i // 8}") for i in range(n)]
+    return Cluster(devs, intra_host=Link(0.002, nvlink), inter_host=Link(0.005, nic),
+                   host_link=Link(0.01, 24 * _GBps), name=name)
+
+
+TRAINING_PRESETS: dict = {}
+"""Multi-node GPU systems for the LLM training judge (:mod:`workbench.judge.training`):
+``8xA100-80g``, ``64xA100-80g``, ``512xA100-80g``, the same with ``A100-40g`` and ``H100``,
+nodes of 8 GPUs. Kept apart from :data:`PRESETS` (which the board offers to every solver)."""
+
+# Multi-node GPU systems (issue 43), datasheet figures per GPU and direction: DGX A100 --
+# NVLink 3 through NVSwitch 600 GB/s both directions (300 GB/s each way), eight 200 Gb/s HDR
+# InfiniBand NICs, one per GPU (25 GB/s); DGX H100 -- NVLink 4 900 GB/s (450 each way), eight
+# 400 Gb/s NDR NICs (50 GB/s). Latencies (2 us a step inside a node, 5 us across nodes) are
+# the per-step costs of the collective model (workbench.judge.collectives).
+for _n in (8, 64, 512):
+    for _gpu, _mem, _nv, _nic, _sp in (("A100-80g", 80, 300, 25, 1.7),
+                                       ("A100-40g", 40, 300, 25, 1.7), ("H100", 80, 450, 50, 3.0)):
+        TRAINING_PRESETS[f"{_n}x{_gpu}"] = (
+            lambda n=_n, g=_gpu, m=_mem, nv=_nv, nic=_nic, sp=_sp: _gpu_nodes(
+                n, memory=m * GiB, nvlink=nv * _GBps, nic=nic * _GBps, speed=sp,
+                name=f"{n}x{g}"))

@@ -31,7 +31,7 @@ import numpy as np
 
 from .errors import PlanError
 
-__all__ = ["PlanDiff", "critical_breakdown", "diff"]
+__all__ = ["PlanDiff", "critical_breakdown", "diff", "training_diff"]
 
 
 def critical_breakdown(schedule) -> dict:
@@ -217,3 +217,40 @@ def diff(plan_a, plan_b, cluster, *, congestion: bool = True, order: str | None 
     return PlanDiff(na, nb, moved, moves, busy, links, breakdown, critical, sa, sb,
                     [v for v in plan_a.graph.ops if v not in plan_b.graph.index],
                     [v for v in plan_b.graph.ops if v not in plan_a.graph.index])
+
+
+def training_diff(a, b):
+    """Two judged training plans (:class:`workbench.judge.training.TrainingResult`) explained:
+    the strategy fields that differ, the step time and each part of it (the slowest rank's
+    :meth:`~workbench.judge.training.TrainingResult.breakdown`), and the peak memory.
+
+    Returns a pandas DataFrame indexed by item with columns ``a``, ``b`` and ``delta`` (b - a,
+    numbers only).
+
+    >>> from workbench.cluster import Cluster
+    >>> from workbench.judge.training import simulate_training
+    >>> from workbench.transforms.parallel import Strategy, parallelize
+    >>> run = lambda **kw: simulate_training(parallelize(
+    ...     "gpt:layers=4,hidden=256,heads=4,seq=128", Cluster.preset("8xA100-80g"),
+    ...     Strategy(global_batch=8, **kw)))
+    >>> d = training_diff(run(pp=2), run(pp=2, recompute="full"))
+    >>> d.loc["recompute", ["a", "b"]].tolist()
+    ['none', 'full']
+    >>> bool(d.loc["recompute_ms", "delta"] > 0), bool(d.loc["peak_gib", "delta"] < 0)
+    (True, True)
+    """
+    import pandas as pd
+
+    sa, sb = a.plan.strategy.to_dict(), b.plan.strategy.to_dict()
+    rows = {k: (sa[k], sb[k]) for k in sa if sa[k] != sb[k]}
+    if a.plan.config != b.plan.config:
+        rows["model"] = (a.plan.config.spec, b.plan.config.spec)
+    ba, bb = a.breakdown(), b.breakdown()
+    rows["step_ms"] = (a.step_ms, b.step_ms)
+    rows.update({f"{k}_ms": (ba[k], bb[k]) for k in ba if k != "step"})
+    rows["peak_gib"] = (max(a.peak.values()) / 2**30, max(b.peak.values()) / 2**30)
+    rows["feasible"] = (a.feasible, b.feasible)
+    out = pd.DataFrame.from_dict(rows, orient="index", columns=["a", "b"])
+    out["delta"] = [y - x if isinstance(x, float) and isinstance(y, float) else None
+                    for x, y in zip(out.a, out.b)]
+    return out

@@ -219,6 +219,8 @@ def resolve(spec: str, *, batch: int | None = None, seq: int | None = None,
     ``spec`` is a file (the workbench's JSON graph, an MSR workload or a plan with its graph,
     told apart by content; an ONNX model by its ``.onnx`` suffix), ``msr:NAME`` (a
     bundled MSR workload and its cluster), ``suite:NAME`` (a pair of :func:`hard_suite`), a
+    LLM training step built from formulas (``gpt:layers=24,hidden=2048,heads=16,seq=1024,mbs=4``,
+    ``gpt:175b``, ``llama:7b,mbs=2``: :func:`workbench.costs.llm_graph.training_graph`), a
     PyTorch model (``torchvision:resnet50``, ``hf:gpt2``, ``hf:bert-base``, ``hf:vit``,
     ``hf:llama``, ``lstm-lm``, ``FILE.py:Class``: its step captured by
     :func:`workbench.io.torch_models.model_graph`) or a
@@ -258,6 +260,10 @@ def resolve(spec: str, *, batch: int | None = None, seq: int | None = None,
         return read_msr(spec)
     if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
         return workload(spec[6:]).build()
+    if spec.startswith(("gpt:", "llama:")):  # an LLM training step built from its formulas
+        from .costs.llm_graph import training_graph
+
+        return _named(spec, lambda: (training_graph(spec), None))
     from .io.torch_models import is_model_spec
 
     if is_model_spec(spec):  # a PyTorch model by name: its step captured at ATen level
@@ -313,7 +319,7 @@ def check(spec: str) -> bool:
     from . import samples
     from .io.torch_models import is_model_spec
 
-    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:")) or \
+    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:", "gpt:", "llama:")) or \
             is_model_spec(spec) or _file(spec):
         return resolve(spec)[1] is not None
     name, kw = _sample_size(spec)

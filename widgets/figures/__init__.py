@@ -17,6 +17,7 @@ from .memory import memory_figure
 from .methods import critical_breakdown, method_color, method_colors, row_flags, verdict
 from .pipeline import pipeline_figure, stage_table
 from .robust import robust_figure, robust_html
+from .training import training_breakdown_figure, training_gantt, training_memory_figure
 
 __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "utilisation",
            "fidelity_figure", "placement_heatmap", "heatmap_ops", "slice_figure",
@@ -24,4 +25,5 @@ __all__ = ["dag_figure", "gantt_figure", "gantt_lanes", "gantt_multiples", "util
            "method_colors", "row_flags", "verdict",
            "idle_gaps", "coarse_figure",
            "coarse_graph", "members_figure", "pipeline_figure", "stage_table", "compare_figure",
-           "layered_layout", "memory_figure", "robust_figure", "robust_html"]
+           "layered_layout", "memory_figure", "robust_figure", "robust_html",
+           "training_gantt", "training_memory_figure", "training_breakdown_figure"]

@@ -3,6 +3,8 @@
 * :mod:`.roofline`: FLOPs and bytes per op -> time on a device (device models, presets).
 * :mod:`.standard`: Celeritas's standard evaluation (costs at a large batch fitted from small
   ones); its names are re-exported here, where ``workbench.costs`` kept them before.
+* :mod:`.llm`, :mod:`.llm_graph`: GPT / Llama training steps from formulas (chain of costed
+  ops; the one-device training graph).
 * :mod:`.pipeline`: the pipelining paper's accounting of transfers and loads, shared by the
   judge (``max_load``, latency) and the pipelined solvers.
 """

@@ -4,7 +4,9 @@
 * :mod:`~workbench.judge.policies`: the three order policies (``"plan"``, ``"fifo"``,
   ``"rank"``) that pick each idle device's next op;
 * :mod:`~workbench.judge.schedule`: the :class:`~workbench.plan.Schedule` built from a run;
-* :mod:`~workbench.judge.loads`: the pipelined loads and max-load.
+* :mod:`~workbench.judge.loads`: the pipelined loads and max-load;
+* :mod:`~workbench.judge.training`: parallel training plans (micro-batch schedules,
+  collectives from :mod:`~workbench.judge.collectives`, memory over time).
 
 The package imports only the model layer (graph, cluster, plan, errors, analysis, liveness,
 :mod:`workbench.costs`), never solvers, transforms, compare or widgets. Use it through

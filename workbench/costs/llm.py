@@ -1,0 +1,428 @@
+"""Transformer language models as chains of costed ops: GPT (Megatron style) and Llama.
+
+The formula room of the LLM workloads (issue 43). A model is an :class:`LLMConfig`; its
+forward pass is a **chain** of :class:`ChainOp` (embedding, ``layers`` x the ops of a block,
+final norm, LM head and loss), each op carrying, for one micro-batch of ``mbs`` sequences of
+``seq`` tokens, its forward and backward FLOPs and bytes moved, its parameters, the activation
+bytes it saves for the backward pass and the tensor-parallel collectives that follow it. The
+graph builder (:mod:`workbench.costs.llm_graph`), the parallel strategies
+(:mod:`workbench.transforms.parallel`) and the training judge (:mod:`workbench.judge.training`)
+all read this chain, so every view of a model counts the same work.
+
+Formulas (``b`` micro-batch, ``s`` sequence, ``h`` hidden, ``a`` heads, ``f`` MLP width,
+``V`` vocabulary, ``T = b s`` tokens, ``t`` tensor-parallel degree):
+
+* matmuls ``2 m n k`` forward and twice that backward (Narayanan et al. 2021, eq. (2) counts
+  ``72 B s l h^2 (1 + s/6h + V/12hl)`` per step with recomputation; without recomputation the
+  same terms x 3/4); attention scores and the attention-weighted values ``2 b s^2 h`` each;
+  softmax ``5`` and norms ``8`` (backward ``10``) FLOPs per element, element-wise ops one per
+  element per input beyond the first -- the families of :mod:`workbench.costs.roofline`, which
+  is how :func:`workbench.io.torch.from_torch` counts the same model captured from PyTorch;
+* saved activations per GPT layer ``s b h (34 + 5 a s / h)`` bytes at 2-byte precision with
+  dropout (Korthikanti et al. 2022, eq. (1)): with tensor parallelism ``s b h (10 + 24/t +
+  5 a s / (h t))`` (eq. (2)), with sequence parallelism everything ``/t`` (eq. (4)); each op
+  below carries its own term, flagged as split by ``t`` or replicated;
+* parameters ``12 h^2 + 13 h`` per GPT layer (Narayanan et al. 2021, section 5.1) plus the
+  embeddings ``(V + s) h``, the LM head tied to the word embedding (Megatron-LM); Llama: ``4
+  h^2`` less the shared key/value heads (grouped-query attention), ``3 h f`` SwiGLU, two
+  RMSNorms, an untied head;
+* mixed precision (ZeRO, Rajbhandari et al. 2020, section 3.1): 2-byte parameters and
+  gradients, fp32 master weights, Adam momentum and variance: ``2 + 2 + 12`` bytes per
+  parameter (``fp32``: ``4 + 4 + 8``); Adam costs 12 FLOPs per parameter.
+
+Tensor-parallel collectives (Shoeybi et al. 2019, Fig. 3: the ``f``/``g`` operators): an
+all-reduce of the block output after the attention output projection and after the second MLP
+matmul in the forward pass, and of the block input's gradient after the QKV and first MLP
+matmuls in the backward pass; with sequence parallelism (Korthikanti et al. 2022, section
+4.2.2) each becomes an all-gather before the column-parallel matmul and a reduce-scatter after
+the row-parallel one (same bytes). The vocabulary-parallel embedding all-reduces its output.
+
+Examples
+--------
+>>> cfg = parse_spec("gpt:layers=2,hidden=128,heads=4,seq=64,mbs=2,vocab=1000")
+>>> cfg.params()
+532992
+>>> ops = chain(cfg)
+>>> [o.name for o in ops[1:14]]   # the ops of the first block
+['L0/ln1', 'L0/qkv', 'L0/score', 'L0/softmax', 'L0/attn_dropout', 'L0/attn_v', 'L0/proj', 'L0/dropout1', 'L0/ln2', 'L0/fc1', 'L0/gelu', 'L0/fc2', 'L0/dropout2']
+>>> s, b, h, a = 64, 2, 128, 4
+>>> sum(o.saved for o in ops if o.layer == 0) == s * b * h * (34 + 5 * a * s / h)
+True
+>>> PRESETS["gpt:175b"].params() / 1e9
+174.6...
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from ..errors import GraphError
+
+__all__ = ["ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
+           "parse_spec", "state_bytes_per_param", "ADAM_FLOPS"]
+
+ADAM_FLOPS = 12
+"""FLOPs per parameter of an Adam step (as :data:`workbench.io.torch.OPTIMIZERS` counts it)."""
+
+_GBps = 1e6    # bytes per ms
+_TF = 1e9      # FLOP per ms
+
+
+@dataclass(frozen=True)
+class GPUSpec:
+    """Datasheet figures of one GPU and its node (dense, SXM boards).
+
+    ``half_flops`` is the bf16/fp16 tensor-core peak (FLOP/ms), ``fp32_flops`` the fp32 one
+    used for ``fp32`` training (TF32 tensor cores), ``mem_bw`` HBM bandwidth (bytes/ms),
+    ``nvlink`` NVLink/NVSwitch bandwidth per GPU and direction, ``nic`` the InfiniBand
+    bandwidth per GPU and direction (bytes/ms), ``launch_ms`` the cost of a kernel launch.
+    """
+
+    name: str
+    half_flops: float
+    fp32_flops: float
+    mem_bw: float
+    memory: float
+    nvlink: float
+    nic: float
+    launch_ms: float = 0.005
+    source: str = ""
+
+    def op_ms(self, flops: float, nbytes: float, *, half: bool = True) -> float:
+        """Roofline time of one kernel (ms): ``max(flops / peak, bytes / bw) + launch``.
+
+        >>> round(GPUS["A100-80G"].op_ms(312e9, 0.0), 3)     # 312 GFLOP at 312 TFLOP/s
+        1.005
+        """
+        peak = self.half_flops if half else self.fp32_flops
+        return max(flops / peak, nbytes / self.mem_bw) + self.launch_ms
+
+
+_GIB = float(2**30)
+GPUS: dict[str, GPUSpec] = {
+    # NVIDIA A100 Tensor Core GPU datasheet (2020/2021): 312 TFLOP/s BF16/FP16 dense, 156 TF32,
+    # 1,555 GB/s (40 GB) / 2,039 GB/s (80 GB) HBM2(e), NVLink 600 GB/s (both directions); DGX
+    # A100: 8 x 200 Gb/s HDR InfiniBand, one per GPU (25 GB/s per direction)
+    "A100-40G": GPUSpec("A100-40G", 312 * _TF, 156 * _TF, 1555 * _GBps, 40 * _GIB,
+                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 datasheet; DGX A100"),
+    "A100-80G": GPUSpec("A100-80G", 312 * _TF, 156 * _TF, 2039 * _GBps, 80 * _GIB,
+                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 80GB datasheet; DGX A100"),
+    # NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s BF16 dense, 495 TF32,
+    # 3.35 TB/s HBM3, NVLink 900 GB/s; DGX H100: 8 x 400 Gb/s NDR (50 GB/s per direction)
+    "H100-80G": GPUSpec("H100-80G", 989 * _TF, 495 * _TF, 3350 * _GBps, 80 * _GIB,
+                        450 * _GBps, 50 * _GBps, source="NVIDIA H100 SXM5 datasheet; DGX H100"),
+}
+"""GPU name -> :class:`GPUSpec`."""
+
+
+@dataclass(frozen=True)
+class LLMConfig:
+    """A decoder-only transformer and its micro-batch.
+
+    ``arch`` is ``"gpt"`` (LayerNorm, GeLU MLP of ``ffn = 4 hidden``, learned positions,
+    dropout, LM head tied to the embedding) or ``"llama"`` (RMSNorm, SwiGLU, rotary
+    positions, grouped-query attention with ``kv_heads``, no dropout, untied head).
+    ``precision`` is ``bf16``/``fp16`` (2-byte activations, fp32 master weights) or ``fp32``.
+    """
+
+    arch: str = "gpt"
+    layers: int = 24
+    hidden: int = 2048
+    heads: int = 16
+    seq: int = 1024
+    mbs: int = 1
+    vocab: int = 50257
+    ffn: int = 0
+    kv_heads: int = 0
+    precision: str = "bf16"
+    dropout: bool = True
+
+    def __post_init__(self):
+        if self.arch not in ("gpt", "llama"):
+            raise GraphError(f"unknown model architecture {self.arch!r}; use gpt or llama")
+        for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab"):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
+                raise GraphError(f"{self.arch}: {f} must be a positive integer, got {v!r}")
+        if self.hidden % self.heads:
+            raise GraphError(f"{self.arch}: hidden={self.hidden} is not a multiple of "
+                             f"heads={self.heads}")
+        if self.precision not in ("bf16", "fp16", "fp32"):
+            raise GraphError(f"{self.arch}: precision must be bf16, fp16 or fp32, got "
+                             f"{self.precision!r}")
+        if not self.ffn:
+            ffn = 4 * self.hidden if self.arch == "gpt" else \
+                256 * math.ceil(int(8 * self.hidden / 3) / 256)
+            object.__setattr__(self, "ffn", ffn)
+        if not self.kv_heads:
+            object.__setattr__(self, "kv_heads", self.heads)
+        if self.heads % self.kv_heads:
+            raise GraphError(f"{self.arch}: heads={self.heads} is not a multiple of "
+                             f"kv_heads={self.kv_heads}")
+        if self.arch == "llama":
+            object.__setattr__(self, "dropout", False)
+
+    @property
+    def act_bytes(self) -> int:
+        """Bytes of one activation element (2 in mixed precision, 4 in fp32)."""
+        return 4 if self.precision == "fp32" else 2
+
+    @property
+    def spec(self) -> str:
+        """The name that :func:`parse_spec` reads back into this configuration."""
+        base = LLMConfig(self.arch)
+        derived = LLMConfig(self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads)
+        keys = [f for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn",
+                            "kv_heads", "precision") if getattr(self, f) != getattr(base, f)
+                and not (f in ("ffn", "kv_heads") and getattr(self, f) == getattr(derived, f))]
+        return f"{self.arch}:" + ",".join(f"{k}={getattr(self, k)}" for k in keys)
+
+    def params(self) -> int:
+        """Parameter count (tied GPT head counted once).
+
+        >>> PRESETS["llama:7b"].params()
+        6738415616
+        """
+        return sum(o.params for o in chain(self))
+
+
+PRESETS: dict[str, LLMConfig] = {
+    # Narayanan et al. 2021, Table 1 (GPT-3 shapes, sequence 2,048)
+    "gpt:1.3b": LLMConfig("gpt", 24, 2048, 32, 2048),
+    "gpt:13b": LLMConfig("gpt", 40, 5120, 40, 2048),
+    "gpt:175b": LLMConfig("gpt", 96, 12288, 96, 2048),
+    # Touvron et al. 2023 (Llama 2), Table 1 and the released configurations
+    "llama:7b": LLMConfig("llama", 32, 4096, 32, 4096, vocab=32000, ffn=11008),
+    "llama:13b": LLMConfig("llama", 40, 5120, 40, 4096, vocab=32000, ffn=13824),
+    "llama:70b": LLMConfig("llama", 80, 8192, 64, 4096, vocab=32000, ffn=28672, kv_heads=8),
+}
+"""Named sizes: ``gpt:1.3b``, ``gpt:13b``, ``gpt:175b``, ``llama:7b``, ``llama:13b``, ``llama:70b``."""
+
+_INT_KEYS = ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn", "kv_heads")
+
+
+def parse_spec(spec: str) -> LLMConfig:
+    """The configuration a name describes: ``gpt:layers=24,hidden=2048,heads=16,seq=1024,mbs=4``,
+    ``llama:7b`` or a named size with overrides (``gpt:175b,mbs=1``).
+
+    >>> parse_spec("gpt:175b,mbs=2").mbs
+    2
+    >>> parse_spec("llama:hidden=256,heads=8,kv_heads=2,layers=2").ffn
+    768
+    >>> parse_spec("gpt:layers=two")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: gpt:layers=two: layers must be an integer, got 'two'
+    """
+    if not isinstance(spec, str) or ":" not in spec:
+        raise GraphError(f"expected gpt:... or llama:..., got {spec!r}")
+    arch, _, rest = spec.partition(":")
+    if arch not in ("gpt", "llama"):
+        raise GraphError(f"{spec}: unknown model {arch!r}; use gpt:... or llama:...")
+    parts = [p.strip() for p in rest.split(",") if p.strip()]
+    base = LLMConfig(arch)
+    if parts and "=" not in parts[0]:
+        name = f"{arch}:{parts.pop(0).lower()}"
+        if name not in PRESETS:
+            known = ", ".join(k for k in PRESETS if k.startswith(arch))
+            raise GraphError(f"{spec}: unknown size {name!r}; known: {known}")
+        base = PRESETS[name]
+    kw: dict = {}
+    for p in parts:
+        key, eq, val = p.partition("=")
+        key = key.strip()
+        if not eq or key not in _INT_KEYS + ("precision",):
+            raise GraphError(f"{spec}: bad part {p!r}; expected KEY=VALUE with KEY one of "
+                             f"{', '.join(_INT_KEYS)}, precision")
+        if key == "precision":
+            kw[key] = val.strip()
+            continue
+        try:
+            kw[key] = int(val)
+        except ValueError:
+            raise GraphError(f"{spec}: {key} must be an integer, got {val!r}") from None
+    if ("hidden" in kw or "heads" in kw) and "ffn" not in kw:
+        kw["ffn"] = 0
+    if "heads" in kw and "kv_heads" not in kw and base.kv_heads == base.heads:
+        kw["kv_heads"] = 0
+    try:
+        return replace(base, **kw)
+    except GraphError as e:
+        raise GraphError(f"{spec}: {e}") from None
+
+
+def state_bytes_per_param(precision: str) -> tuple[int, int, int]:
+    """``(parameter, gradient, optimizer state)`` bytes per parameter (ZeRO's ``2 + 2 + 12``).
+
+    >>> state_bytes_per_param("bf16"), state_bytes_per_param("fp32")
+    ((2, 2, 12), (4, 4, 8))
+    """
+    return (4, 4, 8) if precision == "fp32" else (2, 2, 12)
+
+
+@dataclass(frozen=True)
+class Comm:
+    """A tensor-parallel collective after an op: ``kind`` (``allreduce``, ``allgather``,
+    ``reducescatter``) of a tensor of ``nbytes`` (the whole tensor, before any split)."""
+
+    kind: str
+    nbytes: float
+
+
+@dataclass(frozen=True)
+class ChainOp:
+    """One forward op of the chain and what its backward costs (one micro-batch, ``t = 1``).
+
+    ``split``: FLOPs, bytes and saved activations divide by the tensor-parallel degree
+    (Megatron's column/row-parallel matmuls, attention heads, the vocabulary-parallel head);
+    otherwise the op is replicated across tensor-parallel ranks and divides only under
+    sequence parallelism (norms, dropout, residual adds). ``core``: part of the attention core
+    that selective recomputation recomputes; ``core_saved`` the part of ``saved`` it then does
+    not keep (the attention matrices; the queries, keys and values stay). ``comm_fwd``/``comm_bwd``: the collectives after
+    the op's forward/backward, without (``tp``) and with (``sp``) sequence parallelism.
+    ``out``: bytes of the op's output (what a pipeline stage cut after it sends).
+    """
+
+    name: str
+    op_type: str
+    layer: int
+    flops: float
+    bytes: float
+    bwd_flops: float
+    bwd_bytes: float
+    params: int = 0
+    saved: float = 0.0
+    out: float = 0.0
+    split: bool = False
+    core: bool = False
+    core_saved: float = 0.0
+    comm_fwd: dict = field(default_factory=dict)
+    comm_bwd: dict = field(default_factory=dict)
+
+
+def _op(name, op_type, layer, flops, nbytes, *, bwd=2.0, bwd_bytes=None, **kw) -> ChainOp:
+    """A chain op whose backward costs ``bwd`` x its forward FLOPs (bytes ``bwd_bytes``)."""
+    return ChainOp(name, op_type, layer, float(flops), float(nbytes), float(bwd * flops),
+                   float(2 * nbytes if bwd_bytes is None else bwd_bytes), **kw)
+
+
+def _ar(nbytes: float, sp_kind: str) -> dict:
+    """A Megatron ``f``/``g`` collective: all-reduce, or its sequence-parallel half."""
+    return {"tp": Comm("allreduce", nbytes), "sp": Comm(sp_kind, nbytes)}
+
+
+def _mm(name, layer, m, k, n, e, *, params, split=True, saved=None, **kw) -> ChainOp:
+    """A matmul ``[m, k] x [k, n]`` of elements of ``e`` bytes, saving its input."""
+    return _op(name, "MatMul", layer, 2 * m * k * n, e * (m * k + k * n + m * n),
+               params=params, split=split, saved=e * m * k if saved is None else saved,
+               out=e * m * n, **kw)
+
+
+def _gpt_block(c: LLMConfig, i: int) -> list[ChainOp]:
+    b, s, h, a, f, e = c.mbs, c.seq, c.hidden, c.heads, c.ffn, c.act_bytes
+    T, x = b * s, b * s * h * e               # tokens, bytes of one [b, s, h] activation
+    att = b * a * s * s                       # attention-matrix elements
+    drop = c.dropout
+    mask = T * h if drop else 0.0             # one byte per element (Korthikanti's masks)
+    return [
+        _op(f"L{i}/ln1", "LayerNormalization", i, 8 * T * h, 2 * x, bwd=10 / 8, params=2 * h,
+            saved=x, out=x, comm_fwd={"sp": Comm("allgather", x)}),
+        _mm(f"L{i}/qkv", i, T, h, 3 * h, e, params=3 * h * h + 3 * h,
+            comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/score", "BatchMatMul", i, 2 * b * s * s * h, e * (2 * T * h + att),
+            split=True, core=True, saved=2 * x, out=e * att),
+        _op(f"L{i}/softmax", "Softmax", i, 5 * att, 2 * e * att, bwd=1.0, split=True,
+            core=True, saved=e * att, core_saved=e * att, out=e * att),
+        _op(f"L{i}/attn_dropout", "Dropout", i, att if drop else 0, 2 * e * att, bwd=1.0,
+            split=True, core=True, saved=att if drop else 0, core_saved=att if drop else 0,
+            out=e * att),
+        _op(f"L{i}/attn_v", "BatchMatMul", i, 2 * b * s * s * h, e * (att + 2 * T * h),
+            split=True, core=True, saved=e * att + x, core_saved=e * att if drop else 0,
+            out=x),
+        _mm(f"L{i}/proj", i, T, h, h, e, params=h * h + h,
+            comm_fwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/dropout1", "Add", i, 2 * T * h, 3 * x, bwd=0.5, saved=mask, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+        _op(f"L{i}/ln2", "LayerNormalization", i, 8 * T * h, 2 * x, bwd=10 / 8, params=2 * h,
+            saved=x, out=x, comm_fwd={"sp": Comm("allgather", x)}),
+        _mm(f"L{i}/fc1", i, T, h, f, e, params=h * f + f, comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/gelu", "Gelu", i, 8 * T * f, 2 * e * T * f, bwd=1.0, split=True,
+            saved=e * T * f, out=e * T * f),
+        _mm(f"L{i}/fc2", i, T, f, h, e, params=f * h + h, comm_fwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/dropout2", "Add", i, 2 * T * h, 3 * x, bwd=0.5, saved=mask, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+    ]
+
+
+def _llama_block(c: LLMConfig, i: int) -> list[ChainOp]:
+    b, s, h, a, f, e = c.mbs, c.seq, c.hidden, c.heads, c.ffn, c.act_bytes
+    T, x = b * s, b * s * h * e
+    kv = c.kv_heads * (h // a)                # width of the key and value projections
+    att = b * a * s * s
+    return [
+        _op(f"L{i}/rms1", "RMSNorm", i, 4 * T * h, 2 * x, bwd=1.5, params=h, saved=x, out=x,
+            comm_fwd={"sp": Comm("allgather", x)}),
+        _mm(f"L{i}/qkv", i, T, h, h + 2 * kv, e, params=h * (h + 2 * kv),
+            comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/rope", "Rope", i, 3 * T * (h + kv), 2 * e * T * (h + kv), bwd=1.0,
+            split=True, saved=0.0, out=e * T * (h + 2 * kv)),
+        _op(f"L{i}/score", "BatchMatMul", i, 2 * b * s * s * h, e * (T * (h + kv) + att),
+            split=True, core=True, saved=e * T * (h + 2 * kv), out=e * att),
+        _op(f"L{i}/softmax", "Softmax", i, 5 * att, 2 * e * att, bwd=1.0, split=True,
+            core=True, saved=e * att, core_saved=e * att, out=e * att),
+        _op(f"L{i}/attn_v", "BatchMatMul", i, 2 * b * s * s * h, e * (att + T * (h + kv)),
+            split=True, core=True, saved=0.0, out=x),
+        _mm(f"L{i}/o", i, T, h, h, e, params=h * h, comm_fwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/residual1", "Add", i, T * h, 3 * x, bwd=0.0, bwd_bytes=0.0, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+        _op(f"L{i}/rms2", "RMSNorm", i, 4 * T * h, 2 * x, bwd=1.5, params=h, saved=x, out=x,
+            comm_fwd={"sp": Comm("allgather", x)}),
+        _mm(f"L{i}/gate_up", i, T, h, 2 * f, e, params=2 * h * f,
+            comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/swiglu", "SwiGLU", i, 4 * T * f, 3 * e * T * f, bwd=1.5, split=True,
+            saved=2 * e * T * f, out=e * T * f),
+        _mm(f"L{i}/down", i, T, f, h, e, params=f * h, comm_fwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/residual2", "Add", i, T * h, 3 * x, bwd=0.0, bwd_bytes=0.0, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+    ]
+
+
+def _ends(c: LLMConfig) -> tuple[list[ChainOp], list[ChainOp]]:
+    """The embedding before the blocks; the final norm, LM head and loss after them."""
+    b, s, h, V, e = c.mbs, c.seq, c.hidden, c.vocab, c.act_bytes
+    T, x, L = b * s, b * s * h * e, c.layers
+    gpt = c.arch == "gpt"
+    emb_params = V * h + (s * h if gpt else 0)
+    head = [
+        _op("final_norm", "LayerNormalization" if gpt else "RMSNorm", L,
+            (8 if gpt else 4) * T * h, 2 * x, bwd=10 / 8 if gpt else 1.5,
+            params=2 * h if gpt else h, saved=x, out=x, comm_fwd={"sp": Comm("allgather", x)}),
+        # tied to the embedding in GPT (its parameters counted there)
+        _mm("lm_head", L, T, h, V, e, params=0 if gpt else V * h, saved=x,
+            comm_bwd=_ar(x, "reducescatter")),
+        # vocabulary-parallel cross-entropy: fp32 logits kept for backward; the max, the sum
+        # of exponentials and the target logit all-reduced across ranks (3 floats a token)
+        _op("loss", "SoftmaxCrossEntropyWithLogits", L, 10 * T * V, 2 * e * T * V, bwd=1.0,
+            split=True, saved=4 * T * V, out=4.0 * T,
+            comm_fwd={"tp": Comm("allreduce", 12.0 * T), "sp": Comm("allreduce", 12.0 * T)}),
+    ]
+    emb = [_op("embedding", "Gather", -1, T * h if gpt else 0, 3 * x, bwd=1.0,
+               params=emb_params, split=True, out=x, saved=0.0,
+               comm_fwd=_ar(x, "reducescatter"))]
+    return emb, head
+
+
+def chain(config: LLMConfig) -> list[ChainOp]:
+    """The forward chain of ``config``: embedding, ``layers`` blocks, final norm, head, loss.
+
+    >>> c = parse_spec("llama:layers=2,hidden=256,heads=8,kv_heads=2,seq=32,vocab=500")
+    >>> len(chain(c)), chain(c)[-1].name
+    (30, 'loss')
+    """
+    block = _gpt_block if config.arch == "gpt" else _llama_block
+    emb, head = _ends(config)
+    ops = list(emb)
+    for i in range(config.layers):
+        ops.extend(block(config, i))
+    return ops + head

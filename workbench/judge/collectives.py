@@ -1,0 +1,96 @@
+"""Collective communication times: ring and tree, latency + bandwidth, hierarchical.
+
+The alpha-beta model of Thakur, Rabenseifner and Gropp (2005), in the form the NCCL tests
+report it (``nccl-tests/doc/PERFORMANCE.md``: an all-reduce moves ``2 (n-1)/n`` times its
+bytes over each rank's link -- the "bus bandwidth" factor --, a reduce-scatter or an
+all-gather ``(n-1)/n``). For a tensor of ``S`` bytes over ``n`` ranks joined by links of
+latency ``a`` (ms a step) and bandwidth ``B`` (bytes/ms a direction):
+
+=================  ==============================  ==================================
+collective         ring                             tree (double binary, NCCL >= 2.4)
+=================  ==============================  ==================================
+all-reduce         ``2 (n-1) a + 2 (n-1)/n S/B``     ``2 ceil(log2 n) a + 2 (n-1)/n S/B``
+reduce-scatter     ``(n-1) a + (n-1)/n S/B``         as ring (NCCL has no tree for it)
+all-gather         ``(n-1) a + (n-1)/n S/B``         as ring
+send / receive     ``a + S/B``                       --
+=================  ==============================  ==================================
+
+A group spanning ``N`` nodes with ``k`` of its ranks in each is **hierarchical** (NCCL's
+intra-node rings/NVLS joined by inter-node rings or trees, one NIC per GPU as in a DGX): an
+all-reduce is a reduce-scatter inside each node (``k`` ranks over NVLink/NVSwitch), an
+all-reduce of the ``S/k`` shard across the nodes (``N`` ranks over InfiniBand, each of the
+``k`` GPUs on its own NIC at once) and an all-gather inside the node; a reduce-scatter or an
+all-gather the corresponding two halves. The link figures are the cluster's ``intra_host`` and
+``inter_host`` links (:class:`workbench.cluster.Link`).
+
+Examples
+--------
+>>> from workbench.cluster import Link
+>>> nv, ib = Link(0.002, 300e6), Link(0.005, 25e6)     # 300 GB/s, 25 GB/s (bytes per ms)
+>>> round(collective_ms("allreduce", 1e9, 8, 1, nv, ib), 3)       # 1 GB inside one node
+5.861
+>>> round(collective_ms("allreduce", 1e9, 4, 4, nv, ib), 3)       # one GPU in each of 4 nodes
+60.03
+>>> round(collective_ms("allreduce", 1e9, 32, 4, nv, ib), 3)      # 8 GPUs x 4 nodes
+13.391
+>>> collective_ms("allreduce", 1e9, 1, 1, nv, ib)
+0.0
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..errors import PlanError
+
+__all__ = ["COLLECTIVES", "collective_ms", "flat_ms", "p2p_ms"]
+
+COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+
+
+def flat_ms(kind: str, nbytes: float, n: int, latency: float, bandwidth: float,
+            algorithm: str = "ring") -> float:
+    """One level: ``n`` ranks on links of ``latency`` ms and ``bandwidth`` bytes/ms.
+
+    >>> flat_ms("allgather", 4e6, 4, 0.01, 1e6)
+    3.03
+    """
+    if n <= 1 or nbytes <= 0:
+        return 0.0
+    if kind not in COLLECTIVES:
+        raise PlanError(f"unknown collective {kind!r}; known: {', '.join(COLLECTIVES)}")
+    frac = (n - 1) / n * nbytes / bandwidth
+    if kind == "allreduce":
+        steps = 2 * math.ceil(math.log2(n)) if algorithm == "tree" else 2 * (n - 1)
+        return steps * latency + 2 * frac
+    return (n - 1) * latency + frac
+
+
+def collective_ms(kind: str, nbytes: float, n: int, nodes: int, intra, inter,
+                  algorithm: str = "ring") -> float:
+    """Time of a collective of ``nbytes`` over ``n`` ranks spread over ``nodes`` nodes
+    (``n / nodes`` in each), hierarchical when both are above one (see the module docstring).
+    """
+    if n <= 1:
+        return 0.0
+    if nodes <= 1:
+        return flat_ms(kind, nbytes, n, intra.latency, intra.bandwidth, algorithm)
+    k = n // nodes
+    if k <= 1:
+        return flat_ms(kind, nbytes, nodes, inter.latency, inter.bandwidth, algorithm)
+    half = "reducescatter" if kind in ("allreduce", "reducescatter") else "allgather"
+    t = flat_ms(half, nbytes, k, intra.latency, intra.bandwidth)
+    t += flat_ms(kind, nbytes / k, nodes, inter.latency, inter.bandwidth, algorithm)
+    if kind == "allreduce":
+        t += flat_ms("allgather", nbytes, k, intra.latency, intra.bandwidth)
+    return t
+
+
+def p2p_ms(nbytes: float, link) -> float:
+    """A point-to-point send over ``link``: ``latency + nbytes / bandwidth``.
+
+    >>> from workbench.cluster import Link
+    >>> p2p_ms(25e6, Link(0.005, 25e6))
+    1.005
+    """
+    return link.latency + nbytes / link.bandwidth

@@ -1,0 +1,379 @@
+"""Parallel training strategies: the plan a Megatron-LM / DeepSpeed training system would run.
+
+:func:`parallelize` turns a model (:class:`~workbench.costs.llm.LLMConfig`), a cluster and a
+:class:`Strategy` into a :class:`TrainingPlan`, which :func:`workbench.judge.training.simulate_training`
+executes. What each knob means, and the reference it follows:
+
+* **tensor parallelism** ``tp`` (Shoeybi et al. 2019, "Megatron-LM", section 3): QKV and the
+  first MLP matmul split by columns, the attention output projection and second MLP matmul by
+  rows, attention heads and the vocabulary (embedding, LM head, cross-entropy) split across
+  the ``tp`` ranks; two all-reduces per block forward and two backward (the ``f``/``g``
+  operators, :class:`~workbench.costs.llm.ChainOp` ``comm_fwd``/``comm_bwd``). With ``sp=True``
+  (sequence parallelism, Korthikanti et al. 2022, section 4.2.2) the replicated norms and
+  dropouts are split along the sequence and each all-reduce becomes a reduce-scatter plus an
+  all-gather of the same bytes.
+* **pipeline parallelism** ``pp``: the chain is cut into ``pp x virtual`` contiguous chunks,
+  chunk ``c`` on stage ``c % pp`` (Narayanan et al. 2021, section 2.2.2) -- from a balanced
+  split of the layers (embedding with the first, head and loss with the last chunk, as
+  Megatron-LM does), from explicit layer counts (``layers_per_stage``), or from any op-level
+  cut (``cuts``: chain positions, see :func:`cuts_from_placement` for a placement made by an
+  op-placing solver such as the pipeline DP of Tarnawski et al.). Micro-batches are ordered
+  **GPipe** (all forwards, then all backwards: Huang et al. 2019), **1F1B** (PipeDream-Flush:
+  ``pp - stage - 1`` warm-up forwards, then one forward one backward) or **interleaved 1F1B**
+  (``virtual`` chunks per stage, Megatron-LM's schedule: ``2 (pp - stage - 1) + (virtual - 1)
+  pp`` warm-up forwards; micro-batches a multiple of ``pp``).
+* **data parallelism** ``dp``: replicas of the pipeline; gradients accumulate over the
+  micro-batches and are all-reduced in buckets of ``bucket_mb`` MB (PyTorch DDP's
+  ``bucket_cap_mb = 25``) as the last micro-batch's backward produces them, overlapping it
+  (``overlap_grad=True``, Li et al. 2020 "PyTorch Distributed", section 3.2.3); else after it.
+* **ZeRO** (Rajbhandari et al. 2020): ``zero=1`` shards the optimizer states over ``dp``
+  (gradients reduce-scattered, updated parameters all-gathered); ``zero=2`` also the gradients
+  (reduce-scattered after every micro-batch's backward); ``zero=3`` also the parameters
+  (all-gathered before every forward and backward of a chunk, prefetched one task ahead).
+* **activation recomputation** ``recompute`` (Chen et al. 2016; Korthikanti et al. 2022,
+  section 5): ``none``; ``selective`` keeps everything but the attention core (scores,
+  softmax, dropout, attention over values), recomputed in the backward pass; ``full`` keeps
+  only each block's input and re-runs the whole block forward (with its collectives) before
+  its backward.
+
+Rank layout (Megatron-LM): ``rank = stage x (dp x tp) + replica x tp + tp_rank``, ranks
+filling the cluster's hosts in order, so tensor-parallel groups stay inside a node when ``tp``
+divides the GPUs per node.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> from workbench.costs.llm import parse_spec
+>>> cfg = parse_spec("gpt:layers=8,hidden=512,heads=8,seq=256,mbs=2")
+>>> s = Strategy(tp=2, pp=2, dp=2, global_batch=16, schedule="1f1b", recompute="full")
+>>> p = parallelize(cfg, Cluster.preset("8xA100-80g"), s)
+>>> p.n_micro, [p.chunk_layers(c) for c in range(p.n_chunks)]
+(4, [(0, 4), (4, 8)])
+>>> [f"{k}{m}" for k, c, m in p.orders[0]]
+['F0', 'F1', 'B0', 'F2', 'B1', 'F3', 'B2', 'B3']
+>>> p.strategy.describe()
+'tp2 pp2 dp2 mbs2 gbs16 1f1b recompute=full zero0'
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
+
+from ..costs.llm import GPUS, GPUSpec, LLMConfig, chain, parse_spec
+from ..errors import PlanError
+
+__all__ = ["SCHEDULES", "RECOMPUTE", "Strategy", "TrainingPlan", "cuts_from_placement",
+           "parallelize", "schedule_orders", "PRESET_GPUS"]
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved")
+RECOMPUTE = ("none", "selective", "full")
+
+PRESET_GPUS = {"8xA100-80g": "A100-80G", "64xA100-80g": "A100-80G", "512xA100-80g": "A100-80G",
+               "8xA100-40g": "A100-40G", "64xA100-40g": "A100-40G", "512xA100-40g": "A100-40G",
+               "8xH100": "H100-80G", "64xH100": "H100-80G", "512xH100": "H100-80G"}
+"""Cluster preset -> its GPU (:data:`workbench.costs.llm.GPUS`)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """How a training step is parallelised (see the module docstring for each field).
+
+    ``mbs`` (sequences per micro-batch, default: the model's) and ``global_batch``
+    (sequences per step, default ``mbs x dp``) set the micro-batches per replica,
+    ``global_batch / (mbs x dp)``.
+    """
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    mbs: int = 0
+    global_batch: int = 0
+    schedule: str = "1f1b"
+    virtual: int = 1
+    recompute: str = "none"
+    zero: int = 0
+    sp: bool = False
+    bucket_mb: float = 25.0
+    overlap_grad: bool = True
+    algorithm: str = "ring"
+
+    def __post_init__(self):
+        for f in ("tp", "pp", "dp", "virtual"):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
+                raise PlanError(f"strategy: {f} must be an integer >= 1, got {v!r}")
+        for f in ("mbs", "global_batch"):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise PlanError(f"strategy: {f} must be a non-negative integer, got {v!r}")
+        if self.schedule not in SCHEDULES:
+            raise PlanError(f"strategy: schedule must be one of {', '.join(SCHEDULES)}, got "
+                            f"{self.schedule!r}")
+        if self.virtual > 1 and self.schedule != "interleaved":
+            raise PlanError(f"strategy: virtual={self.virtual} needs schedule='interleaved'")
+        if self.recompute not in RECOMPUTE:
+            raise PlanError(f"strategy: recompute must be one of {', '.join(RECOMPUTE)}, got "
+                            f"{self.recompute!r}")
+        if self.zero not in (0, 1, 2, 3):
+            raise PlanError(f"strategy: zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        if self.algorithm not in ("ring", "tree"):
+            raise PlanError(f"strategy: algorithm must be 'ring' or 'tree', got "
+                            f"{self.algorithm!r}")
+        if not (isinstance(self.bucket_mb, (int, float)) and self.bucket_mb > 0):
+            raise PlanError(f"strategy: bucket_mb must be > 0, got {self.bucket_mb!r}")
+
+    @property
+    def devices(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    def describe(self) -> str:
+        """One line: the fields a board, a report or ``diff`` shows."""
+        sched = self.schedule + (f"(v={self.virtual})" if self.virtual > 1 else "")
+        return (f"tp{self.tp}{'+sp' if self.sp else ''} pp{self.pp} dp{self.dp} "
+                f"mbs{self.mbs} gbs{self.global_batch} {sched} recompute={self.recompute} "
+                f"zero{self.zero}")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def schedule_orders(schedule: str, pp: int, n_micro: int, virtual: int = 1) -> list[list]:
+    """Each stage's order of ``(kind, chunk, micro-batch)``, kind ``F`` or ``B``; chunk ``c``
+    runs on stage ``c % pp`` (``c = stage + pp x model chunk``).
+
+    >>> [f"{k}{m}" for k, c, m in schedule_orders("gpipe", 2, 3)[1]]
+    ['F0', 'F1', 'F2', 'B0', 'B1', 'B2']
+    >>> [f"{k}{c}.{m}" for k, c, m in schedule_orders("interleaved", 2, 2, 2)[0]]
+    ['F0.0', 'F0.1', 'F2.0', 'F2.1', 'B2.0', 'B2.1', 'B0.0', 'B0.1']
+    """
+    orders = []
+    for s in range(pp):
+        if schedule == "gpipe":
+            order = [("F", s, m) for m in range(n_micro)] + [("B", s, m) for m in range(n_micro)]
+        elif schedule == "1f1b":
+            order = _one_f_one_b(n_micro, min(pp - s - 1, n_micro),
+                                 lambda k: (s, k), lambda k: (s, k))
+        else:
+            total = n_micro * virtual
+
+            def chunk_mb(k, backward, s=s):
+                group, pos = divmod(k, pp * virtual)
+                model_chunk = pos // pp
+                if backward:
+                    model_chunk = virtual - 1 - model_chunk
+                return s + pp * model_chunk, group * pp + pos % pp
+
+            warm = total if n_micro == pp else min(total, 2 * (pp - s - 1) + (virtual - 1) * pp)
+            order = _one_f_one_b(total, warm, lambda k: chunk_mb(k, False),
+                                 lambda k: chunk_mb(k, True))
+        orders.append(order)
+    return orders
+
+
+def _one_f_one_b(total: int, warm: int, fwd, bwd) -> list:
+    """Warm-up forwards, then one forward one backward, then the cool-down backwards."""
+    order = [("F", *fwd(k)) for k in range(warm)]
+    b = 0
+    for k in range(warm, total):
+        order.append(("F", *fwd(k)))
+        order.append(("B", *bwd(b)))
+        b += 1
+    order += [("B", *bwd(k)) for k in range(b, total)]
+    return order
+
+
+@dataclass
+class TrainingPlan:
+    """A model, a cluster and a strategy made concrete: chunks, ranks and each stage's order.
+
+    ``cuts`` are the chain positions where chunks start (``cuts[0] == 0``, ``len == pp x
+    virtual``); ``orders[s]`` is stage ``s``'s micro-batch order (every replica and
+    tensor-parallel rank of the stage runs the same); ``gpu`` the roofline of the devices.
+    """
+
+    config: LLMConfig
+    cluster: object
+    strategy: Strategy
+    cuts: list
+    orders: list
+    gpu: GPUSpec
+    info: dict = field(default_factory=dict)
+
+    @cached_property
+    def ops(self) -> list:
+        return chain(self.config)
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.cuts)
+
+    @property
+    def n_micro(self) -> int:
+        s = self.strategy
+        return s.global_batch // (s.mbs * s.dp)
+
+    def chunk_ops(self, c: int) -> list:
+        """The chain ops of chunk ``c``."""
+        end = self.cuts[c + 1] if c + 1 < len(self.cuts) else len(self.ops)
+        return self.ops[self.cuts[c]:end]
+
+    def chunk_layers(self, c: int) -> tuple[int, int]:
+        """``(first, last + 1)`` block of chunk ``c`` (embedding and head not counted)."""
+        layers = [o.layer for o in self.chunk_ops(c) if 0 <= o.layer < self.config.layers]
+        return (min(layers), max(layers) + 1) if layers else (0, 0)
+
+    def rank(self, stage: int, replica: int = 0, tp_rank: int = 0) -> int:
+        s = self.strategy
+        return stage * s.dp * s.tp + replica * s.tp + tp_rank
+
+    @cached_property
+    def hosts(self) -> list:
+        """Host of each rank (the cluster's devices in order)."""
+        return [d.host for d in self.cluster.devices[:self.strategy.devices]]
+
+    def device_name(self, rank: int) -> str:
+        return self.cluster.devices[rank].name
+
+    def to_plan(self):
+        """The op-level :class:`~workbench.plan.Plan` of one micro-batch's training step
+        (:func:`workbench.costs.llm_graph.training_graph`) on the first rank of each stage:
+        forward and backward ops on their chunk's rank, each layer's update with its first op;
+        ``info["strategy"]`` records the strategy (``info["describe"]`` its line), so the
+        general judge, :func:`workbench.diff` and comparison tables can take it beside the
+        plans of op-placing solvers.
+
+        >>> from workbench.cluster import Cluster
+        >>> p = parallelize("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100",
+        ...                 Cluster.preset("8xA100-80g"), Strategy(pp=2, dp=2, global_batch=4))
+        >>> plan = p.to_plan()
+        >>> plan.method, plan.devices_used(), plan.info["strategy"]["pp"]
+        ('megatron', ['gpu0', 'gpu2'], 2)
+        """
+        from ..costs.llm_graph import training_graph
+        from ..plan import Plan
+
+        graph = training_graph(self.config, gpu=self.gpu.name)
+        where: dict = {}
+        for c in range(self.n_chunks):
+            dev = self.device_name(self.rank(c % self.strategy.pp))
+            for o in self.chunk_ops(c):
+                where[o.name] = where[f"{o.name}/bwd"] = dev
+        for v in graph.ops:
+            if v not in where:      # a layer's update: with the layer's first op
+                layer = graph.op(v)["layer"]
+                first = next(o.name for o in self.ops if o.layer == layer)
+                where[v] = where[first]
+        return Plan(graph, where, method="megatron", status="heuristic",
+                    info={"strategy": self.strategy.to_dict(),
+                          "describe": self.strategy.describe(), "cuts": list(self.cuts),
+                          "model": self.config.spec})
+
+    def summary(self) -> dict:
+        """What the plan records of itself (model, cluster, strategy, chunks)."""
+        return {"model": self.config.spec, "cluster": self.cluster.name, "gpu": self.gpu.name,
+                **self.strategy.to_dict(), "n_micro": self.n_micro, "cuts": list(self.cuts)}
+
+
+def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
+    ops_per_layer = sum(1 for o in chain(replace(config, layers=1)) if o.layer == 0)
+    if layers_per_stage is None:
+        if config.layers < n_chunks:
+            raise PlanError(f"{config.layers} layers cannot fill {n_chunks} pipeline chunks")
+        q, r = divmod(config.layers, n_chunks)
+        layers_per_stage = [q + (1 if c < r else 0) for c in range(n_chunks)]
+    if len(layers_per_stage) != n_chunks or sum(layers_per_stage) != config.layers or \
+            min(layers_per_stage) < 0:
+        raise PlanError(f"layers_per_stage {list(layers_per_stage)} must give {n_chunks} "
+                        f"chunks adding up to {config.layers} layers")
+    cuts, pos = [0], 1                                  # the embedding opens chunk 0
+    for n in layers_per_stage[:-1]:
+        pos += n * ops_per_layer
+        cuts.append(pos)
+    return cuts
+
+
+def cuts_from_placement(config: LLMConfig, placement: dict) -> list:
+    """Chunk starts from an op-level placement of
+    :func:`workbench.costs.llm_graph.training_graph` (forward op name -> device, e.g.
+    ``Plan.placement`` of the pipeline DP of Tarnawski et al.): each device's forward ops must
+    be one contiguous run of the chain; the runs, in chain order, are the pipeline stages.
+
+    >>> cfg = parse_spec("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100")
+    >>> names = [o.name for o in chain(cfg)]
+    >>> cuts_from_placement(cfg, {v: ("g1" if i < 10 else "g0") for i, v in enumerate(names)})
+    [0, 10]
+    >>> cuts_from_placement(cfg, {v: ("g1" if i % 2 else "g0") for i, v in enumerate(names)})
+    Traceback (most recent call last):
+    ...
+    workbench.errors.PlanError: the forward ops on 'g0' are not one contiguous run of the chain (it comes back at op 'L0/qkv'): not a pipeline split
+    """
+    names = [o.name for o in chain(config)]
+    missing = [v for v in names if v not in placement]
+    if missing:
+        raise PlanError(f"placement leaves chain op {missing[0]!r} unplaced")
+    seq = [placement[v] for v in names]
+    cuts = [0] + [i for i in range(1, len(seq)) if seq[i] != seq[i - 1]]
+    seen: set = set()
+    for c in cuts:
+        if seq[c] in seen:
+            raise PlanError(f"the forward ops on {seq[c]!r} are not one contiguous run of the "
+                            f"chain (it comes back at op {names[c]!r}): not a pipeline split")
+        seen.add(seq[c])
+    return cuts
+
+
+def _gpu_of(cluster, gpu) -> GPUSpec:
+    if isinstance(gpu, GPUSpec):
+        return gpu
+    name = gpu or PRESET_GPUS.get(getattr(cluster, "name", ""))
+    if name is None:
+        raise PlanError(f"cluster {cluster.name!r} is no GPU preset; pass gpu= one of "
+                        f"{', '.join(GPUS)}")
+    if name not in GPUS:
+        raise PlanError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
+    return GPUS[name]
+
+
+def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
+                layers_per_stage=None, cuts=None, gpu=None) -> TrainingPlan:
+    """The :class:`TrainingPlan` of ``config`` on ``cluster`` under ``strategy``.
+
+    Raises :class:`~workbench.errors.PlanError` when the strategy does not fit the model or
+    the cluster (more ranks than devices, heads or vocabulary not divisible by ``tp``,
+    micro-batches not dividing the global batch, interleaving without a multiple of ``pp``
+    micro-batches, ...).
+    """
+    if isinstance(config, str):
+        config = parse_spec(config)
+    s = strategy
+    mbs = s.mbs or config.mbs
+    gbs = s.global_batch or mbs * s.dp
+    s = replace(s, mbs=mbs, global_batch=gbs)
+    config = replace(config, mbs=mbs)
+    if s.devices > len(cluster.devices):
+        raise PlanError(f"strategy needs tp x pp x dp = {s.devices} GPUs; cluster "
+                        f"{cluster.name!r} has {len(cluster.devices)}")
+    if config.heads % s.tp or config.kv_heads % s.tp and s.tp % config.kv_heads:
+        raise PlanError(f"tp={s.tp} does not divide the {config.heads} attention heads")
+    if config.ffn % s.tp or config.hidden % s.tp:
+        raise PlanError(f"tp={s.tp} does not divide hidden={config.hidden} / ffn={config.ffn}")
+    if s.sp and config.seq % s.tp:
+        raise PlanError(f"sequence parallelism: tp={s.tp} does not divide seq={config.seq}")
+    if gbs % (mbs * s.dp):
+        raise PlanError(f"global batch {gbs} is not a multiple of mbs x dp = {mbs * s.dp}")
+    n_micro = gbs // (mbs * s.dp)
+    if s.schedule == "interleaved" and n_micro % s.pp:
+        raise PlanError(f"interleaved 1F1B needs micro-batches ({n_micro}) to be a multiple "
+                        f"of pp={s.pp} (as Megatron-LM requires)")
+    n_chunks = s.pp * s.virtual
+    if cuts is None:
+        cuts = _balanced_cuts(config, n_chunks, layers_per_stage)
+    cuts = [int(c) for c in cuts]
+    n_ops = len(chain(config))
+    if len(cuts) != n_chunks or cuts[0] != 0 or any(b <= a for a, b in zip(cuts, cuts[1:])) \
+            or cuts[-1] >= n_ops:
+        raise PlanError(f"cuts {cuts} must be {n_chunks} increasing chain positions from 0 "
+                        f"(below {n_ops})")
+    orders = schedule_orders(s.schedule, s.pp, n_micro, s.virtual)
+    return TrainingPlan(config, cluster, s, cuts, orders, _gpu_of(cluster, gpu))
