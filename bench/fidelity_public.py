@@ -24,11 +24,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.fidelity.measurements import (  # noqa: E402
-    BUNDLED_VTRAIN, MeasurementError, fit_rows, read_measurements,
+from workbench.fidelity.measurements import (
+    BUNDLED_VTRAIN,
+    MeasurementError,
+    fit_rows,
+    read_measurements,
 )
-from workbench.fidelity.public import (  # noqa: E402
-    SHIPPED, cross_validate, fit, residual_report,
+from workbench.fidelity.public import (
+    SHIPPED,
+    cross_validate,
+    fit,
+    residual_report,
 )
 
 

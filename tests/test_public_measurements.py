@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from workbench.fidelity.measurements import (
-    BUNDLED_VTRAIN, MeasurementError, fit_rows, folds, read_measurements, score,
+    BUNDLED_VTRAIN,
+    MeasurementError,
+    fit_rows,
+    folds,
+    read_measurements,
+    score,
 )
 
 

@@ -34,13 +34,13 @@ from workbench.errors import WorkbenchError
 
 __all__ = [
     "BUNDLED_VTRAIN",
-    "MeasurementError",
     "MeasuredRun",
+    "MeasurementError",
     "PublicScore",
-    "read_measurements",
-    "folds",
     "fit_rows",
+    "folds",
     "kendall_tau",
+    "read_measurements",
     "score",
 ]
 
@@ -220,7 +220,7 @@ def fit_rows(candidates: np.ndarray, n_total: int, fraction: float, *,
     """
     if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
         raise MeasurementError(f"the fit fraction must be in [0, 1], got {fraction!r}")
-    count = min(len(candidates), int(math.floor(fraction * n_total)))
+    count = min(len(candidates), math.floor(fraction * n_total))
     rng = np.random.default_rng(seed)
     return np.sort(rng.choice(np.asarray(candidates), size=count, replace=False))
 

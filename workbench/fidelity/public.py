@@ -42,20 +42,33 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, fields, replace
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
 
-from ..cluster import Cluster, Device, GiB, Link
+from ..cluster import Cluster, Device, Link
 from ..costs.llm import GPUS, LLMConfig
 from ..errors import PlanError
 from ..judge.training import simulate_training
 from ..transforms.parallel import Strategy, parallelize
 from .measurements import MeasuredRun, MeasurementError, fit_rows, folds, score
 
-__all__ = ["Calibration", "DATASHEET", "PRIOR", "SHIPPED", "COEFFICIENTS_FILE", "judge_run",
-           "predict", "fit", "cross_validate", "CrossValidation", "residual_report", "ladder",
-           "shipped_rows"]
+__all__ = [
+    "COEFFICIENTS_FILE",
+    "DATASHEET",
+    "PRIOR",
+    "SHIPPED",
+    "Calibration",
+    "CrossValidation",
+    "cross_validate",
+    "fit",
+    "judge_run",
+    "ladder",
+    "predict",
+    "residual_report",
+    "shipped_rows",
+]
 
 COEFFICIENTS_FILE = Path(__file__).with_name("public_coefficients.json")
 
@@ -75,7 +88,7 @@ class Calibration:
     link_latency_us: float = 2.0
 
     #: Physically possible ranges (fractions of a datasheet figure cannot exceed one).
-    BOUNDS = {"compute_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
+    BOUNDS: ClassVar[dict] = {"compute_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
               "op_floor_us": (0.0, 500.0), "collective_efficiency": (0.05, 1.0),
               "link_latency_us": (0.0, 500.0)}
 
