@@ -42,12 +42,15 @@ EFFECTS = {
                       and 0 < v["slice"] < v["n"] / 20 and 0 < v["members"] < v["n"] / 20)),
     # a predicted-vs-measured plot (or, without TensorFlow, the simulated comparison) whose
     # comment on the two rankings is drawn in the figure, naming both winners
+    # and the public A100 rung: the shipped calibration beats datasheet figures on unseen rows
     "08": ("{'fig': fid.layout.meta['figure'], 'live': bool(live), 'meta': fid.layout.meta, "
-           "'shown': [a.text for a in fid.layout.annotations if a.name == 'comment']}",
+           "'shown': [a.text for a in fid.layout.annotations if a.name == 'comment'], "
+           "'public': public_ladder['MAPE %'].to_dict()}",
            lambda v: v["fig"] == ("fidelity" if v["live"] else "compare") and (
                not v["live"] or (v["shown"] == [v["meta"]["comment"]]
                                  and v["meta"]["best_simulated"] in v["shown"][0]
-                                 and v["meta"]["best_measured"] in v["shown"][0]))),
+                                 and v["meta"]["best_measured"] in v["shown"][0]))
+           and v["public"]["calibrated"] < min(12.0, v["public"]["datasheet"] / 2)),
     # the sweep ran every cell once, and the rerun found them all done
     "09": ("{'n': len(df), 'again': len(again), 'keys': int(df.key.nunique())}",
            lambda v: v["n"] == v["again"] == v["keys"] == 60),

@@ -77,6 +77,13 @@ class GPUSpec:
     used for ``fp32`` training (TF32 tensor cores), ``mem_bw`` HBM bandwidth (bytes/ms),
     ``nvlink`` NVLink/NVSwitch bandwidth per GPU and direction, ``nic`` the InfiniBand
     bandwidth per GPU and direction (bytes/ms), ``launch_ms`` the cost of a kernel launch.
+
+    Three achieved fractions make a datasheet GPU a calibrated one (all ``1.0`` / ``0.0`` on
+    the datasheet presets; :mod:`workbench.fidelity.public` fits them to measured iterations):
+    ``compute_efficiency`` (of the tensor-core peak), ``memory_efficiency`` (of the HBM
+    bandwidth) and ``op_floor_ms``, the least time an op of the chain takes however small it
+    is (the host's dispatch of its kernels, which eager frameworks pay per op: a GPU that
+    finishes an op sooner waits for the next one to be issued).
     """
 
     name: str
@@ -88,15 +95,24 @@ class GPUSpec:
     nic: float
     launch_ms: float = 0.005
     source: str = ""
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    op_floor_ms: float = 0.0
 
     def op_ms(self, flops: float, nbytes: float, *, half: bool = True) -> float:
-        """Roofline time of one kernel (ms): ``max(flops / peak, bytes / bw) + launch``.
+        """Roofline time of one op (ms): ``max(flops / (peak e_c), bytes / (bw e_m)) +
+        launch``, and at least ``op_floor_ms``.
 
         >>> round(GPUS["A100-80G"].op_ms(312e9, 0.0), 3)     # 312 GFLOP at 312 TFLOP/s
         1.005
+        >>> from dataclasses import replace
+        >>> slow = replace(GPUS["A100-80G"], compute_efficiency=0.5, op_floor_ms=0.08)
+        >>> round(slow.op_ms(312e9, 0.0), 3), slow.op_ms(1.0, 0.0)
+        (2.005, 0.08)
         """
-        peak = self.half_flops if half else self.fp32_flops
-        return max(flops / peak, nbytes / self.mem_bw) + self.launch_ms
+        peak = (self.half_flops if half else self.fp32_flops) * self.compute_efficiency
+        return max(max(flops / peak, nbytes / (self.mem_bw * self.memory_efficiency))
+                   + self.launch_ms, self.op_floor_ms)
 
 
 _GIB = float(2**30)

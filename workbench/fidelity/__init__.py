@@ -1,0 +1,1 @@
+"""The calibrated judge against measurements: public GPU measurements (``measurements``)."""

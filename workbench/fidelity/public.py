@@ -1,0 +1,323 @@
+"""The training judge against public GPU measurements: predict, calibrate, cross-validate.
+
+Each measured iteration (:class:`~workbench.fidelity.measurements.MeasuredRun`) is rebuilt as
+the workbench would plan it -- the GPT training step from its formulas
+(:mod:`workbench.costs.llm`), the row's tensor x pipeline x data strategy with its settings
+(:func:`workbench.transforms.parallel.parallelize`), on nodes of GPUs of the row's kind -- and
+judged by the same discrete-event judge as every training plan
+(:func:`workbench.judge.training.simulate_training`). Nothing is read from the measurement
+but the strategy.
+
+A :class:`Calibration` is the handful of named coefficients that turn datasheet figures into
+what a GPU achieves (``docs/results-public-fidelity.md`` gives each its fitted value and why it
+is plausible):
+
+=========================  =================================================================
+``compute_efficiency``     achieved fraction of the tensor-core peak in compute-bound ops
+``memory_efficiency``      achieved fraction of the HBM bandwidth in memory-bound ops
+``op_floor_us``            the least time an op of the chain takes (its kernels' dispatch by
+                           the host: an eager framework issues them one by one)
+``collective_efficiency``  achieved fraction of the NVLink bandwidth in collectives and sends
+``link_latency_us``        the latency of one step of a collective (and of a send)
+=========================  =================================================================
+
+:func:`fit` chooses them by least squares on the logarithm of predicted / measured time over
+a few rows; :func:`cross_validate` fits on at most a fraction of the rows drawn outside each
+fold and scores the fold, so no fitted row is ever scored. No row or configuration gets a
+correction of its own.
+
+Examples
+--------
+>>> from workbench.fidelity.measurements import BUNDLED_VTRAIN, read_measurements
+>>> run = read_measurements(BUNDLED_VTRAIN)[0]
+>>> result = judge_run(run, SHIPPED)
+>>> result.feasible, round(result.step_ms / run.measured_ms, 1)
+(True, 1.0)
+>>> sorted(SHIPPED.as_dict())[:2]
+['collective_efficiency', 'compute_efficiency']
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import ClassVar
+from pathlib import Path
+
+import numpy as np
+
+from ..cluster import Cluster, Device, Link
+from ..costs.llm import GPUS, LLMConfig
+from ..errors import PlanError
+from ..judge.training import simulate_training
+from ..transforms.parallel import Strategy, parallelize
+from .measurements import MeasuredRun, MeasurementError, fit_rows, folds, score
+
+__all__ = [
+    "COEFFICIENTS_FILE",
+    "DATASHEET",
+    "PRIOR",
+    "SHIPPED",
+    "Calibration",
+    "CrossValidation",
+    "cross_validate",
+    "fit",
+    "judge_run",
+    "ladder",
+    "predict",
+    "residual_report",
+    "shipped_rows",
+]
+
+COEFFICIENTS_FILE = Path(__file__).with_name("public_coefficients.json")
+
+#: The GPU of a row's ``gpu`` column -> the datasheet GPU of :data:`workbench.costs.llm.GPUS`.
+GPU_NAMES = {"a100-80g": "A100-80G", "a100-40g": "A100-40G", "h100": "H100-80G",
+             "h100-80g": "H100-80G", "a100": "A100-80G"}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Achieved fractions and overheads of a GPU node (see the module docstring)."""
+
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    op_floor_us: float = 0.0
+    collective_efficiency: float = 1.0
+    link_latency_us: float = 2.0
+
+    #: Physically possible ranges (fractions of a datasheet figure cannot exceed one).
+    BOUNDS: ClassVar[dict] = {"compute_efficiency": (0.05, 1.0), "memory_efficiency": (0.05, 1.0),
+              "op_floor_us": (0.0, 500.0), "collective_efficiency": (0.05, 1.0),
+              "link_latency_us": (0.0, 500.0)}
+
+    def __post_init__(self):
+        for name, (low, high) in self.BOUNDS.items():
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value)
+                    and low <= value <= high):
+                raise MeasurementError(f"calibration: {name} must be in [{low}, {high}], "
+                                       f"got {value!r}")
+
+    def as_dict(self) -> dict:
+        return {k: v for k, v in asdict(self).items()}
+
+    def vector(self) -> np.ndarray:
+        return np.array([getattr(self, f.name) for f in fields(self)], dtype=float)
+
+    @classmethod
+    def from_vector(cls, values) -> Calibration:
+        return cls(**{f.name: float(v) for f, v in zip(fields(cls), values)})
+
+    @classmethod
+    def load(cls, path: str | Path = COEFFICIENTS_FILE) -> Calibration:
+        """The coefficients stored in a JSON file (``coefficients`` of :meth:`save`)."""
+        try:
+            data = json.loads(Path(path).read_text())["coefficients"]
+            return cls(**{f.name: float(data[f.name]) for f in fields(cls)})
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise MeasurementError(f"cannot read calibration {path}: {exc}") from None
+
+    def save(self, path: str | Path, **provenance) -> None:
+        """Write the coefficients and where they come from (atomically)."""
+        path = Path(path)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"coefficients": self.as_dict(), **provenance}, indent=2)
+                       + "\n")
+        tmp.replace(path)
+
+
+DATASHEET = Calibration()
+"""Datasheet figures, nothing achieved less than promised (2 us a link step)."""
+
+PRIOR = Calibration(0.7, 0.7, 20.0, 0.8, 5.0)
+"""Where every fit starts: textbook figures, not fitted to any row (70 % of the tensor-core
+peak and of HBM bandwidth, 20 us of host time an op, 80 % of NVLink in NCCL, 5 us a step)."""
+
+
+def _shipped() -> Calibration:
+    try:
+        return Calibration.load()
+    except MeasurementError:
+        return DATASHEET
+
+
+SHIPPED = _shipped()
+"""The coefficients shipped in the repository (fitted on the bundled rows; see the docs)."""
+
+
+def shipped_rows() -> list[int]:
+    """Indices of the bundled rows the shipped coefficients were fitted on (none to score)."""
+    try:
+        return [int(i) for i in json.loads(COEFFICIENTS_FILE.read_text()).get("rows", [])]
+    except (OSError, ValueError):
+        return []
+
+
+def ladder(runs, rungs: dict | None = None):
+    """One row per rung (a :class:`Calibration`): how its predictions of ``runs`` score.
+
+    The fidelity ladder's public rung: datasheet figures against the shipped calibration.
+
+    >>> from workbench.fidelity.measurements import BUNDLED_VTRAIN, read_measurements
+    >>> runs = read_measurements(BUNDLED_VTRAIN)
+    >>> fitted = set(shipped_rows())
+    >>> table = ladder([r for i, r in enumerate(runs) if i not in fitted][:40])
+    >>> list(table.index), list(table.columns)
+    (['datasheet', 'calibrated'], ['rows', 'MAPE %', 'worst %', 'tau', 'best within 5 %'])
+    >>> bool(table.loc["calibrated", "MAPE %"] < table.loc["datasheet", "MAPE %"])
+    True
+    """
+    import pandas as pd
+
+    rungs = rungs or {"datasheet": DATASHEET, "calibrated": SHIPPED}
+    measured = np.array([r.measured_ms for r in runs])
+    rows = {}
+    for name, cal in rungs.items():
+        s = score(predict(runs, cal), measured, groups=[r.group for r in runs])
+        rows[name] = {"rows": len(runs), "MAPE %": round(s.mape, 2), "worst %": round(s.worst, 2),
+                      "tau": round(s.tau_median, 3),
+                      "best within 5 %": f"{s.best_within[0]}/{s.best_within[1]}"}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def _gpu(run: MeasuredRun, cal: Calibration):
+    name = GPU_NAMES.get(run.gpu.lower(), run.gpu)
+    if name not in GPUS:
+        raise MeasurementError(f"line {run.line}: unknown gpu {run.gpu!r}; known: "
+                               f"{', '.join(sorted(GPU_NAMES))}")
+    return replace(GPUS[name], compute_efficiency=cal.compute_efficiency,
+                   memory_efficiency=cal.memory_efficiency, launch_ms=0.0,
+                   op_floor_ms=cal.op_floor_us / 1e3)
+
+
+def _cluster(run: MeasuredRun, gpu, cal: Calibration) -> Cluster:
+    """``run.gpus`` GPUs in nodes of ``run.node_size``: NVLink inside, the row's network
+    across (its Gbit/s per node shared by the node's GPUs)."""
+    k = run.node_size
+    devs = [Device(f"gpu{i}", "gpu", gpu.memory, 1.0, f"node{i // k}") for i in range(run.gpus)]
+    lat = cal.link_latency_us / 1e3
+    nic = run.inter_node_gbps / 8 * 1e6 / k          # Gbit/s per node -> bytes/ms per GPU
+    return Cluster(devs, intra_host=Link(lat, gpu.nvlink * cal.collective_efficiency),
+                   inter_host=Link(max(lat, 0.005), nic * cal.collective_efficiency),
+                   host_link=Link(0.01, 24e6), name=f"{run.gpus}x{gpu.name}")
+
+
+def judge_run(run: MeasuredRun, cal: Calibration = None):
+    """The judged :class:`~workbench.judge.training.TrainingResult` of one measured row."""
+    cal = SHIPPED if cal is None else cal
+    gpu = _gpu(run, cal)
+    config = LLMConfig(arch="gpt", layers=run.layers, hidden=run.hidden, heads=run.heads,
+                       seq=run.seq, mbs=run.micro_batch, vocab=run.vocab,
+                       ffn=run.ffn_hidden or 0)
+    strategy = Strategy(tp=run.tp, pp=run.pp, dp=run.dp, mbs=run.micro_batch,
+                        global_batch=run.global_batch, recompute=run.recompute,
+                        sp=run.sequence_parallel, overlap_grad=False,
+                        schedule="interleaved" if run.interleave > 1 else "1f1b",
+                        virtual=run.interleave)
+    try:
+        plan = parallelize(config, _cluster(run, gpu, cal), strategy, gpu=gpu)
+    except PlanError as exc:
+        raise MeasurementError(f"line {run.line}: {exc}") from None
+    return simulate_training(plan, record_links=False)
+
+
+def predict(runs, cal: Calibration = None) -> np.ndarray:
+    """Predicted iteration times (ms) of ``runs``."""
+    return np.array([judge_run(run, cal).step_ms for run in runs])
+
+
+def fit(runs, *, start: Calibration = None, max_evals: int = 40) -> Calibration:
+    """The coefficients that best predict ``runs`` (least squares on log(predicted/measured)).
+
+    Every coefficient stays in its physical range (:attr:`Calibration.BOUNDS`).
+    """
+    from scipy.optimize import least_squares
+
+    runs = list(runs)
+    if len(runs) < len(fields(Calibration)):
+        raise MeasurementError(f"fitting {len(fields(Calibration))} coefficients needs at "
+                               f"least as many rows, got {len(runs)}")
+    measured = np.log([r.measured_ms for r in runs])
+    names = [f.name for f in fields(Calibration)]
+    low = [Calibration.BOUNDS[n][0] for n in names]
+    high = [Calibration.BOUNDS[n][1] for n in names]
+    x0 = np.clip((start or PRIOR).vector(), low, high)
+
+    def residuals(x):
+        return np.log(predict(runs, Calibration.from_vector(x))) - measured
+
+    sol = least_squares(residuals, x0, bounds=(low, high), diff_step=1e-3, max_nfev=max_evals)
+    return Calibration.from_vector(np.clip(sol.x, low, high))
+
+
+@dataclass
+class CrossValidation:
+    """Out-of-fold predictions of every row, the coefficients of each fold and their rows."""
+
+    runs: list
+    predicted: np.ndarray
+    fold_of: np.ndarray
+    calibrations: list
+    fitted_rows: list
+
+    def score(self):
+        measured = np.array([r.measured_ms for r in self.runs])
+        return score(self.predicted, measured, groups=[r.group for r in self.runs])
+
+
+def cross_validate(runs, *, k: int = 5, fit_fraction: float = 0.1, seed: int = 0,
+                   start: Calibration = None, max_evals: int = 40) -> CrossValidation:
+    """K-fold: for each fold, fit on at most ``fit_fraction`` of all rows drawn from the other
+    folds, predict the fold. ``fit_fraction=0`` refits nothing: every row is predicted with
+    ``start`` (default: the shipped coefficients); otherwise fits start from ``start``
+    (default :data:`PRIOR`, never the shipped coefficients, which saw every fold)."""
+    runs = list(runs)
+    n = len(runs)
+    if fit_fraction == 0:
+        cal = start or SHIPPED
+        return CrossValidation(runs, predict(runs, cal), np.zeros(n, int), [cal], [[]])
+    parts = folds(n, k, seed=seed)
+    predicted, fold_of = np.zeros(n), np.zeros(n, int)
+    cals, fitted = [], []
+    for index, part in enumerate(parts):
+        rows = fit_rows(np.setdiff1d(np.arange(n), part), n, fit_fraction, seed=seed + index)
+        cal = fit([runs[i] for i in rows], start=start, max_evals=max_evals)
+        predicted[part] = predict([runs[i] for i in part], cal)
+        fold_of[part] = index
+        cals.append(cal)
+        fitted.append(rows.tolist())
+    return CrossValidation(runs, predicted, fold_of, cals, fitted)
+
+
+_DIMENSIONS = {"tp": "tp", "pp": "pp", "dp": "dp", "micro batch": "micro_batch",
+               "hidden": "hidden", "layers": "layers", "gpus": "gpus"}
+
+
+def residual_report(runs, predicted, cal: Calibration = None) -> dict:
+    """Where the error lies: signed and absolute error (%) by strategy dimension, and each
+    part of the predicted step (compute, recompute, TP, PP, bubble, DP, optimizer) as a
+    share of the step over all rows and over the worst tenth of rows.
+
+    Returns ``{"by_dimension": {dim: {value: (median signed %, mean abs %, rows)}},
+    "parts": {part: (share over all, share over the worst tenth)}}``.
+    """
+    measured = np.array([r.measured_ms for r in runs])
+    signed = (np.asarray(predicted) - measured) / measured * 100
+    by_dim = {}
+    for label, attr in _DIMENSIONS.items():
+        values = np.array([getattr(r, attr) for r in runs])
+        by_dim[label] = {int(v): (float(np.median(signed[values == v])),
+                                  float(np.abs(signed[values == v]).mean()),
+                                  int((values == v).sum())) for v in np.unique(values)}
+    shares = []
+    for run in runs:
+        parts = judge_run(run, cal).breakdown()
+        step = parts.pop("step")
+        shares.append({k: v / step for k, v in parts.items()})
+    worst = np.argsort(-np.abs(signed))[: max(1, len(runs) // 10)]
+    keys = sorted(shares[0])
+    part_share = {key: (float(np.mean([s[key] for s in shares])),
+                        float(np.mean([shares[i][key] for i in worst]))) for key in keys}
+    return {"by_dimension": by_dim, "parts": part_share}
