@@ -38,8 +38,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pulp
 
+from ..._lazy import lazy_module
 from ...bounds import max_load_lower_bound
 from ...budget import Budget
 from ...costs.pipeline import contiguous_optimum_status, pipeline_model
@@ -51,6 +51,8 @@ from .dp import dp, dpl, warm_splits
 from .kernel import interleave_mode
 from .latency import greedy_latency
 from .units import class_units, dp_units, plan_status, unit_assignment, unit_placement
+
+pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
 __all__ = ["ip_contig", "ip_noncontig"]
 
