@@ -417,7 +417,7 @@ def layered(n_ops: int = 300, *, ccr: float = HARD_DEFAULTS["ccr"],
             if len(layers) > 2 and rng.random() < skip:
                 back = layers[-int(rng.integers(2, min(4, len(layers)) + 1))]
                 src = back[int(rng.integers(len(back)))]
-                if (src, name) not in edges:
+                if edges[-1] != (src, name):   # the only edge into ``name`` so far
                     edges.append((src, name))
             cur.append(name)
         layers.append(cur)

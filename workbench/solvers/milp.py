@@ -117,14 +117,21 @@ class _WarmStart:
     ``pulp.HiGHS`` by :func:`_warm_highs` (PuLP is loaded when a model is solved, not at
     ``import workbench``)."""
 
-    def __init__(self, warm: dict | None = None, scale: float = 1.0, **kw):
+    def __init__(self, warm: dict | None = None, scale: float = 1.0,
+                 deadline: float | None = None, **kw):
         super().__init__(**kw)
+        self._deadline = deadline
         self._warm = warm or {}
         self._scale = scale
         self.interrupted = False
         self.watchdog = False
 
     def callSolver(self, lp):  # noqa: N802 - PuLP's name
+        if self._deadline is not None:
+            # PuLP's hand-over of a large model to HiGHS takes seconds: HiGHS gets what is
+            # left of the limit after it, not the whole limit again
+            self.timeLimit = max(0.01, self._deadline - time.perf_counter())
+            lp.solverModel.setOptionValue("time_limit", float(self.timeLimit))
         if self._warm:
             import highspy
 
@@ -265,11 +272,12 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
 
 def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
                  scale: float = 1.0) -> MilpResult:
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     new_highs()  # PuLP creates its own Highs: absorb the process's banner first
     import highspy
 
-    s = _warm_highs(warm=warm, scale=scale, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
-                   **(options or {}))
+    s = _warm_highs(warm=warm, scale=scale, msg=msg, timeLimit=time_limit, gapRel=gap,
+                    threads=threads, deadline=deadline, **(options or {}))
     try:
         prob.solve(s)
     except pulp.PulpSolverError as e:
