@@ -38,6 +38,9 @@ class _LazyModule(types.ModuleType):
         mod = self.__dict__["_lazy_target"]
         if mod is None:
             mod = importlib.import_module(self.__name__)
+            # the module's names become this object's own: later look-ups (``pulp.LpVariable``
+            # once per variable of a large model) no longer pass through __getattr__
+            self.__dict__.update({k: v for k, v in vars(mod).items() if k != "__name__"})
             self.__dict__["_lazy_target"] = mod
         return mod
 
