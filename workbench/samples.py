@@ -120,8 +120,9 @@ class _Builder:
         return OpGraph.from_ops(self.ops, edges, name=name, meta=meta)
 
 
-MAX_SAMPLE_OPS = 250_000
-"""Largest generated sample (a 200,000-op ``cnn`` takes 30 s and 0.9 GB to build)."""
+MAX_SAMPLE_OPS = 1_000_000
+"""Largest generated sample (LLM-sized graphs; see ``docs/results-scaling.md`` for the time and
+memory a 1,000,000-op graph takes to build)."""
 
 MAX_RANDOM_EDGES = 200_000
 """Largest expected edge count of :func:`random_dag` (``edge_prob * n_ops**2 / 2``)."""
