@@ -7,7 +7,9 @@ Run: ``.venv/bin/python bench/bench_scaling.py`` (all methods, 1k/10k/100k/1M op
 ``--limit 20`` (seconds given to every method that takes a time limit) ``--mem-gib 8`` (address-
 space cap of each run) ``--json FILE`` (rows as JSON as well).
 
-Every (method, size) runs in a fresh interpreter, one at a time (the machine is shared): the
+Each cell: solve s (``plan.stats["solve_s"]``) / whole call s, peak MiB of the run, status,
+and the judge's time on the plan (``workbench.simulate``). Every (method, size) runs in a fresh
+interpreter, one at a time (the machine is shared): the
 graph is built once per size in the parent and handed over as a pickle (its load is not
 counted), the child times ``workbench.solve`` and reports its peak resident memory. A run is
 killed at ``3 * limit + 60`` s wall or at the memory cap; a method's series stops at the first
@@ -19,6 +21,7 @@ log(ops) over the sizes that finished (at least two, the smallest above 10 ms).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -55,6 +58,9 @@ try:
     out["cpu_s"] = time.process_time() - cpu
     out["status"] = p.status
     out["solve_s"] = float(p.stats.get("solve_s", out["call_s"]))
+    t = time.perf_counter()
+    wb.simulate(p, c)           # the judge on the plan just made
+    out["judge_s"] = time.perf_counter() - t
     if g.n_ops <= 1000:        # first call against a second one: lazy imports, compilation
         t = time.perf_counter()
         wb.solve(g, c, method=method, **kw)
@@ -80,6 +86,8 @@ def _graph_file(graph: str, n: int, tmp: Path) -> tuple[Path, float]:
     path = tmp / f"{graph}{n}.pkl"
     with open(path, "wb") as f:
         pickle.dump(g, f, protocol=pickle.HIGHEST_PROTOCOL)
+    del g
+    gc.collect()            # the parent holds no graph while a child runs
     return path, built
 
 
@@ -163,7 +171,8 @@ def table(rows: list, sizes: list, limit: float) -> str:
             else:
                 late = " **late**" if over_limit(r, limit) else ""
                 out.append(f"{r['solve_s']:.2f} / {r['call_s']:.2f} s{late}, "
-                           f"{r.get('peak_mib', math.nan):.0f} MiB, {r['status']}")
+                           f"{r.get('peak_mib', math.nan):.0f} MiB, {r['status']}, judge "
+                           f"{r.get('judge_s', math.nan):.2f} s")
         pts = [(n, r["solve_s"]) for n, r in cells.items() if "solve_s" in r]
         k = growth_exponent(pts)
         first = min(cells)
