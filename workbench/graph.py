@@ -38,8 +38,7 @@ import hashlib
 import math
 from dataclasses import dataclass
 from functools import cached_property
-from collections.abc import Mapping
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 import networkx as nx
 import numpy as np
@@ -68,8 +67,6 @@ def _check_name(name: Any, what: str) -> str:
 
 def _number(value: Any, what: str) -> float:
     """Return ``value`` as a finite non-negative float or raise a GraphError naming ``what``."""
-    if type(value) is float and 0.0 <= value < math.inf:    # the common case, checked fast
-        return value
     if isinstance(value, (bool, str, bytes)) or value is None:
         raise GraphError(f"{what} is not a number: {value!r}")
     try:
@@ -297,11 +294,6 @@ class OpGraph:
 
     def _topological_order(self, G: nx.DiGraph) -> list[str]:
         position = {v: i for i, v in enumerate(G.nodes)}
-        pos = position.__getitem__
-        if all(pos(u) < pos(v) for u, v in G.edges):
-            # the ops were given in a topological order: the lexicographical order by
-            # position is that order itself (every op's inputs come before it)
-            return list(G.nodes)
         try:
             return list(nx.lexicographical_topological_sort(G, key=position.__getitem__))
         except nx.NetworkXUnfeasible:
