@@ -12,8 +12,8 @@ and the judge's time on the plan (``workbench.simulate``). Every (method, size) 
 interpreter, one at a time (the machine is shared): the
 graph is built once per size in the parent and handed over as a pickle (its load is not
 counted), the child times ``workbench.solve`` and reports its peak resident memory. A run is
-killed at ``3 * limit + 60`` s wall or at the memory cap; a method's series stops at the first
-size where it fails, is killed, or its whole call exceeds ``1.2 * limit + 1`` s (with a limit)
+killed at ``3 * limit + 60 + ops / 5000`` s wall (the graph's load included) or at the
+memory cap; a method's series stops at the first size where it fails, is killed, or its whole call exceeds ``1.2 * limit + 1`` s (with a limit)
 or 60 s (without one). The growth exponent is the least-squares slope of log(solve s) against
 log(ops) over the sizes that finished (at least two, the smallest above 10 ms).
 """
@@ -91,8 +91,10 @@ def _graph_file(graph: str, n: int, tmp: Path) -> tuple[Path, float]:
     return path, built
 
 
-def _run_one(method: str, path: Path, cluster: str, limit: float, mem_gib: float) -> dict:
+def _run_one(method: str, path: Path, cluster: str, limit: float, mem_gib: float,
+             n: int = 0) -> dict:
     cap = int(mem_gib * 2**30)
+    kill = 3 * limit + 60 + n / 5000       # (the child also loads the pickled graph)
 
     def guard():
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
@@ -102,10 +104,10 @@ def _run_one(method: str, path: Path, cluster: str, limit: float, mem_gib: float
     try:
         r = subprocess.run([sys.executable, "-c", CHILD, method, str(path), cluster, str(limit)],
                            capture_output=True, text=True, env=env, cwd=ROOT,
-                           timeout=3 * limit + 60, preexec_fn=guard)
+                           timeout=kill, preexec_fn=guard)
     except subprocess.TimeoutExpired:
         return {"method": method, "status": "killed", "call_s": time.perf_counter() - t,
-                "error": f"killed after {3 * limit + 60:.0f} s"}
+                "error": f"killed after {kill:.0f} s (graph load included)"}
     for line in r.stdout.splitlines():
         if line.startswith("RESULT "):
             return json.loads(line[7:])
@@ -213,7 +215,7 @@ def main(argv=None) -> int:
             for m in methods:
                 if m not in alive:
                     continue
-                r = _run_one(m, path, a.cluster, a.limit, a.mem_gib)
+                r = _run_one(m, path, a.cluster, a.limit, a.mem_gib, n)
                 r.setdefault("ops", n)
                 rows.append(r)
                 print(f"  {m:13s} {r['status']:10s} call {r.get('call_s', math.nan):7.2f} s "
