@@ -13,8 +13,8 @@ interpreter, one at a time (the machine is shared): the
 graph is built once per size in the parent and handed over as a pickle (its load is not
 counted), the child times ``workbench.solve`` and reports its peak resident memory. A run is
 killed at ``3 * limit + 60 + ops / 5000`` s wall (the graph's load included) or at the
-memory cap; a method's series stops at the first size where it fails, is killed, or its whole call exceeds ``1.2 * limit + 1`` s (with a limit)
-or 60 s (without one). The growth exponent is the least-squares slope of log(solve s) against
+memory cap; a method's series stops at the first size where it fails, is killed, or its whole
+call exceeds ``1.2 * limit + 1`` s (with a limit) or 60 s (without one). The growth exponent is the least-squares slope of log(solve s) against
 log(ops) over the sizes that finished (at least two, the smallest above 10 ms).
 """
 
