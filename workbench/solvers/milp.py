@@ -131,7 +131,8 @@ class _WarmStart:
             # PuLP's hand-over of a large model to HiGHS takes seconds: HiGHS gets what is
             # left of the limit after it, not the whole limit again
             self.timeLimit = max(0.01, self._deadline - time.perf_counter())
-            lp.solverModel.setOptionValue("time_limit", float(self.timeLimit))
+            if "time_limit" not in self.optionsDict:      # (an explicit option stays HiGHS's)
+                lp.solverModel.setOptionValue("time_limit", float(self.timeLimit))
         if self._warm:
             import highspy
 
