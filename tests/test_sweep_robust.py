@@ -236,7 +236,7 @@ def test_safe_names_make_the_results_folder(tmp_path):
                                                           "parameter restarts", ">= 1"]),
     (("m_topo = {}", 'heft = { insertion = "no" }'), ["methods.heft", "parameter insertion"]),
     (('"pesto_fig2"', '"transformer:100000000"'), ["transformer:100000000",
-                                                    "above the limit of 250000"]),
+                                                    "above the limit of 1000000"]),
     (('"pesto_fig2"', '"random:5000"'), ["random:5000", "edges"]),
     (('"pesto_fig2"', '"graphs/missing.json"'), ["graphs/missing.json", "no such graph file"]),
     (('"pesto_fig2"', '"model.onnx"'), ["model.onnx", "no such graph file"]),
@@ -301,7 +301,7 @@ def test_resolve_names_what_is_wrong(tmp_path):
     empty = tmp_path / "empty.json"
     save_graph(wb.OpGraph.from_ops([], [], name="e"), empty)
     cases = {str(tmp_path / "d"): "is a directory", "cnn:abc": "bad sample size",
-             "cnn:300000": "above the limit", "diamond:5": "does not take a size",
+             "cnn:3000000": "above the limit", "diamond:5": "does not take a size",
              "nope": "unknown sample 'nope'", "": "expected a graph file"}
     for spec, words in cases.items():
         with pytest.raises(GraphError, match=words):

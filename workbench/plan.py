@@ -251,6 +251,55 @@ class Plan:
     def validate(self, cluster) -> None:
         """Raise PlanError unless every op is placed exactly once on a device of ``cluster``
         that can run it, and the order (if any) lists exactly each device's ops."""
+        self._checked_devices(cluster)
+
+    def _checked_devices(self, cluster) -> np.ndarray:
+        """Device index of every op (graph order) of a valid plan; :meth:`_explain` raises the
+        first fault otherwise. One vectorised pass: the judge validates every plan it runs."""
+        g = self.graph
+        gc, idx, pl = g.c, cluster.index, self.placement
+        dev = None
+        if len(pl) == gc.n:
+            try:
+                dev = np.array(list(map(idx.__getitem__, map(pl.__getitem__, gc.names))),
+                               dtype=np.int64)
+            except KeyError:
+                dev = None
+        if dev is not None and gc.n:
+            kcol = np.array([gc.kind_index.get(d.kind, -1) for d in cluster.devices] + [-1])
+            col = kcol[dev]
+            runs = (col >= 0) & np.isfinite(gc.compute[np.arange(gc.n), col])
+            if not runs.all():
+                dev = None
+        if dev is not None and self.order is not None:
+            dev = dev if self._order_fits(dev, idx, g.index) else None
+        if dev is None:
+            self._explain(cluster)
+            raise PlanError(f"plan {self.method!r} is not valid on cluster {cluster.name!r}")
+        return dev
+
+    def _order_fits(self, dev: np.ndarray, idx: dict, gidx: dict) -> bool:
+        """Whether the order lists each op once, on the device that the placement gives it."""
+        seen = np.zeros(len(dev), dtype=bool)
+        total = 0
+        for d, ops in self.order.items():
+            di = idx.get(d)
+            if di is None:
+                return False
+            try:
+                pos = np.array(list(map(gidx.__getitem__, ops)), dtype=np.int64)
+            except KeyError:
+                return False
+            if (dev[pos] != di).any() or seen[pos].any():
+                return False
+            seen[pos] = True
+            if len(np.unique(pos)) != len(pos):
+                return False
+            total += len(pos)
+        return total == len(dev)
+
+    def _explain(self, cluster) -> None:
+        """Raise the PlanError naming the first fault of an invalid plan."""
         g = self.graph
         missing = [v for v in g.ops if v not in self.placement]
         if missing:
@@ -286,10 +335,7 @@ class Plan:
 
     def device_array(self, cluster) -> np.ndarray:
         """Device index of every op, in the graph's op order (validates the plan first)."""
-        self.validate(cluster)
-        idx = cluster.index
-        return np.fromiter((idx[self.placement[v]] for v in self.graph.ops), dtype=np.int64,
-                           count=self.graph.n_ops)
+        return self._checked_devices(cluster)
 
     def with_placement(self, placement: dict, **changes) -> "Plan":
         """A copy with another placement (order dropped unless given)."""

@@ -120,8 +120,9 @@ class _Builder:
         return OpGraph.from_ops(self.ops, edges, name=name, meta=meta)
 
 
-MAX_SAMPLE_OPS = 250_000
-"""Largest generated sample (a 200,000-op ``cnn`` takes 30 s and 0.9 GB to build)."""
+MAX_SAMPLE_OPS = 1_000_000
+"""Largest generated sample (LLM-sized graphs; see ``docs/results-scaling.md`` for the time and
+memory a 1,000,000-op graph takes to build)."""
 
 MAX_RANDOM_EDGES = 200_000
 """Largest expected edge count of :func:`random_dag` (``edge_prob * n_ops**2 / 2``)."""
@@ -417,7 +418,7 @@ def layered(n_ops: int = 300, *, ccr: float = HARD_DEFAULTS["ccr"],
             if len(layers) > 2 and rng.random() < skip:
                 back = layers[-int(rng.integers(2, min(4, len(layers)) + 1))]
                 src = back[int(rng.integers(len(back)))]
-                if (src, name) not in edges:
+                if edges[-1] != (src, name):   # the only edge into ``name`` so far
                     edges.append((src, name))
             cur.append(name)
         layers.append(cur)

@@ -250,7 +250,7 @@ def resolve(spec: str, *, batch: int | None = None, seq: int | None = None,
     >>> resolve("transformer:100000000")
     Traceback (most recent call last):
     ...
-    workbench.errors.GraphError: transformer:100000000: n_ops=100000000 is above the limit of 250000 ops for a generated sample
+    workbench.errors.GraphError: transformer:100000000: n_ops=100000000 is above the limit of 1000000 ops for a generated sample
     """
     if not isinstance(spec, str) or not spec:
         raise GraphError(f"expected a graph file or sample name, got {spec!r}")
@@ -334,10 +334,10 @@ def check(spec: str, *, run_code: bool = False) -> bool:
 
     >>> check("transformer:200000"), check("msr:op_bert3_inference")
     (False, True)
-    >>> check("cnn:300000")
+    >>> check("cnn:3000000")
     Traceback (most recent call last):
     ...
-    workbench.errors.GraphError: cnn:300000: n_ops=300000 is above the limit of 250000 ops for a generated sample
+    workbench.errors.GraphError: cnn:3000000: n_ops=3000000 is above the limit of 1000000 ops for a generated sample
     """
     import inspect
 

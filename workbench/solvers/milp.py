@@ -24,9 +24,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import pulp
-
+from .._lazy import lazy_module
 from ..errors import SolverError
+
+pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
 __all__ = ["solve_milp", "MilpResult", "available_solvers", "new_highs"]
 
@@ -111,17 +112,27 @@ def available_solvers() -> list[str]:
     return out
 
 
-class _WarmHiGHS(pulp.HiGHS):
-    """PuLP's highspy interface plus a warm start (HiGHS ``setSolution``)."""
+class _WarmStart:
+    """PuLP's highspy interface plus a warm start (HiGHS ``setSolution``); mixed into
+    ``pulp.HiGHS`` by :func:`_warm_highs` (PuLP is loaded when a model is solved, not at
+    ``import workbench``)."""
 
-    def __init__(self, warm: dict | None = None, scale: float = 1.0, **kw):
+    def __init__(self, warm: dict | None = None, scale: float = 1.0,
+                 deadline: float | None = None, **kw):
         super().__init__(**kw)
+        self._deadline = deadline
         self._warm = warm or {}
         self._scale = scale
         self.interrupted = False
         self.watchdog = False
 
     def callSolver(self, lp):  # noqa: N802 - PuLP's name
+        if self._deadline is not None:
+            # PuLP's hand-over of a large model to HiGHS takes seconds: HiGHS gets what is
+            # left of the limit after it, not the whole limit again
+            self.timeLimit = max(0.01, self._deadline - time.perf_counter())
+            if "time_limit" not in self.optionsDict:      # (an explicit option stays HiGHS's)
+                lp.solverModel.setOptionValue("time_limit", float(self.timeLimit))
         if self._warm:
             import highspy
 
@@ -144,6 +155,16 @@ class _WarmHiGHS(pulp.HiGHS):
             has = int(getattr(info, "primal_solution_status", 0)) == 2
             rec(sense * float(info.objective_function_value) if has else math.nan,
                 sense * float(getattr(info, "mip_dual_bound", math.nan)))
+
+
+_WARM_HIGHS: list = []
+
+
+def _warm_highs(**kw):
+    """A HiGHS solver object of PuLP with :class:`_WarmStart`'s warm start."""
+    if not _WARM_HIGHS:
+        _WARM_HIGHS.append(type("_WarmHiGHS", (_WarmStart, pulp.HiGHS), {}))
+    return _WARM_HIGHS[0](**kw)
 
 
 def _trace_progress(h, sense: float):
@@ -252,11 +273,12 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
 
 def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
                  scale: float = 1.0) -> MilpResult:
+    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
     new_highs()  # PuLP creates its own Highs: absorb the process's banner first
     import highspy
 
-    s = _WarmHiGHS(warm=warm, scale=scale, msg=msg, timeLimit=time_limit, gapRel=gap, threads=threads,
-                   **(options or {}))
+    s = _warm_highs(warm=warm, scale=scale, msg=msg, timeLimit=time_limit, gapRel=gap,
+                    threads=threads, deadline=deadline, **(options or {}))
     try:
         prob.solve(s)
     except pulp.PulpSolverError as e:

@@ -44,7 +44,7 @@ LAYERS = (
     ("judge", ("simulate", "judge", "bounds", "liveness", "pipeline", "_replay_jit")),
     ("cost models", ("costs",)),
     ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors",
-               "_moved")),
+               "_lazy", "_moved")),
 )
 """The rows of the diagram, top to bottom (the layers contract of pyproject.toml, grouped)."""
 

@@ -43,6 +43,8 @@ True
 from __future__ import annotations
 
 import bisect
+import contextvars
+import functools
 import math
 
 import numpy as np
@@ -269,6 +271,34 @@ class _Links:
         self._k = -1
 
 
+_FUSIONS: contextvars.ContextVar = contextvars.ContextVar("celeritas_fusions", default=None)
+"""Fusions made during one :func:`celeritas` call: Adjusting Placement, the Order-Place start
+and the even split cut the same graph with the same ``R`` and ``M``; it is fused once."""
+
+
+def _fused(graph, cluster, R, M, fuse):
+    """``fuse(graph, cluster, R=R, M=M)``, made once per :func:`celeritas` call."""
+    memo = _FUSIONS.get()
+    if memo is None:
+        return fuse(graph, cluster, R=R, M=M)
+    key = (id(graph), id(cluster), R, M)
+    if key not in memo:      # the graph and cluster are kept with it: their ids stay theirs
+        memo[key] = (graph, cluster, fuse(graph, cluster, R=R, M=M))
+    return memo[key][2]
+
+
+def _one_fusion_per_call(fn):
+    """Run ``fn`` with a fresh memo of fusions (see :func:`_fused`)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        token = _FUSIONS.set({})
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _FUSIONS.reset(token)
+    return wrapper
+
+
 class _Problem:
     """The fused graph of ``graph`` with everything Algorithm 2 needs in plain lists."""
 
@@ -283,7 +313,7 @@ class _Problem:
             check_fusion_params(graph, R, None)
         else:
             check_fusion_params(graph, R, M)
-        self.fusion = f = fuse(graph, cluster, R=R, M=M)
+        self.fusion = f = _fused(graph, cluster, R, M, fuse)
         cg = f.coarse
         cgc, cc = cg.c, cluster.c
         self.graph, self.cluster, self.coarse = graph, cluster, cg
@@ -468,6 +498,7 @@ def order_place(graph, cluster, *, R: int | None = None, M: float | None = None)
                   "boundaries": Param(("str",), choices=("edges", "tensors"))},
           description="Celeritas: optimal operation fusion + Adjusting Placement (EST with link "
                       "queues, back cost)")
+@_one_fusion_per_call
 def celeritas(graph, cluster, *, R: int | None = None, M: float | None = None,
               anchor: str = "previous", slow_factor: float | None = SLOW_FACTOR,
               congestion: bool = True, order: str = "est", boundaries: str = "edges",
@@ -629,7 +660,8 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
     from ...simulate import simulate
 
     cong = kw["congestion"]
-    cands = [("adjusting", plan, float(simulate(plan, cluster, congestion=cong).makespan))]
+    cands: list = []
+    cands.append(("adjusting", plan, _judged(plan, cluster, cong, cands, order != "est")))
     if relief is not None and cong and cands[0][2] > relief * float(
             simulate(plan, cluster, congestion=False).makespan):
         heavy = heavy_colocation(graph, cluster)
@@ -648,18 +680,17 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
             if p is not None:
                 if order != "est":
                     p = _choose_order(p, cluster, cong, order)
-                cands.append(("relief", p,
-                              float(simulate(p, cluster, congestion=cong).makespan)))
+                cands.append(("relief", p, _judged(p, cluster, cong, cands, order != "est")))
     if keep_start:
         p = order_place(graph, cluster, R=kw["R"], M=kw["M"])
         p = p.with_placement(p.placement, order=p.order, method="celeritas",
                              predicted=dict(p.predicted))
-        cands.append(("order_place", p, float(simulate(p, cluster, congestion=cong).makespan)))
+        cands.append(("order_place", p, _judged(p, cluster, cong, cands, False)))
     if split_start:
         p = even_split(graph, cluster, R=kw["R"], M=kw["M"], congestion=cong)
         if order != "est":
             p = _choose_order(p, cluster, cong, order)
-        cands.append(("even_split", p, float(simulate(p, cluster, congestion=cong).makespan)))
+        cands.append(("even_split", p, _judged(p, cluster, cong, cands, order != "est")))
     name, best, ms = min(cands, key=lambda t: (t[1].status == "infeasible", t[2]))
     stats = {**best.stats, "candidates_ms": {n: m for n, _, m in cands}}
     predicted = dict(best.predicted)
@@ -667,6 +698,20 @@ def _guarded(plan: Plan, graph, cluster, kw: dict, order: str, relief, keep_star
         predicted["makespan_ms"] = ms
     return best.with_placement(best.placement, order=best.order, predicted=predicted,
                                stats=stats, info={**best.info, "placement_from": name})
+
+
+def _judged(p: Plan, cluster, cong: bool, cands: list, ordered: bool) -> float:
+    """The simulated makespan of candidate ``p`` (congestion ``cong``), simulated at most once:
+    ``ordered`` plans carry it from :func:`_choose_order`, which simulated the order it kept; a
+    plan with the placement and order of an earlier candidate takes that candidate's value."""
+    from ...simulate import simulate
+
+    if ordered:
+        return float(p.predicted["makespan_ms"])
+    for _name, q, ms in cands:
+        if q.order == p.order and q.placement == p.placement:
+            return ms
+    return float(simulate(p, cluster, congestion=cong).makespan)
 
 
 def even_split(graph, cluster, *, R: int | None = None, M: float | None = None,

@@ -296,13 +296,14 @@ class CpsatModel:
             allowed_rep[rep[i]] &= {d for d in range(k) if ok[i, d]}
         sym = self.sym = bool(symmetry and k > 1 and _symmetric(cluster))
         if sym:
-            for j, r in enumerate(reps):
-                allowed_rep[r] &= set(range(j + 1))
+            for j, r in enumerate(reps):   # (devices past the k-th are not there anyway)
+                allowed_rep[r] &= set(range(min(j + 1, k)))
         for r in reps:
             if not allowed_rep[r]:
                 members = [gc.names[i] for i in range(n) if rep[i] == r]
                 raise InfeasibleError(f"ops {members[:3]!r} must share a device but no device "
                                       f"of cluster {cluster.name!r} runs them all")
+        self._check_time()
         m = self.m = _cp_model.CpModel()
         X = self.X = {(r, d): m.new_bool_var(f"x_{r}_{d}")
                       for r in reps for d in sorted(allowed_rep[r])}
@@ -364,6 +365,8 @@ class CpsatModel:
                 S[v] = sb if v == h else shifted(sb, h, off)
                 E[v] = shifted(sb, h, {d: off[d] + dur[v][d] for d in off})
         for i in range(n):
+            if i % 256 == 0:
+                self._check_time()
             if S[i] is not None:
                 continue
             S[i] = m.new_int_var(0, H, f"S_{i}")

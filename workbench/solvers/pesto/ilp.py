@@ -53,8 +53,8 @@ import math
 import time
 
 import numpy as np
-import pulp
 
+from ..._lazy import lazy_module
 from ...budget import SHARES, Budget
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
@@ -70,6 +70,8 @@ from .heuristics import (
     check_memory,
     default_target,
 )
+
+pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
 __all__ = [
     "MEMORY_BALANCE",

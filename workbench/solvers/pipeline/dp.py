@@ -381,8 +381,12 @@ def _run(graph, cluster, method: str, *, linear: bool, contract_branches: bool =
                 "all-reduce of their weights, on which max_load equals predicted max_load_ms")
     if stopped:
         exact = False
-        note = "; ".join(x for x in ("the time limit ran out in the exact DP: the split of the "
-                                     "linearised DP is returned", note) if x)
+        why = ("the time limit ran out in the DP before any complete split: the greedy packing "
+               f"of the linear order ({p.n} supernodes) is returned"
+               if res.stats.get("fallback") == "greedy_packing" else
+               "the time limit ran out in the exact DP: the split of the linearised DP is "
+               "returned")
+        note = "; ".join(x for x in (why, note) if x)
     if fwd:
         extra_fwd = _forwarded_note(cluster)
         if extra_fwd:

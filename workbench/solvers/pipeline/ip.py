@@ -38,8 +38,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pulp
 
+from ..._lazy import lazy_module
 from ...bounds import max_load_lower_bound
 from ...budget import Budget
 from ...costs.pipeline import contiguous_optimum_status, pipeline_model
@@ -51,6 +51,8 @@ from .dp import dp, dpl, warm_splits
 from .kernel import interleave_mode
 from .latency import greedy_latency
 from .units import class_units, dp_units, plan_status, unit_assignment, unit_placement
+
+pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
 __all__ = ["ip_contig", "ip_noncontig"]
 
@@ -168,17 +170,18 @@ class MaxLoadModel:
         self.T = ref
         self.prob = pulp.LpProblem(self.method, pulp.LpMinimize)
         self.lbs = _Bounds()
-        self._assignment_rows()
-        self.sym_groups, self.sym_order = [], []
+        self._assignment_rows(budget)
+        self.sym_groups, self.sym_order, self.sym_chains = [], [], []
         if self.symmetry:
             self.sym_groups, self.sym_order = _identical_devices(
                 U, self.caps, self.pays, self.host_of if self.hierarchical else [0] * self.nd,
                 self.gpipe)
-            _add_symmetry_rows(self.prob, self.x, self.sym_groups, self.sym_order)
+            self.sym_chains = _add_symmetry_rows(self.prob, self.x, self.sym_groups,
+                                                 self.sym_order, budget)
         self.M = {q: pulp.LpVariable(f"M_{q}", lowBound=0)
                   for q in ((0, 1) if self.gpipe else (None,))}
         self._transfer_rows(budget)
-        self._load_rows()
+        self._load_rows(budget)
         self._contiguity_rows(budget)
         self.prob += pulp.lpSum(self.M.values())
         self.ws = self._warm_values(warm) if warm else None
@@ -187,7 +190,7 @@ class MaxLoadModel:
         """The summed assignment variables of unit ``v`` on devices ``devs``."""
         return pulp.lpSum(self.x[v, i] for i in devs if (v, i) in self.x)
 
-    def _assignment_rows(self) -> None:
+    def _assignment_rows(self, budget: Budget) -> None:
         U, caps, prob = self.U, self.caps, self.prob
         x = self.x = {}
         for v in range(U.n):
@@ -195,6 +198,8 @@ class MaxLoadModel:
                 if math.isfinite(U.comp[v, i]) and U.mem[v] <= caps[i] * (1 + 1e-12):
                     x[v, i] = pulp.LpVariable(f"x_{v}_{i}", cat="Binary")
         for v in range(U.n):
+            if v % 512 == 0:
+                budget.check("building the model")
             opts = [x[v, i] for i in range(self.nd) if (v, i) in x]
             if not opts:
                 raise InfeasibleError(f"{self.method}: op {U.op_of(v)!r} (with its colour "
@@ -263,7 +268,7 @@ class MaxLoadModel:
         return pulp.lpSum(U.hyper[h][2] / T * self.span[h, k] for h in range(len(U.hyper))
                           for k in (i - 1, i) if (h, k) in self.span)
 
-    def _load_rows(self) -> None:
+    def _load_rows(self, budget: Budget) -> None:
         """Every device's load (per pass for GPipe; compute and transfers apart when they
         overlap, App. C.1) at most ``M``, and the memory rows."""
         U, T, x, prob, mode = self.U, self.T, self.x, self.prob, self.mode
@@ -271,6 +276,7 @@ class MaxLoadModel:
         self.loads = loads = []  # (expression, pass): each at most M[pass]
         for i in range(self.nd):
             for q in self.M:
+                budget.check("building the model")
                 comp = U.comp if q is None else U.comp2[:, :, q]
                 load = pulp.lpSum(comp[v, i] / T * x[v, i] for v in range(U.n) if (v, i) in x)
                 hs = [h for h in range(len(U.hyper)) if q is None or U.hpass[h] == q]
@@ -328,6 +334,11 @@ class MaxLoadModel:
             return None
         ws = {var: float(ai[v] == i) for (v, i), var in x.items()}
         ws.update(self.lbs.values(ai))
+        for chain in self.sym_chains:
+            acc = 0.0
+            for s, xv in chain:
+                acc += ws[xv]
+                ws[s] = acc
         if z:
             succ = [[] for _ in range(U.n)]
             for a, b in self.cedges:
@@ -463,20 +474,34 @@ def _identical_devices(U, caps, pays, host_of, gpipe: bool) -> tuple[list, list]
     return groups, order
 
 
-def _add_symmetry_rows(prob, x, groups: list, order: list) -> None:
+def _add_symmetry_rows(prob, x, groups: list, order: list, budget: Budget | None = None) -> list:
     """Symmetry breaking for identical devices ``g_0 < g_1 < ...`` of a group: a unit may use
     ``g_r`` only if a unit before it (in ``order``) uses ``g_{r-1}``; so the devices are used
     in the order of their first unit. Every split has one relabelling that meets these rows
-    (:func:`_canonical`), with the same loads, so the optimum is kept."""
+    (:func:`_canonical`), with the same loads, so the optimum is kept.
+
+    The count of earlier units on ``g_{r-1}`` is a chain of partial sums ``s_k = s_{k-1} +
+    x[u_k, g_{r-1}]`` (continuous), so the rows grow linearly with the units (the sum written
+    out in every row grew quadratically: 10,000 units took minutes and gigabytes). Returns the
+    chains ``[(s_k, x[u_k, g_{r-1}]), ...]`` for the warm start's values."""
+    chains = []
     for gi, devs in enumerate(groups):
         for r in range(1, len(devs)):
             prev, here = devs[r - 1], devs[r]
-            earlier = []
-            for v in order:
+            acc, chain = None, []
+            for k, v in enumerate(order):
+                if budget is not None and k % 512 == 0:
+                    budget.check("building the symmetry rows")
                 if (v, here) in x:
-                    prob += x[v, here] <= pulp.lpSum(earlier), f"sym_{gi}_{r}_{v}"
+                    prob += x[v, here] <= (0 if acc is None else acc), f"sym_{gi}_{r}_{v}"
                 if (v, prev) in x:
-                    earlier.append(x[v, prev])
+                    s = pulp.LpVariable(f"syms_{gi}_{r}_{v}", lowBound=0)
+                    prob += s == (x[v, prev] if acc is None else acc + x[v, prev]), \
+                        f"symsum_{gi}_{r}_{v}"
+                    acc = s
+                    chain.append((s, x[v, prev]))
+            chains.append(chain)
+    return chains
 
 
 def _canonical(ai: np.ndarray, groups: list, order: list) -> np.ndarray:

@@ -323,10 +323,12 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     arrays = _arrays(p, k, l, cap, lat, math.inf, interleave, replicate, allreduce_bandwidth,
                      backward_contiguous, forwarded)
     B = float(upper_bound)
+    greedy = None
     if feasibility and not math.isfinite(B) and not backward_contiguous and not forwarded:
         # exact pruning, as with the DPL bound (a greedy packing ignores backward contiguity,
-        # so it bounds only the unconstrained optimum)
-        B = greedy_bound(linear_order(p), arrays)
+        # so it bounds only the unconstrained optimum); its packing is also the split
+        # returned when the time limit stops the DP
+        B, greedy = greedy_bound(linear_order(p), arrays, budget=budget, split=True)
     tolB = B + 1e-7 * (1.0 + abs(B)) if math.isfinite(B) else math.inf
     arrays["tolB"] = tolB
     if feasibility:
@@ -339,7 +341,16 @@ def solve_lattice(p, k: int, l: int, cap: float, lat: Lattice, *, upper_bound: f
     else:
         run = _Compiled(lat, arrays, lo, hi)
     with no_cyclic_gc():
-        pairs = _forward_chunks(run, N, budget, progress, chunk)
+        try:
+            pairs = _forward_chunks(run, N, budget, progress, chunk)
+        except TimeLimitError as e:
+            if not greedy:
+                raise
+            # no complete split from the DP yet: the greedy packing is the best one known
+            return B, [(list(S), "acc", 1) for S in greedy if S], {
+                "ideals": N, "supernodes": p.n, "upper_bound": B, "kernel": use,
+                "stopped_by_time_limit": True, "fallback": "greedy_packing",
+                "fallback_why": str(e), "dp_s": time.perf_counter() - t0}
         value = run.value(N - 1, k, l)
         stages = _backtrack(run, lat, p.n, k, l, arrays["reps_max"]) \
             if math.isfinite(value) else []

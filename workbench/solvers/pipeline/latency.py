@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pulp
 
+from ..._lazy import lazy_module
 from ...budget import Budget
 from ...costs.pipeline import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
@@ -50,6 +50,8 @@ from .units import (
     unit_assignment,
     unit_placement,
 )
+
+pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
 __all__ = ["greedy_latency", "latency_ip"]
 

@@ -322,7 +322,8 @@ class PyKernel:
         return np.array(vals), np.array(js, dtype=np.int64)
 
 
-def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
+def greedy_bound(order: list, a: dict, *, steps: int = 16, budget=None,
+                 split: bool = False):
     """An upper bound on the DP's optimum from greedy splits of the topological ``order``.
 
     ``a``: the kernels' inputs (:func:`workbench.solvers.pipeline.kernel._arrays`). For a
@@ -342,20 +343,32 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
     ...      "K": 2, "cap": np.inf, "mode": 0, "replicate": False, "sync_inv": 0.0}
     >>> greedy_bound([0, 1, 2], a)        # {0} then {1, 2}: loads 2.5 and 4.5
     4.5
+    >>> greedy_bound([0, 1, 2], a, split=True)
+    (4.5, [[0], [1, 2]])
+
+    ``split=True`` returns ``(bound, stages)``: the packing that gives the bound (lists of
+    supernodes in pipeline order; ``None`` when no packing fits), the split a DP stopped by its
+    time limit returns. ``budget`` (a :class:`~workbench.budget.Budget`) ends the search for a
+    tighter ``B`` when it runs out (the first packing is always made).
     """
     K = int(a["K"])
     acc, mem, uacc = a["acc"].tolist(), a["mem"].tolist(), a["uacc"].tolist()
     if K == 0 or any(uacc[v] >= 0.5 for v in order):
-        return INF
+        return (INF, None) if split else INF
     hyper = [a[x].tolist() for x in ("nptr", "nh", "hsize", "hcost", "hsrc")]
     cap, mode, repl, sinv = float(a["cap"]), int(a["mode"]), bool(a["replicate"]), \
         float(a["sync_inv"])
     H = len(hyper[2])
 
+    stages: list = []
+
     def pack(B: float) -> float:
-        """Largest stage load of the greedy packing at ``B`` (``inf`` if it needs > K)."""
+        """Largest stage load of the greedy packing at ``B`` (``inf`` if it needs > K); its
+        stages in ``stages``."""
         cnt, srcin, cio = [0] * H, [0] * H, [0.0, 0.0]
         stage: list = []
+        stages.clear()
+        stages.append(stage)
         comp = mm = load = worst = 0.0
         used = 1
         for v in order:
@@ -368,6 +381,7 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
                 if used > K:
                     return INF
                 stage = []
+                stages.append(stage)
                 cnt, srcin, cio = [0] * H, [0] * H, [0.0, 0.0]
                 apply_move(v, 1, *hyper, cnt, srcin, cio)
                 c2, m2 = acc[v], mem[v]
@@ -380,17 +394,19 @@ def greedy_bound(order: list, a: dict, *, steps: int = 16) -> float:
 
     best = pack(INF)
     if not math.isfinite(best):
-        return INF
+        return (INF, None) if split else INF
+    best_stages = [list(x) for x in stages]
     lo, hi = sum(acc) / K, best
     for _ in range(steps):
-        if hi - lo <= 1e-2 * hi:  # tight enough to prune
-            break
+        if hi - lo <= 1e-2 * hi or (budget is not None and budget.over()):
+            break  # tight enough to prune, or out of time
         # balanced splits lie near lo: probe there first, then bisect
         mid = min(0.5 * (lo + hi), 1.125 * lo) if hi > 1.25 * lo else 0.5 * (lo + hi)
         got = pack(mid)
         if math.isfinite(got):
-            best = min(best, got)
+            if got < best:
+                best, best_stages = got, [list(x) for x in stages]
             hi = mid
         else:
             lo = mid
-    return best
+    return (best, best_stages) if split else best
