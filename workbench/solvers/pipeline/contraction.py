@@ -161,12 +161,12 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
     (4, [2, 2, 2, 2])
     """
     memo = graph.__dict__.setdefault("_dp_contractions", {})
-    key = (id(cluster), contract_branches, merge_trivial, skip_span)
+    key = (id(cluster), contract_branches, merge_trivial, skip_span, forwarded)
     hit = memo.get(key)
     if hit is not None and hit[0] is cluster:
         return hit[1]
     p = _contract_for_dp(graph, cluster, contract_branches=contract_branches,
-                         merge_trivial=merge_trivial, skip_span=skip_span)
+                         merge_trivial=merge_trivial, skip_span=skip_span, forwarded=forwarded)
     if len(memo) >= 8:
         memo.clear()
     memo[key] = (cluster, p)
@@ -174,7 +174,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
 
 
 def _contract_for_dp(graph, cluster, *, contract_branches: bool, merge_trivial: bool,
-                     skip_span: int | None) -> DPProblem:
+                     skip_span: int | None, forwarded: bool) -> DPProblem:
     gc = graph.c
     n = gc.n
     acc_kind, acc_devs, cpu_devs, _cap = device_kinds(cluster)
