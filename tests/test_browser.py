@@ -52,6 +52,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.notebook,
     pytest.mark.skipif(not os.path.exists(CHROMIUM),
                        reason=f"{CHROMIUM} missing (run `make browser-deps`)"),
 ]

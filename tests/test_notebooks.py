@@ -88,6 +88,7 @@ def test_notebook_is_clean_and_has_no_algorithm_code(path):
                                          ast.Lambda)), f"definition in a cell: {cell.source[:80]}"
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path):
     from nbclient import NotebookClient

@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 

@@ -43,8 +43,7 @@ LAYERS = (
     ("transforms", ("transforms",)),
     ("judge", ("simulate", "judge", "bounds", "liveness", "pipeline", "_replay_jit")),
     ("cost models", ("costs",)),
-    ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors",
-               "_moved")),
+    ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors")),
 )
 """The rows of the diagram, top to bottom (the layers contract of pyproject.toml, grouped)."""
 
