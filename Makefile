@@ -9,9 +9,10 @@ LAB_STAMP  := $(VENV)/.installed-lab
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 # The TensorFlow build: CUDA (the `gpu` extra) where nvidia-smi lists a GPU, else the CPU build.
-EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev,torch,lab || echo tf,dev,torch,lab)
-# What the notebooks need: JupyterLab, and PyTorch for notebook 10 (notebook 08 runs without TF)
-LAB_EXTRAS ?= lab,torch
+EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev,torch,lab,sweep || echo tf,dev,torch,lab,sweep)
+# What the notebooks need: JupyterLab, Dask and Parquet for notebook 09, PyTorch for notebook 10
+# (notebook 08 runs without TensorFlow)
+LAB_EXTRAS ?= lab,sweep,torch
 # The developer's loop, after every change: no notebook, browser, TensorFlow or slow test
 CHECK_MARKS := not slow and not notebook and not browser and not tf
 
@@ -21,7 +22,7 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# the core alone: no TensorFlow, PyTorch, CUDA or JupyterLab (what `workbench demo` needs)
+# the core alone: no TensorFlow, PyTorch, CUDA, JupyterLab or Dask (what `workbench demo` needs)
 $(CORE_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@

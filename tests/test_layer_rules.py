@@ -38,25 +38,40 @@ def test_views_never_solve():
     assert not found, f"views that call a solver: {found}"
 
 
-BLOCK = """
+OPTIONAL = {"tensorflow", "torch", "keras", "transformers", "jupyterlab", "distributed", "dask",
+            "pyarrow"}
+"""Top-level packages of the extras (``tf``, ``torch``, ``lab``, ``sweep``): absent from the core."""
+BLOCK = f"""
 import importlib.abc, sys
 class Block(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"tensorflow", "torch", "keras", "transformers", "jupyterlab"}:
-            raise ImportError(f"{name} is not installed in the core (blocked by the test)")
+        if name.split(".")[0] in {sorted(OPTIONAL)}:
+            raise ModuleNotFoundError(f"{{name}} is not in the core (blocked by the test)")
 sys.meta_path.insert(0, Block())
 from workbench.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
 
+def _core_cli(tmp_path, *args):
+    """The command line as the core install has it: the extras' packages cannot be imported."""
+    return subprocess.run([sys.executable, "-c", BLOCK, *args], capture_output=True, text=True,
+                          timeout=600, cwd=tmp_path,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+
+
 def test_the_demo_needs_neither_tensorflow_nor_torch(tmp_path):
     """What ``make demo`` installs (the core: no TensorFlow, PyTorch or JupyterLab) runs
     ``workbench demo`` and writes its report."""
     report = tmp_path / "demo.html"
-    r = subprocess.run([sys.executable, "-c", BLOCK, "demo", "--graph", "transformer:60",
-                        "--time-limit", "2", "--report", str(report)],
-                       capture_output=True, text=True, timeout=600, cwd=tmp_path,
-                       env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    r = _core_cli(tmp_path, "demo", "--graph", "transformer:60", "--time-limit", "2",
+                  "--report", str(report))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "report written to" in r.stdout and report.stat().st_size > 10_000
+
+
+def test_a_sweep_on_the_core_names_the_extra_it_needs(tmp_path):
+    r = _core_cli(tmp_path, "sweep", "bandwidth", "--out", str(tmp_path / "out"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "error: sweeps need distributed and pyarrow" in r.stderr
+    assert "`sweep` extra" in r.stderr
