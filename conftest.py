@@ -142,3 +142,38 @@ def pytest_collection_modifyitems(config, items):
         group = None if item.get_closest_marker("xdist_group") else _group_of(item)
         if group:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+NBCLIENT_RUN = "tests/test_notebooks.py::test_notebook_runs["
+BROWSER_RUN = "tests/test_browser.py::test_notebook_in_jupyterlab["
+
+
+def _browser_can_run() -> bool:
+    from importlib.util import find_spec
+
+    return CHROMIUM.exists() and find_spec("playwright") is not None
+
+
+def _param(nodeid: str) -> str:
+    """``'a.py::t[02_x]@browser'`` -> ``'02_x'`` (xdist's loadgroup appends ``@group``)."""
+    return nodeid.split("[", 1)[1].rsplit("]", 1)[0]
+
+
+class NotebooksOnce:
+    """Each notebook executes once: the nbclient run of a notebook that this session's browser
+    test runs in JupyterLab (with the same checks) is skipped."""
+
+    @pytest.hookimpl(trylast=True)  # after the -m/-k selection
+    def pytest_collection_modifyitems(self, config, items):
+        in_browser = {_param(i.nodeid) for i in items if i.nodeid.startswith(BROWSER_RUN)}
+        if not in_browser or not _browser_can_run():
+            return
+        for item in items:
+            if item.nodeid.startswith(NBCLIENT_RUN) and _param(item.nodeid) in in_browser:
+                item.add_marker(pytest.mark.skip(
+                    reason="executed once, in JupyterLab, by tests/test_browser.py (same checks)"))
+
+
+def pytest_configure(config):
+    config.pluginmanager.register(NotebooksOnce(), "house-notebooks-once")
