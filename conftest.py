@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import itertools
 import sys
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ def _registered(config) -> list[str]:
     return [line.split(":", 1)[0].strip() for line in config.getini("markers")]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module_marks(path: Path) -> frozenset[str]:
     """The mark names of a module's top-level ``pytestmark`` (one mark or a list of them).
 
@@ -68,7 +68,7 @@ def deselected_whatever_else(expr: str, marks: frozenset[str], known: list[str])
     for n in range(len(others) + 1):
         for extra in itertools.combinations(others, n):
             have = marks | set(extra)
-            if compiled.evaluate(lambda name: name in have):
+            if compiled.evaluate(have.__contains__):
                 return False
     return True
 
@@ -89,7 +89,7 @@ def _banned(config) -> dict[str, str]:
     return _banned_for(config.getoption("markexpr") or "", tuple(_registered(config)))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _banned_for(expr: str, known: tuple[str, ...]) -> dict[str, str]:
     if not expr:
         return {}

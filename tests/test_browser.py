@@ -15,14 +15,14 @@ kernel is shut down before the next opens.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-import importlib.util
-import json
 import urllib.request
 from pathlib import Path
 
@@ -167,8 +167,8 @@ def browser(lab):
 
 def _run_all(page, lab, name: str, out: Path) -> int:
     """Open ``name``, restart the kernel and run all cells; return the number of code cells."""
-    from playwright.sync_api import expect
     import nbformat
+    from playwright.sync_api import expect
 
     page.goto(f"{lab['url']}/lab/tree/{name}?reset")  # a fresh workspace: one notebook open
     page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")

@@ -20,7 +20,6 @@ from importlib.util import find_spec as _find_spec
 from ..errors import SweepError
 
 
-
 def _absent(name: str) -> bool:
     try:
         return _find_spec(name) is None
