@@ -117,17 +117,17 @@ def pytest_runtest_call(item):
     return result
 
 
-GROUPS = ("tf", "torch", "browser")
-"""Marks whose tests share one xdist worker (``--dist loadgroup``): one process pays for
-importing the framework, or one JupyterLab server serves the browser tests."""
+SPREAD = ("browser",)
+"""Marks whose tests spread over the workers although they share a module-scoped fixture: each
+worker starts its own JupyterLab and chromium, so two notebooks run at a time (one worker
+running every notebook in turn was the suite's longest pole)."""
 
 
 def _group_of(item) -> str | None:
-    """The worker group of ``item``: its framework or browser mark, else its module when it uses
-    a fixture computed once per module (so that one worker computes it); None: any worker."""
-    for mark in GROUPS:
-        if item.get_closest_marker(mark):
-            return mark
+    """The worker group of ``item`` under ``--dist loadgroup``: its module when it uses a fixture
+    computed once per module (so that one worker computes it), else None (any worker)."""
+    if any(item.get_closest_marker(mark) for mark in SPREAD):
+        return None
     info = getattr(item, "_fixtureinfo", None)
     for defs in (info.name2fixturedefs.values() if info else ()):
         if any(d.scope in ("module", "package", "class") for d in defs):
