@@ -134,6 +134,7 @@ def test_dag_of_a_transformed_graph_schedule_matches_by_name(problem):
         [device_colors(c.names)[plan.placement[v]] for v in g.ops]
 
 
+@pytest.mark.slow
 def test_large_dag_uses_webgl_and_is_fast():
     g = wb.samples.transformer(20000, seed=0)
     c = wb.Cluster.preset("8xA100-nvlink")

@@ -64,7 +64,7 @@ def test_the_demo_needs_neither_tensorflow_nor_torch(tmp_path):
     """What ``make demo`` installs (the core: no TensorFlow, PyTorch or JupyterLab) runs
     ``workbench demo`` and writes its report."""
     report = tmp_path / "demo.html"
-    r = _core_cli(tmp_path, "demo", "--graph", "transformer:60", "--time-limit", "2",
+    r = _core_cli(tmp_path, "demo", "--graph", "transformer:30", "--time-limit", "1",
                   "--report", str(report))
     assert r.returncode == 0, r.stderr[-3000:]
     assert "report written to" in r.stdout and report.stat().st_size > 10_000

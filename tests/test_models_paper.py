@@ -55,6 +55,7 @@ def test_paper_model_flops_are_plausible():
     assert 7.0 < per_image < 8.5
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("name", ["resnet50", "bert_base", "gnmt"])
 def test_paper_builders_extract_small(name):
     from workbench.runtime import extract
