@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -135,9 +136,30 @@ def _group_of(item) -> str | None:
     return None
 
 
+DOCTEST_MARKS = {
+    "tf": re.compile(r"\b(tensorflow|keras)\b|\b(extract|profile|keras_program|"
+                     r"keras_model_from_spec|transformer_encoder|run_plan|measure_plans)\("),
+    "torch": re.compile(r"^\s*(import torch|from torch)\b", re.M),
+}
+"""Doctests carry no decorator: one whose examples use TensorFlow (PyTorch) through these names
+gets the mark (the guard above fails any that this misses)."""
+
+
+def _doctest_marks(item) -> list[str]:
+    test = getattr(item, "dtest", None)
+    if test is None:
+        return []
+    source = "\n".join(e.source for e in test.examples)
+    return [m for m, rx in DOCTEST_MARKS.items() if rx.search(source)]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Put the tests of one group on one worker (before xdist reads ``xdist_group``)."""
+    """Mark the doctests that load a framework; put the tests of one group on one worker
+    (before xdist reads ``xdist_group``)."""
+    for item in items:
+        for mark in _doctest_marks(item):
+            item.add_marker(getattr(pytest.mark, mark))
     for item in items:
         group = None if item.get_closest_marker("xdist_group") else _group_of(item)
         if group:

@@ -67,6 +67,7 @@ def test_paper_builders_extract_small(name):
     assert g.meta["program"]["model"] == name
 
 
+@pytest.mark.tf
 def test_unknown_model_name():
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime import extract
