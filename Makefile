@@ -1,21 +1,42 @@
-# Two commands on a fresh machine: `make demo` and `make test` (see README.md).
+# `make demo`, `make lab` and `make test` on a fresh machine (see README.md). They share one .venv,
+# grown by extra sets: a stamp file per set, so `make demo` then `make test` upgrades the same venv.
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
+CORE_STAMP := $(VENV)/.installed-core
+LAB_STAMP  := $(VENV)/.installed-lab
 CHROMIUM := /usr/bin/chromium
 PYTEST_ARGS ?=
 # The TensorFlow build: CUDA (the `gpu` extra) where nvidia-smi lists a GPU, else the CPU build.
-EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev,torch || echo tf,dev,torch)
+EXTRAS  ?= $(shell nvidia-smi -L 2>/dev/null | grep -q '^GPU ' && echo gpu,dev,torch,lab,sweep || echo tf,dev,torch,lab,sweep)
+# What the notebooks need: JupyterLab, Dask and Parquet for notebook 09, PyTorch for notebook 10
+# (notebook 08 runs without TensorFlow)
+LAB_EXTRAS ?= lab,sweep,torch
+# The developer's loop, after every change: no notebook, browser, TensorFlow or slow test
+CHECK_MARKS := not slow and not notebook and not browser and not tf
 
-.PHONY: install demo test test-order test-fast lab bench browser-deps clean print-extras
+.PHONY: install demo test check test-order lab bench browser-deps clean print-extras
 
-$(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
+
+# the core alone: no TensorFlow, PyTorch, CUDA, JupyterLab or Dask (what `workbench demo` needs)
+$(CORE_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(LAB_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[$(LAB_EXTRAS)]'
+	touch $@ $(CORE_STAMP)
+
+# everything (`make test`): the frameworks, the test tools, JupyterLab
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
-	$(BIN)/python -c "from workbench.solvers.pipeline.kernel import warm_compiled; warm_compiled()"
-	touch $(STAMP)
+	$(BIN)/python -c "from workbench import samples; from workbench.solvers.pipeline.kernel import \
+	  warm_compiled; warm_compiled(samples.diamond())"
+	touch $@ $(CORE_STAMP) $(LAB_STAMP)
 
 install: $(STAMP)
 
@@ -28,26 +49,30 @@ browser-deps:
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
-demo: $(STAMP)
+demo: $(CORE_STAMP)
 	$(BIN)/workbench demo --report reports/demo.html
 
-# The layer rules of docs/architecture.md (pyproject.toml [tool.importlinter]), then every test.
+# The layer rules of docs/architecture.md (pyproject.toml [tool.importlinter]), then every test
+# (each notebook executed once, in JupyterLab where chromium is present); the 25 slowest listed.
 test: $(STAMP) browser-deps
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=25 $(PYTEST_ARGS)
+
+# The fast loop (<= 3 min on a quiet 2-core machine): the layer rules, then the tests and
+# doctests that need no notebook, browser or TensorFlow and are not slow (marks: pyproject.toml).
+check: $(STAMP)
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -q --durations=10 -m "$(CHECK_MARKS)" $(PYTEST_ARGS)
 
 # The suite (tests and doctests, as `make test` collects them) with its files in reverse order:
 # a test that passes only after (or before) another one, through state a file leaves behind,
 # fails here (issue 23; not part of `make test`).
 test-order: $(STAMP) browser-deps
-	$(BIN)/python -m pytest -p no:randomly -n 2 --dist loadfile -q $$(for d in widgets \
+	$(BIN)/python -m pytest -p no:randomly -n 2 --dist loadgroup -q $$(for d in widgets \
 	  workbench tests; do find $$d -name '*.py' ! -name conftest.py ! -path '*/__pycache__/*' \
 	  | LC_ALL=C sort -r; done) $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 --dist loadfile -q -m "not slow and not browser and not tf" $(PYTEST_ARGS)
-
-lab: $(STAMP)
+lab: $(LAB_STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 bench: $(STAMP)

@@ -35,7 +35,7 @@ METHODS = ["order_place", "round_robin", "m_topo", "heft", "etf", "m_etf", "m_sc
 
 def run(name: str, g, c, samples: int, repeats: int) -> dict:
     t0 = time.perf_counter()
-    cmp = wb.compare(g, c, methods=METHODS, progress=False, keep=True, time_limit=60)
+    cmp = wb.compare(g, c, methods=METHODS, progress=False, time_limit=60)
     solve_s = time.perf_counter() - t0
     failed = cmp.table.loc[cmp.table["status"] == "error", "method"].tolist()
     times = []

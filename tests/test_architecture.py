@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-import warnings
 from pathlib import Path
 
 import grimp
@@ -64,20 +63,26 @@ def test_every_method_lives_in_its_family_room():
             (name, info.func.__module__)
 
 
+def test_every_method_is_named_by_its_room():
+    """A flat face per room, as networkx's algorithm packages have:
+    ``from workbench.solvers.list import heft`` gives the registered function."""
+    from workbench.solvers import SOLVERS
+
+    for name, info in SOLVERS.items():
+        room = importlib.import_module(info.func.__module__.rsplit(".", 1)[0])
+        assert name in room.__all__, (name, room.__name__)
+        assert getattr(room, name) is info.func, (name, room.__name__)
+        exec(f"from {room.__name__} import {name} as f", ns := {})
+        assert ns["f"] is info.func
+
+
 @pytest.mark.parametrize("old", ["workbench.solvers.cpsat", "workbench.roofline",
                                  "workbench.solvers.pipeline_dp", "workbench.pipeline_costs"])
-def test_old_paths_still_import_with_a_warning(old):
-    from workbench._moved import MOVED
-
+def test_old_paths_are_gone(old):
+    """One name for each module: the paths of issue 24's moves no longer import."""
     sys.modules.pop(old, None)
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        mod = importlib.import_module(old)
-    new = importlib.import_module(MOVED[old])
-    assert any(MOVED[old] in str(x.message) and x.category is DeprecationWarning for x in w)
-    public = getattr(new, "__all__", None) or [n for n in vars(new) if not n.startswith("_")]
-    assert all(getattr(mod, n) is getattr(new, n) for n in public)
-    sys.modules.pop(old, None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
 
 
 def test_the_diagram_in_docs_is_current():

@@ -672,6 +672,7 @@ def test_next_one_sees_the_default():
 """
 
 
+@pytest.mark.slow
 def test_suite_guard_fails_a_test_that_leaves_a_signal_handler(tmp_path):
     import shutil
 

@@ -1,7 +1,10 @@
 """A real browser: JupyterLab + headless Chromium (Debian's) driven by Playwright.
 
 Opens every notebook of ``notebooks/`` (those later issues add too) in one JupyterLab server,
-runs all cells, checks that every figure renders (each plotly plot has a drawn, non-empty SVG),
+runs all cells, checks what ``tests/test_notebooks.py`` checks of a run (no error, no TensorFlow
+log, within the time budget, the notebook's effect in :data:`EFFECTS`: the effect cell is
+appended to the server's copy; where this test runs, that module's nbclient run is skipped, so
+each notebook executes once: see the root ``conftest.py``), checks that every figure renders (each plotly plot has a drawn, non-empty SVG),
 changes one control per notebook that has one (see ``CONTROLS``; a notebook without an entry
 is still run and its figures checked) and checks that its figure redraws, and saves a
 screenshot per notebook under
@@ -12,20 +15,25 @@ kernel is shut down before the next opens.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
-import json
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from workbench.testing.process import default_signals
+
+_spec = importlib.util.spec_from_file_location(
+    "_notebook_checks", Path(__file__).with_name("test_notebooks.py"))
+NB = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(NB)  # EFFECTS, effect_cell, the budget and the TensorFlow log words
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +60,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 pytestmark = [
     pytest.mark.browser,
+    pytest.mark.notebook,
     pytest.mark.skipif(not os.path.exists(CHROMIUM),
                        reason=f"{CHROMIUM} missing (run `make browser-deps`)"),
 ]
@@ -86,7 +95,7 @@ def lab(tmp_path_factory):
     work = tmp_path / "lab"
     work.mkdir()
     for nb in NOTEBOOKS:
-        shutil.copy(nb, work / nb.name)
+        NB.with_effect_cell(nb, work / nb.name)
     port = _free_port()
     env = dict(os.environ)
     for var, sub in (("JUPYTER_CONFIG_DIR", "cfg"), ("JUPYTER_RUNTIME_DIR", "rt"),
@@ -158,8 +167,8 @@ def browser(lab):
 
 def _run_all(page, lab, name: str, out: Path) -> int:
     """Open ``name``, restart the kernel and run all cells; return the number of code cells."""
-    from playwright.sync_api import expect
     import nbformat
+    from playwright.sync_api import expect
 
     page.goto(f"{lab['url']}/lab/tree/{name}?reset")  # a fresh workspace: one notebook open
     page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
@@ -183,9 +192,18 @@ def _run_all(page, lab, name: str, out: Path) -> int:
             page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
             raise AssertionError(f"{name}: cells did not finish: prompts {prompts}")
         time.sleep(1)
+    elapsed = time.time() - t0
     tracebacks = page.locator(".jp-RenderedText[data-mime-type="
                               "'application/vnd.jupyter.stderr'] >> text=Traceback")
     assert tracebacks.count() == 0, tracebacks.first.inner_text()
+    # what tests/test_notebooks.py checks of a run: within budget, no TensorFlow log, its effect
+    assert elapsed < NB.BUDGET_S * NB.SLACK, f"{name} took {elapsed:.0f} s"
+    stderr = "".join(page.locator(".jp-RenderedText[data-mime-type="
+                                  "'application/vnd.jupyter.stderr']").all_inner_texts())
+    NB.check_stderr(name, stderr)
+    if name[:2] in NB.EFFECTS:
+        last = page.locator(".jp-Notebook .jp-CodeCell").last
+        NB.check_effect(name, "".join(last.locator(".jp-OutputArea-output").all_inner_texts()))
     return n_code
 
 

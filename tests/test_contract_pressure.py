@@ -112,6 +112,7 @@ def test_greedy_keeps_each_accelerator_one_subgraph(seed):
     assert sum(k > 1 for k in pieces) <= 1 and min(pieces) == 1
 
 
+@pytest.mark.slow
 def test_pressure_cases_have_no_escape():
     """greedy_latency (the start of the other three) on the first 40 pressure cases."""
     seeds = [s for s in range(1000) if make_case(s).desc.get("family") == "pressure"][:40]

@@ -42,6 +42,7 @@ def test_optimum_equals_simulation_and_brute_force(graph, cluster, congestion):
     assert res.bound_ms <= opt + 1e-9 and res.gap < 1e-3
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 3])
 @pytest.mark.parametrize("cluster", ["het3", "host3"])
 def test_exact_on_random_heterogeneous_and_host_staged(seed, cluster):
@@ -208,6 +209,7 @@ def test_hint_is_exactly_a_solution_on_a_real_graph(warm, cluster, congestion, t
         assert res.stats["fused_runs"] > 0
 
 
+@pytest.mark.slow
 def test_gapless_runs_become_one_interval_and_keep_the_hint():
     from workbench.solvers.pesto.hint import gapless_blocks
 
@@ -240,6 +242,7 @@ def test_gapless_runs_become_one_interval_and_keep_the_hint():
             assert st[g.ops[z]] == pytest.approx(st[g.ops[a]] + times[a, d], abs=1e-3)
 
 
+@pytest.mark.slow
 def test_window_rounds_only_improve_and_keep_memory():
     from workbench.solvers.pesto.cpsat_engine import window_rounds
 
@@ -260,6 +263,7 @@ def test_window_rounds_only_improve_and_keep_memory():
     assert all(u <= c.devices[d].memory * (1 + 1e-9) for d, u in used.items())
 
 
+@pytest.mark.slow
 def test_cpsat_engine_starts_from_the_papers_coarse_graph_on_rnnlm():
     """Issue 29: on rnnlm-4xV100 every heuristic on the original graph sends gigabytes between
     devices (celeritas 47.2 ms); run on Pesto's Theorem 3.5 coarse graph they find a 2-device

@@ -87,12 +87,14 @@ def test_ops_of_one_graph_only_and_bad_input():
         wb.diff(a, {"a": "gpu0"}, c)
 
 
-def test_critical_breakdown_moved_to_the_core_and_reexported():
-    from widgets.figures import critical_breakdown as from_widgets
-    from widgets.figures.methods import critical_breakdown as from_methods
+def test_critical_breakdown_has_one_name_in_the_core():
+    import widgets.figures
+    import widgets.figures.methods
     from workbench.diff import critical_breakdown
 
-    assert from_widgets is critical_breakdown and from_methods is critical_breakdown
+    assert callable(critical_breakdown)
+    assert not hasattr(widgets.figures, "critical_breakdown")
+    assert not hasattr(widgets.figures.methods, "critical_breakdown")
 
 
 def test_diff_figure_outlines_the_moved_ops_on_one_axis(pair):

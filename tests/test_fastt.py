@@ -75,6 +75,7 @@ def test_split_dims_need_a_batch():
         with_batch(samples.load_sample("mlp"), 0)
 
 
+@pytest.mark.tf
 def test_split_dims_from_extraction():
     from workbench.runtime import extract
 
@@ -231,6 +232,7 @@ def test_os_dpos_never_worse_than_dpos_on_real_models(name, cluster):
     assert simulate(o, c).makespan <= simulate(d, c).makespan * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_os_dpos_strictly_better_data_parallel_start():
     """ResNet-50 at a global batch of 32 on 4 V100s: FastT's data-parallel start beats DPOS
     on the model by more than 2x (the bench table shows the same row)."""
@@ -241,6 +243,7 @@ def test_os_dpos_strictly_better_data_parallel_start():
     assert simulate(o, c).makespan < 0.5 * d
 
 
+@pytest.mark.slow
 def test_os_dpos_strictly_better_by_splitting_matmuls():
     """BERT-base, global batch 16, 4 V100s holding 30 % of the model each (no replica fits):
     OS-DPOS splits FFN MatMuls along the batch, as FastT does for BERT (Table 6), and beats
@@ -336,6 +339,7 @@ def test_aggregation_on_links_overlaps_compute():
     assert s.makespan < simulate(dev, c).makespan
 
 
+@pytest.mark.slow
 def test_replica_colocation_finds_fastt_fig4_on_bert():
     """BERT-base at a global batch of 16 on 4 V100s: the word embedding (94 MB of parameters,
     a gather's compute) is the most parameter-heavy unit; gathering its four replicas on one

@@ -135,6 +135,7 @@ def test_dag_of_a_transformed_graph_schedule_matches_by_name(problem):
         [device_colors(c.names)[plan.placement[v]] for v in g.ops]
 
 
+@pytest.mark.slow
 def test_large_dag_uses_webgl_and_is_fast():
     g = wb.samples.transformer(20000, seed=0)
     c = wb.Cluster.preset("8xA100-nvlink")
@@ -350,11 +351,12 @@ def test_method_colours_are_stable_and_distinct_across_views():
 
 
 def test_verdict_names_winners_and_explains_the_critical_path():
-    from widgets.figures.methods import critical_breakdown, verdict
+    from workbench.comparison import verdict
+    from workbench.diff import critical_breakdown
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
-    df, plans = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False,
-                           return_plans=True)
+    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    plans = df.plans
     v = {x["objective"]: x for x in verdict(df, plans=plans, cluster=c, graph=g)}
     best = df.sort_values("makespan_ms").iloc[0]
     assert v["makespan"]["winner"] == best["method"]
@@ -382,7 +384,8 @@ def test_figures_draw_into_a_given_figure(problem):
 def test_report_is_self_contained_and_atomic(tmp_path, problem):
     g, c, _, _ = problem
     methods = ["single", "round_robin", "m_topo"]
-    df, plans = wb.compare(g, c, methods=methods, progress=False, return_plans=True)
+    df = wb.compare(g, c, methods=methods, progress=False)
+    plans = df.plans
     out = write_report(tmp_path / "sub" / "r.html", graph=g, cluster=c, table=df, plans=plans,
                        title="A <b>title</b>")
     html = out.read_text()
@@ -414,7 +417,8 @@ def test_report_leaves_out_heavy_drawings(tmp_path):
 def test_report_picker_when_many_plans_and_footnoted_errors(tmp_path, problem):
     g, c, _, _ = problem
     methods = ["single", "round_robin", "m_topo", "heft"]
-    df, plans = wb.compare(g, c, methods=methods, progress=False, return_plans=True)
+    df = wb.compare(g, c, methods=methods, progress=False)
+    plans = df.plans
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "a long message " * 20}
     html = write_report(tmp_path / "r.html", g, c, df, plans, max_gantts=2).read_text()
@@ -469,8 +473,8 @@ def test_changed_graph_rows_are_judged_on_their_own_graph():
     from workbench.bounds import lower_bounds
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("4xV100-nvlink")
-    df, plans = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False,
-                           return_plans=True)
+    df = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)
+    plans = df.plans
     fig = compare_figure(df, plans=plans, graph=g, cluster=c)
     assert fig.layout.meta["flags"]["os_dpos"] == ["changed_graph"]
     lb = dict(zip(_trace(fig, "makespan lower bound").y, _trace(fig, "makespan lower bound").x))

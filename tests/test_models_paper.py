@@ -55,6 +55,7 @@ def test_paper_model_flops_are_plausible():
     assert 7.0 < per_image < 8.5
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("name", ["resnet50", "bert_base", "gnmt"])
 def test_paper_builders_extract_small(name):
     from workbench.runtime import extract
@@ -66,6 +67,7 @@ def test_paper_builders_extract_small(name):
     assert g.meta["program"]["model"] == name
 
 
+@pytest.mark.tf
 def test_unknown_model_name():
     from workbench.errors import RuntimeBridgeError
     from workbench.runtime import extract

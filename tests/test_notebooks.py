@@ -1,6 +1,10 @@
 """Every notebook runs top to bottom (nbclient), holds no algorithm code, is stored clean, says
 what to notice, and shows its effect: a cell appended by the test prints the notebook's own
-variables as JSON and :data:`EFFECTS` asserts what the notebook promises."""
+variables as JSON and :data:`EFFECTS` asserts what the notebook promises.
+
+Each notebook executes once per suite: where ``tests/test_browser.py`` runs it in JupyterLab
+(chromium present), it makes the same checks with the helpers below and the nbclient run here is
+skipped (the root ``conftest.py`` decides, after the ``-m``/``-k`` selection)."""
 
 from __future__ import annotations
 
@@ -81,6 +85,32 @@ TF_NOISE = ("cuda", "cudnn", "cufft", "cublas", "tensorrt", "oneDNN", "cpu_featu
             "absl::InitializeLog", "computation placer")
 
 
+def with_effect_cell(src: Path, dst: Path | None = None):
+    """The notebook at ``src`` with its effect cell appended (printing ``EFFECT=<json>``); written
+    to ``dst`` when given."""
+    nb = nbformat.read(src, as_version=4)
+    effect = EFFECTS.get(src.name[:2])
+    if effect:
+        nb.cells.append(nbformat.v4.new_code_cell(
+            f"import json as _json\nprint('EFFECT=' + _json.dumps({effect[0]}, default=float))"))
+    if dst is not None:
+        nbformat.write(nb, dst)
+    return nb
+
+
+def check_stderr(name: str, stderr: str) -> None:
+    """No start-up chatter of TensorFlow shown as red blocks."""
+    noisy = [w for w in TF_NOISE if w.lower() in stderr.lower()]
+    assert not noisy, f"{name}: TensorFlow log in the output: {stderr[:300]}"
+
+
+def check_effect(name: str, out: str) -> None:
+    """The effect cell's output ``out`` shows what :data:`EFFECTS` says the notebook promises."""
+    assert "EFFECT=" in out, f"{name}: no effect printed: {out[-300:]}"
+    value = json.loads(out.split("EFFECT=", 1)[1].strip().splitlines()[0])
+    assert EFFECTS[name[:2]][1](value), f"{name} does not show its effect: {value}"
+
+
 def test_all_notebooks_exist():
     assert [p.name[:2] for p in NOTEBOOKS][:9] == [f"{i:02d}" for i in range(1, 10)]
 
@@ -101,15 +131,12 @@ def test_notebook_is_clean_and_has_no_algorithm_code(path):
                                          ast.Lambda)), f"definition in a cell: {cell.source[:80]}"
 
 
+@pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs(path):
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
-    effect = EFFECTS.get(path.name[:2])
-    if effect:
-        nb.cells.append(nbformat.v4.new_code_cell(
-            f"import json as _json\nprint('EFFECT=' + _json.dumps({effect[0]}, default=float))"))
+    nb = with_effect_cell(path)
     load = slowdown()  # a cell's timeout grows with the machine's load (issue 41)
     client = NotebookClient(nb, timeout=int(BUDGET_S * SLACK * 1.5 * load),
                             kernel_name="python3",
@@ -125,13 +152,9 @@ def test_notebook_runs(path):
     kinds = {k for c in nb.cells if c.cell_type == "code" for o in c.outputs
              for k in o.get("data", {})}
     assert kinds & {"application/vnd.plotly.v1+json", "application/vnd.jupyter.widget-view+json"}
-    # no start-up chatter of TensorFlow shown as red blocks
-    stderr = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                     for o in c.outputs if o.output_type == "stream" and o.name == "stderr")
-    noisy = [w for w in TF_NOISE if w.lower() in stderr.lower()]
-    assert not noisy, f"TensorFlow log in the output: {stderr[:300]}"
-    if effect:
-        out = "".join(o.get("text", "") for o in nb.cells[-1].outputs
-                      if o.output_type == "stream")
-        value = json.loads(out.split("EFFECT=", 1)[1])
-        assert effect[1](value), f"{path.name} does not show its effect: {value}"
+    check_stderr(path.name, "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                                    for o in c.outputs
+                                    if o.output_type == "stream" and o.name == "stderr"))
+    if path.name[:2] in EFFECTS:
+        check_effect(path.name, "".join(o.get("text", "") for o in nb.cells[-1].outputs
+                                        if o.output_type == "stream"))

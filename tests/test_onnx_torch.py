@@ -18,6 +18,8 @@ import warnings
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxscript")
@@ -104,7 +106,7 @@ def _counted(g):
                if op_family(g.op(v)["op_type"]) in COUNTED or g.op(v)["op_type"] in RECURRENT)
 
 
-@pytest.mark.parametrize("exporter", ["classic", "dynamo"])
+@pytest.mark.parametrize("exporter", ["classic", pytest.param("dynamo", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("key", list(SMALL))
 def test_exported_models_load_and_flops_match_torch(tmp_path, key, exporter):
     model, (x,) = _build(key, batch=2, seq=16)
@@ -130,7 +132,8 @@ def test_exported_models_load_and_flops_match_torch(tmp_path, key, exporter):
 @pytest.mark.parametrize("key,exporter,opset", [
     ("lstm", "classic", 13),   # the classic exporter writes attention from opset 14 on
     ("gpt2", "classic", 14), ("gpt2", "classic", 17), ("gpt2", "classic", 21),
-    ("gpt2", "dynamo", 18), ("gpt2", "dynamo", 21)])
+    pytest.param("gpt2", "dynamo", 18, marks=pytest.mark.slow),
+    pytest.param("gpt2", "dynamo", 21, marks=pytest.mark.slow)])
 def test_opsets_13_to_21(tmp_path, key, exporter, opset):
     model, (x,) = _build(key, batch=2, seq=16)
     path = _export(model, x, tmp_path / f"{key}.onnx", exporter, opset=opset)
@@ -140,6 +143,7 @@ def test_opsets_13_to_21(tmp_path, key, exporter, opset):
         pytest.approx(_torch_flops(key, model, x), rel=0.10)
 
 
+@pytest.mark.slow
 def test_external_data_stays_on_disk_and_a_missing_file_is_named(tmp_path):
     model, (x,) = _build("resnet18", batch=1, seq=1)
     path = _export(model, x, tmp_path / "r.onnx", "dynamo")

@@ -193,7 +193,7 @@ def test_warm_compiled_loads_the_compiled_kernels_in_a_fresh_process():
 
     code = ("from workbench.solvers.pipeline.kernel import warm_compiled\n"
             "import workbench as wb, workbench.samples as s\n"
-            "print(warm_compiled())\n"
+            "print(warm_compiled(s.diamond()))\n"
             "from workbench.cluster import Cluster, Device, Link\n"
             "c = Cluster([Device('gpu0', 'gpu', 1e12), Device('cpu0', 'cpu')], mode='host',"
             " host_link=Link(0.0, 1e6))\n"

@@ -54,6 +54,7 @@ def test_tf_profile_records_per_op_spread():
     assert not any("compute_std" in one.op(v) for v in one.ops)
 
 
+@pytest.mark.torch
 def test_torch_profile_records_per_op_spread():
     torch = pytest.importorskip("torch")
     from workbench.io.torch import from_torch

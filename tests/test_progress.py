@@ -75,7 +75,7 @@ def test_progress_figure_draws_exact_engines_heuristics_and_the_bound(problem):
 
     g, c = problem
     cmp = wb.compare(g, c, methods=["round_robin", "heft", "pesto_ilp"], progress=False,
-                     keep=True, time_limit=2, params={"pesto_ilp": {"engine": "cpsat"}})
+                     time_limit=2, params={"pesto_ilp": {"engine": "cpsat"}})
     fig = progress_figure(cmp)
     names = [t.name for t in fig.data]
     assert names == ["pesto_ilp incumbent", "pesto_ilp bound", "judged", "heuristics",
@@ -97,7 +97,7 @@ def test_report_and_board_show_progress_when_a_method_traced_it(tmp_path, proble
     from widgets.report import write_report
 
     g, c = problem
-    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False, keep=True,
+    cmp = wb.compare(g, c, methods=["heft", "pesto_ilp"], progress=False,
                      time_limit=2, params={"pesto_ilp": {"engine": "cpsat"}})
     html = write_report(tmp_path / "r.html", g, c, cmp.table, cmp.plans).read_text()
     assert "Quality against solver time" in html

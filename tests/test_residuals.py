@@ -620,6 +620,7 @@ def _resnet_small_anchoring():
                              probe=probe_plan(g, cl, seed=3))
 
 
+@pytest.mark.slow
 def test_the_reference_is_timed_in_three_sessions_and_anchored_to_their_median():
     """The single-device reference runs in three sessions of the same plan; speed, live-memory
     slope and step cost are anchored to their median, so one session in a slow state (GNMT,
@@ -887,6 +888,7 @@ def test_live_memory_beyond_the_cache_counts_and_a_probe_with_less_live_fits_too
     assert capped.memory_slope > 5 * 0.002
 
 
+@pytest.mark.slow
 def test_gnmt_order_probe_fits_the_way_its_live_memory_goes():
     """GNMT's order probe keeps 230 MB less live on time average than its reference, but
     hundreds of MB more on some ops: measured 8 ms slower (a bench run) it is no signal, where

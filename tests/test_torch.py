@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
@@ -59,6 +61,7 @@ def test_forward_only_and_optimizer_state():
     assert up["op_type"] == "optim::adam"
 
 
+@pytest.mark.slow
 def test_flops_match_torchs_counter_on_a_training_step():
     model, (x,) = build_model("torchvision:resnet18", batch=2, image=32)
     g = from_torch(model, (x,), profile=None)

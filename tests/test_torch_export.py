@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 from torch.distributed.pipelining import pipeline  # noqa: E402
 

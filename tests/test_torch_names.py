@@ -7,6 +7,8 @@ import warnings
 
 import pytest
 
+pytestmark = pytest.mark.torch
+
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
@@ -49,6 +51,7 @@ def test_a_python_file_model_through_the_cli(tmp_path, capsys, monkeypatch):
         resolve("mymodel.py:Nope")
 
 
+@pytest.mark.slow
 def test_named_models_build_from_configs_without_weights():
     g, _ = resolve("lstm-lm", batch=2, seq=8)
     assert g.meta["profile"] is None and g.meta["batch"] == 2 and g.meta["seq"] == 8

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("tensorflow")
-pytestmark = pytest.mark.tf
+pytestmark = [pytest.mark.tf, pytest.mark.torch]
 
 TF = "import tensorflow as tf\nassert float(tf.constant(2.0) * 3) == 6.0\n"
 TORCH = ("import torch\nx = torch.ones(4, 4, requires_grad=True)\n(x @ x).sum().backward()\n"

@@ -186,7 +186,8 @@ def test_compare_board_runs_and_switches_gantts():
 
 
 def test_default_board_opens_on_a_hard_pair_with_methods_that_serve_it():
-    from widgets.board import build_problem, serving_methods
+    from widgets.board import build_problem
+    from workbench.compare import default_methods
 
     board = CompareBoard(time_limit=1)
     assert board.graph_picker.value == "layered300-4xV100 (hard suite)"
@@ -200,13 +201,14 @@ def test_default_board_opens_on_a_hard_pair_with_methods_that_serve_it():
     assert df["makespan_ms"].max() > 1.5 * df["makespan_ms"].min()  # the methods differ
     # the workload's memory pressure came with it: no device holds the whole model
     assert max(d.memory for d in board.cluster.devices) < board.graph.total_memory()
-    # a workload brings its preset along; serving_methods keeps what can serve the pair
+    # a workload brings its preset along; the core says which methods suit the pair
     board.graph_picker.value = "layered300-2xV100 (hard suite)"
     assert board.preset_picker.value == "2xV100-pcie"
     g, c = build_problem(board._graphs[board.graph_picker.value], board.preset_picker.value)
     assert c.name == "2xV100-pcie" and max(d.memory for d in c.devices) < g.total_memory()
-    assert serving_methods(g, c, ["single", "dp", "dpl", "heft"], objective="max_load") == ["dpl"]
-    assert serving_methods(g, c, ["nope", "expert", "heft"]) == ["heft"]
+    assert default_methods(g, c, candidates=["single", "dp", "dpl", "heft"],
+                           objective="max_load") == ["dp", "dpl"]
+    assert default_methods(g, c, candidates=["nope", "expert", "heft", "single"]) == ["heft"]
 
 
 def test_compare_board_exports(tmp_path):

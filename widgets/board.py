@@ -10,7 +10,8 @@ The board runs nothing by itself except through the public API (``workbench.comp
 solves and simulates); every figure is a view of the :class:`~workbench.comparison.Comparison`
 it returns (its schedules and bounds: nothing is simulated again, so the Gantt charts show
 exactly what the table measured). Constructing the board runs nothing: the methods it ticks
-come from the registry's metadata (:func:`quick_methods`).
+come from the registry's metadata (:func:`workbench.compare.default_methods`, the core's
+answer to which methods suit a problem).
 
 Examples
 --------
@@ -52,18 +53,13 @@ from .views import fill, replace_figure
 FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
 """CSS of the board: figures take their cell's width; the results table."""
 
-__all__ = ["CompareBoard", "default_graphs", "build_problem", "quick_methods",
-           "serving_methods", "verdict_html", "QUICK_METHODS", "ONE_DEVICE", "FILL_CSS"]
+__all__ = ["CompareBoard", "default_graphs", "build_problem", "verdict_html", "QUICK_METHODS",
+           "FILL_CSS"]
 
 QUICK_METHODS = ("single", "round_robin", "m_topo", "heft", "dpos", "m_etf", "celeritas",
                  "pesto", "dp")
 """Candidates ticked by default: those of them that suit the opening problem
-(:func:`quick_methods`)."""
-
-ONE_DEVICE = ("single",)
-"""Methods that put every op on one device by design: they cannot serve a problem that no
-single device holds (:func:`workbench.bounds.min_devices` above 1)."""
-
+(:func:`workbench.compare.default_methods` with ``objective="makespan"``)."""
 
 def default_graphs() -> dict:
     """Name -> graph source offered by the board: the layered pairs of the hard suite
@@ -123,63 +119,6 @@ def build_problem(source, preset: str):
     return g, wb.Cluster.preset(preset)
 
 
-def quick_methods(graph=None, cluster=None, candidates=QUICK_METHODS, *,
-                  objective: str = "makespan") -> list[str]:
-    """The ``candidates`` that suit a problem, decided without running any of them: registered,
-    needing no extra input, aimed at ``objective`` (:attr:`SolverInfo.objective`), and, given
-    ``graph`` and ``cluster``, not a :data:`ONE_DEVICE` method when no device holds the model
-    (:func:`workbench.bounds.min_devices`). What this cannot see (a method refusing the
-    cluster's link model, say) shows as an error row of the comparison;
-    :func:`serving_methods` tries them instead.
-
-    >>> from workbench.workloads import workload
-    >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
-    >>> quick_methods(g, c, ["single", "round_robin", "dp", "expert"])
-    ['round_robin']
-    """
-    from workbench.solvers import SOLVERS
-
-    out = [m for m in candidates if m in SOLVERS and not SOLVERS[m].needs
-           and SOLVERS[m].objective == objective]
-    if graph is not None and cluster is not None:
-        from workbench.bounds import min_devices
-
-        if min_devices(graph, cluster) > 1:
-            out = [m for m in out if m not in ONE_DEVICE]
-    return out
-
-
-def serving_methods(graph, cluster, candidates=QUICK_METHODS, *, objective: str = "makespan",
-                    try_limit: float = 0.5) -> list[str]:
-    """The ``candidates`` that can serve ``graph`` on ``cluster``: registered, needing no extra
-    input, aimed at ``objective`` (:attr:`SolverInfo.objective`), and solving the problem
-    without an error when tried with a ``try_limit`` -second time limit (a method that cannot
-    hold the model on one device, or refuses the cluster's link model, is left out; one that
-    only runs out of the short try's time, :class:`~workbench.errors.TimeLimitError`, stays).
-
-    >>> from workbench.workloads import workload
-    >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
-    >>> serving_methods(g, c, ["single", "round_robin", "dp"])
-    ['round_robin']
-    """
-    import workbench as wb
-    from workbench.errors import TimeLimitError, WorkbenchError
-
-    out = []
-    for m in candidates:
-        info = wb.SOLVERS.get(m)
-        if info is None or info.needs or info.objective != objective:
-            continue
-        try:
-            wb.solve(graph, cluster, method=m, time_limit=try_limit, seed=0)
-        except TimeLimitError:
-            pass  # it can serve the problem, given more than the try's time
-        except (WorkbenchError, ValueError):
-            continue
-        out.append(m)
-    return out
-
-
 def _empty_figure(text: str) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=text, x=0.01), template="plotly_white", height=260,
@@ -237,7 +176,8 @@ class CompareBoard(W.VBox):
         Cluster presets offered (default: all of :data:`workbench.cluster.PRESETS`).
     methods : list of str, optional
         Methods ticked at start (default: those of :data:`QUICK_METHODS` that suit the first
-        graph on the initial preset, see :func:`quick_methods`: no method is run).
+        graph on the initial preset, see :func:`workbench.compare.default_methods`: no method
+        is run).
     time_limit : float
         Seconds per method.
     preset : str, optional
@@ -274,8 +214,11 @@ class CompareBoard(W.VBox):
         preset = preset if preset in presets else presets[0]
         avail = [m for m, info in wb.SOLVERS.items() if not info.needs]
         if methods is None:  # the quick ones that suit the opening problem (none is run)
-            methods = quick_methods(*build_problem(first, preset),
-                                    [m for m in QUICK_METHODS if m in avail])
+            from workbench.compare import default_methods
+
+            methods = default_methods(*build_problem(first, preset),
+                                      candidates=QUICK_METHODS,
+                                      objective="makespan")
         else:
             unknown = [m for m in methods if m not in avail]
             if isinstance(methods, str) or unknown:

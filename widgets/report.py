@@ -219,7 +219,7 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
 def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
                  title: str = "Placement report", max_gantts: int = 8,
                  max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
-                 notes: str | None = None, results_df=None, robust=None) -> Path:
+                 notes: str | None = None, robust=None) -> Path:
     """Write a self-contained HTML report and return its path.
 
     Parameters
@@ -232,7 +232,7 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         What :func:`workbench.compare` returns: its plans and schedules are drawn as they are
         (nothing is simulated again, so the Gantt charts are those of the table's numbers,
         under the comparison's order and congestion). A bare table (one row per method) needs
-        ``plans``. ``results_df`` is an alias.
+        ``plans``.
     plans : dict, optional
         Method -> Plan (default: the comparison's); plans given without their comparison are
         simulated with the judge's defaults for their Gantt charts.
@@ -250,8 +250,6 @@ def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,
         :func:`workbench.robustness` of the plans: error bars and P(best) on the bars, a
         section with its verdict and figure.
     """
-    if table is None:
-        table = results_df
     html = report_html(graph=graph, cluster=cluster, table=table, plans=plans, title=title,
                        max_gantts=max_gantts, max_dag_ops=max_dag_ops,
                        max_gantt_bars=max_gantt_bars, notes=notes, robust=robust)

@@ -11,7 +11,7 @@ Quickstart
 True
 """
 
-from . import _moved, samples
+from . import samples
 from .cluster import Cluster, Device, Link
 from .errors import (ClusterError, FormatError, GraphError, InfeasibleError, PlanError,
                      SolverError, WorkbenchError)
@@ -26,8 +26,6 @@ __all__ = ["OpGraph", "Cluster", "Device", "Link", "Plan", "Schedule", "Metrics"
            "InfeasibleError", "SolverError", "FormatError"]
 
 __version__ = "0.1.0"
-
-_moved.install()  # old import paths of moved modules keep working for one release
 
 from .compare import compare  # noqa: E402  (binds the function over the submodule's name)
 from .robustness import robustness  # noqa: E402  (the function over the submodule's name)

@@ -244,10 +244,10 @@ def _cmd_simulate(args) -> int:
 def _run_compare(graph, cluster, args, methods):
     from .compare import compare
 
-    df, plans = compare(graph, cluster, methods=methods, time_limit=args.time_limit,
-                        seed=args.seed, progress=not args.json and sys.stderr.isatty(),
-                        return_plans=True, measure=getattr(args, "measure", False))
-    return df, plans
+    cmp = compare(graph, cluster, methods=methods, time_limit=args.time_limit, seed=args.seed,
+                  progress=not args.json and sys.stderr.isatty(),
+                  measure=getattr(args, "measure", False))
+    return cmp, cmp.plans
 
 
 def _write_outputs(df, plans, graph, cluster, args, title: str) -> None:

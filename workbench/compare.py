@@ -34,7 +34,7 @@ from .errors import InfeasibleError, NotApplicableError, SolverError
 from .simulate import evaluate, simulate
 from .solvers import SOLVERS, get, solve
 
-__all__ = ["compare", "default_methods", "proven_bound", "COLUMNS", "Comparison"]
+__all__ = ["compare", "default_methods", "proven_bound", "COLUMNS", "Comparison", "ONE_DEVICE"]
 
 COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_ms",
            "makespan_lb", "max_load_lb", "makespan_gap", "max_load_gap", "comm_ms", "comm_bytes",
@@ -50,9 +50,39 @@ them; ``proven_bound`` the method's own proven bound of its objective (NaN if no
 (:mod:`workbench.liveness`): a plan can fit by one and not by the other."""
 
 
-def default_methods(graph=None, cluster=None) -> list[str]:
-    """Every registered method that needs no extra input (an expert split, say)."""
-    return [m for m, info in SOLVERS.items() if not info.needs]
+ONE_DEVICE = ("single",)
+"""Methods that put every op on one device by design: they cannot serve a problem that no
+single device holds (:func:`workbench.bounds.min_devices` above 1)."""
+
+
+def default_methods(graph=None, cluster=None, *, candidates: Iterable[str] | None = None,
+                    objective: str | None = None) -> list[str]:
+    """The methods that suit a problem, chosen from the registry's metadata without running any.
+
+    Of ``candidates`` (default: every registered method), those registered, needing no extra
+    input (an expert split, say), aimed at ``objective`` (:attr:`SolverInfo.objective`; None:
+    any) and, given ``graph`` and ``cluster``, none of :data:`ONE_DEVICE` when no device holds
+    the model. What metadata cannot tell (a method refusing the cluster's link model, say)
+    shows as an error row of :func:`compare`, whose default is ``default_methods()``: every
+    method, so that the table shows which fail.
+
+    >>> from workbench.workloads import workload
+    >>> g, c = workload("layered300-4xV100").build()  # memory-capped: no device holds it all
+    >>> default_methods(g, c, candidates=["single", "round_robin", "dp", "expert", "nope"],
+    ...                 objective="makespan")
+    ['round_robin']
+    >>> "expert" in default_methods(), "single" in default_methods()
+    (False, True)
+    """
+    names = list(SOLVERS) if candidates is None else list(candidates)
+    out = [m for m in names if m in SOLVERS and not SOLVERS[m].needs
+           and (objective is None or SOLVERS[m].objective == objective)]
+    if graph is not None and cluster is not None and set(out) & set(ONE_DEVICE):
+        from .bounds import min_devices
+
+        if min_devices(graph, cluster) > 1:
+            out = [m for m in out if m not in ONE_DEVICE]
+    return out
 
 
 def proven_bound(plan, info, *, congestion: bool = True) -> tuple[str, float] | None:
@@ -90,9 +120,8 @@ def proven_bound(plan, info, *, congestion: bool = True) -> tuple[str, float] | 
 def compare(graph, cluster, methods: Iterable[str] | None = None, *,
             time_limit: float | None = 30.0, params: dict | None = None, seed: int | None = 0,
             congestion: bool = True, order: str | None = None,
-            progress: bool | Callable = True, return_plans: bool = False,
-            measure: bool = False, measure_options: dict | None = None,
-            keep: bool | None = None) -> Comparison:
+            progress: bool | Callable = True, measure: bool = False,
+            measure_options: dict | None = None) -> Comparison:
     """Run ``methods`` on ``graph``/``cluster`` and tabulate both objectives.
 
     Parameters
@@ -110,14 +139,9 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         the kept ``schedules`` are simulated under them.
     progress : bool or callable
         A tqdm bar (True), nothing (False), or ``callback(done, total, method)``.
-    return_plans : bool
-        Return the pair ``(comparison, comparison.plans)`` (kept for code that unpacks it).
     measure : bool
         Also run each plan on local devices with :mod:`workbench.runtime` (TensorFlow needed)
         and add ``measured_ms``, ``measured_std_ms`` and ``sim_error`` (relative).
-    keep : bool, optional
-        Deprecated and ignored: the result always keeps what it computed (``keep=False``, which
-        asked for a bare DataFrame, warns; use ``.table`` where a real DataFrame is needed).
 
     Returns
     -------
@@ -125,17 +149,11 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         ``table`` (the DataFrame of :data:`COLUMNS`; the Comparison reads and renders as it),
         ``plans``, ``schedules``, ``bounds`` and ``settings`` (``settings["left_out"]``, also
         ``Comparison.left_out``: method -> the one-line reason it cannot serve the problem,
-        for the methods left out of the table); a pair
-        ``(Comparison, plans)`` with ``return_plans=True``.
+        for the methods left out of the table).
     """
     import pandas as pd
 
-    if keep is False:
-        import warnings
-
-        warnings.warn("compare(keep=False) is deprecated: compare always returns a Comparison "
-                      "(use .table for a bare DataFrame)", DeprecationWarning, stacklevel=2)
-    methods = list(default_methods(graph, cluster) if methods is None else methods)
+    methods = list(default_methods() if methods is None else methods)
     for m in methods:
         get(m)  # unknown names fail before any work is done
     params = dict(params or {})
@@ -174,9 +192,8 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         df = _add_measurements(df, graph, cluster, plans, measure_options or {})
     df = df.round({c: 6 for c in ("makespan_ms", "max_load_ms", "makespan_lb", "max_load_lb",
                                   "comm_ms")})
-    cmp = Comparison(df, plans, schedules=schedules, bounds=bounds, settings=settings,
-                     graph=graph, cluster=cluster)
-    return (cmp, plans) if return_plans else cmp
+    return Comparison(df, plans, schedules=schedules, bounds=bounds, settings=settings,
+                      graph=graph, cluster=cluster)
 
 
 def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dict,

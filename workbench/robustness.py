@@ -713,23 +713,17 @@ def verdict(winner: str, p: float, runner_up: str | None,
 
 def _inputs(comparison, cluster) -> tuple:
     """``(plans, cluster, congestion, order, table, comparison-or-None)`` from what
-    :func:`workbench.compare` returns (a ``Comparison``, a ``(table, plans)`` pair) or a dict
-    of plans."""
+    :func:`workbench.compare` returns (a ``Comparison``) or a dict of plans."""
     from .comparison import is_comparison
     from .plan import Plan
 
     if is_comparison(comparison):
         return (comparison.plans, cluster or comparison.cluster, comparison.congestion,
                 comparison.order, comparison.table, comparison)
-    table = None
-    if isinstance(comparison, tuple) and len(comparison) == 2 and isinstance(comparison[1], dict):
-        table, comparison = comparison
     if not isinstance(comparison, dict) or not all(isinstance(p, Plan)
                                                    for p in comparison.values()):
-        raise SolverError("robustness: pass compare(...)'s Comparison, the (table, plans) "
-                          "pair of compare(..., return_plans=True) or a dict method -> Plan; "
-                          "got "
-                          f"{type(comparison).__name__}")
+        raise SolverError("robustness: pass compare(...)'s Comparison or a dict method -> Plan; "
+                          f"got {type(comparison).__name__}")
     if cluster is None:
         raise SolverError("robustness: plans without their comparison need cluster=")
     from .cluster import Cluster
@@ -737,7 +731,7 @@ def _inputs(comparison, cluster) -> tuple:
     if not isinstance(cluster, Cluster):
         raise SolverError(f"robustness: cluster must be a Cluster (e.g. Cluster.preset(name)), "
                           f"got {type(cluster).__name__}")
-    return comparison, cluster, True, None, table, None
+    return comparison, cluster, True, None, None, None
 
 
 def _one_problem(plans: dict) -> None:
@@ -767,10 +761,9 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
 
     Parameters
     ----------
-    comparison : Comparison, (table, plans) or dict
-        what ``compare(...)`` returns (its cluster, congestion and order are used), the pair of
-        ``compare(..., return_plans=True)`` or ``{method: Plan}``; the last two need
-        ``cluster`` and are replayed with congestion.
+    comparison : Comparison or dict
+        what ``compare(...)`` returns (its cluster, congestion and order are used) or
+        ``{method: Plan}``, which needs ``cluster`` and is replayed with congestion.
     cluster : Cluster, optional
     noise : "profiled", "roofline" or dict
         See the module docstring.

@@ -101,7 +101,7 @@ def compare_figure(df, *, plans: dict | None = None, graph=None, cluster=None,
         The graph the comparison was asked for.
     cluster : Cluster, optional
         With ``plans``: the bound of a method that changed the graph is computed on its own
-        graph (see :func:`~widgets.figures.methods.own_bounds`).
+        graph (see :func:`~workbench.comparison.own_bounds`).
     fig : Figure, optional
         Cleared and drawn into (its subplot grid is replaced).
     robust : Robustness, optional

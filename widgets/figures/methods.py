@@ -8,7 +8,7 @@ that are not registered get a colour from a checksum of the name (also stable).
 The analysis these views draw lives in the core, beside the comparison it reads
 (:mod:`workbench.comparison`: :func:`~workbench.comparison.row_flags`,
 :func:`~workbench.comparison.own_bounds`, :func:`~workbench.comparison.verdict`;
-:func:`~workbench.diff.critical_breakdown`); the names are re-exported here for one release.
+:func:`~workbench.diff.critical_breakdown`).
 
 Examples
 --------
@@ -24,11 +24,7 @@ from __future__ import annotations
 
 import zlib
 
-from workbench.comparison import own_bounds, row_flags, verdict  # moved to the core
-from workbench.diff import critical_breakdown  # moved to the core; re-exported here
-
-__all__ = ["METHOD_PALETTE", "FLAGS", "method_color", "method_colors", "row_flags",
-           "flag_label", "own_bounds", "critical_breakdown", "verdict"]
+__all__ = ["METHOD_PALETTE", "FLAGS", "method_color", "method_colors", "flag_label"]
 
 METHOD_PALETTE = (
     "#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",

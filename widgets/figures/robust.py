@@ -12,7 +12,7 @@ Examples
 --------
 >>> import workbench as wb
 >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
-...                  methods=["single", "m_topo"], progress=False, keep=True)
+...                  methods=["single", "m_topo"], progress=False)
 >>> fig = robust_figure(wb.robustness(cmp, samples=50))
 >>> [t.name for t in fig.data], fig.layout.meta["figure"]
 (['makespan p5-p95', 'nominal', 'P(best)'], 'robustness')

@@ -2,15 +2,12 @@
 
 * :mod:`.roofline`: FLOPs and bytes per op -> time on a device (device models, presets).
 * :mod:`.standard`: Celeritas's standard evaluation (costs at a large batch fitted from small
-  ones); its names are re-exported here, where ``workbench.costs`` kept them before.
+  ones).
 * :mod:`.llm`, :mod:`.llm_graph`: GPT / Llama training steps from formulas (chain of costed
   ops; the one-device training graph).
 * :mod:`.pipeline`: the pipelining paper's accounting of transfers and loads, shared by the
   judge (``max_load``, latency) and the pipelined solvers.
+
+Each model is imported by its module's path (``from workbench.costs.standard import
+fit_costs``); the package names none of them.
 """
-
-from .standard import (CostModel, Deviation, estimate_graph, fit_costs, relative_deviation,
-                       synthetic_profiles)
-
-__all__ = ["CostModel", "Deviation", "estimate_graph", "fit_costs", "relative_deviation",
-           "synthetic_profiles"]

@@ -15,7 +15,22 @@ Examples
 (True, 'makespan_ms')
 """
 
+from importlib.util import find_spec as _find_spec
+
 from ..errors import SweepError
+
+
+def _absent(name: str) -> bool:
+    try:
+        return _find_spec(name) is None
+    except (ImportError, ValueError):
+        return True
+
+
+if _missing := [m for m in ("distributed", "pyarrow") if _absent(m)]:
+    raise SweepError(f"sweeps need {' and '.join(_missing)}, which the core install leaves out: "
+                     "install the `sweep` extra (pip install -e '.[sweep]'; `make lab` and "
+                     "`make test` include it)")
 from .analysis import (
     by_parameter,
     markdown_table,

@@ -192,20 +192,20 @@ def run_cell(cell: dict) -> dict:
                                memory_fraction=cell["memory_fraction"])
         row.update(n_devices=len(cluster), graph_ops=graph.n_ops)
         tl = cell["time_limit"]
-        df, plans = compare(graph, cluster, [cell["solver"]],
-                            time_limit=None if math.isinf(tl) else tl,
-                            params={cell["solver"]: _resolve_params(json.loads(cell["params"]))},
-                            seed=cell["seed"], congestion=cell["congestion"], progress=False,
-                            return_plans=True, measure=cell["measure"],
-                            measure_options=json.loads(cell.get("measure_options", "{}")))
-        if cell["solver"] in df.left_out:  # the method cannot serve this cell: no result
-            row.update(status="error", error=f"not applicable: {df.left_out[cell['solver']]}")
+        cmp = compare(graph, cluster, [cell["solver"]],
+                      time_limit=None if math.isinf(tl) else tl,
+                      params={cell["solver"]: _resolve_params(json.loads(cell["params"]))},
+                      seed=cell["seed"], congestion=cell["congestion"], progress=False,
+                      measure=cell["measure"],
+                      measure_options=json.loads(cell.get("measure_options", "{}")))
+        if cell["solver"] in cmp.left_out:  # the method cannot serve this cell: no result
+            row.update(status="error", error=f"not applicable: {cmp.left_out[cell['solver']]}")
             rec = {}
         else:
-            rec = df.iloc[0].to_dict()
+            rec = cmp.table.iloc[0].to_dict()
             rec.pop("method")
         row.update(rec)
-        plan = plans.get(cell["solver"])
+        plan = cmp.plans.get(cell["solver"])
         if plan is not None:
             row["bound"] = float(plan.stats.get("bound", math.nan) or math.nan)
             row["solver_gap"] = float(plan.stats.get("gap", math.nan) or math.nan)

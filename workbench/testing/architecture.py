@@ -44,7 +44,7 @@ LAYERS = (
     ("judge", ("simulate", "judge", "bounds", "liveness", "pipeline", "_replay_jit")),
     ("cost models", ("costs",)),
     ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors",
-               "_lazy", "_moved")),
+               "_lazy")),
 )
 """The rows of the diagram, top to bottom (the layers contract of pyproject.toml, grouped)."""
 

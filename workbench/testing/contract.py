@@ -363,7 +363,7 @@ def warm_up(method: str) -> None:
 
     if "dp-kernel" not in _WARM:  # a 4-op lattice runs in pure Python: load (or compile) the
         _WARM.add("dp-kernel")    # compiled kernels a later, larger case in this process uses
-        warm_compiled()
+        warm_compiled(diamond())
 
     c = Cluster([Device("gpu0"), Device("gpu1")],
                 intra_host=Link(0.0, 1e6), mode="host")

@@ -3,8 +3,10 @@
 * :mod:`.simple`: ``single``, ``round_robin``, Baechi's ``m_topo`` and a given ``expert`` split.
 * ``metis`` (k-way partitioning, the baseline of Tarnawski et al.) lives in their room:
   :mod:`workbench.solvers.pipeline.metis`.
+
+The methods are named here too: ``from workbench.solvers.baselines import m_topo``.
 """
 
-from ..._moved import forward
+from .simple import expert, m_topo, round_robin, single
 
-__getattr__ = forward(__name__, "simple")  # the names of the module this package replaced
+__all__ = ["single", "round_robin", "m_topo", "expert"]

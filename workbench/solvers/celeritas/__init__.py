@@ -5,8 +5,10 @@
 * :mod:`.boundaries`: the exact segment-boundary search Adjusting Placement uses.
 * Fusion is a transform (:mod:`workbench.transforms.fusion`), the orders live in
   :mod:`workbench.orders`, standard evaluation in :mod:`workbench.costs.standard`.
+
+The methods are named here too: ``from workbench.solvers.celeritas import celeritas``.
 """
 
-from ..._moved import forward
+from .placement import celeritas, order_place
 
-__getattr__ = forward(__name__, "placement")  # the names of the module this package replaced
+__all__ = ["order_place", "celeritas"]

@@ -11,8 +11,10 @@
 * Time: one :class:`workbench.budget.Budget` per call, split by the shares ``pesto.*`` and
   ``cpsat.*`` of :data:`workbench.budget.SHARES`; ``plan.stats["budget"]`` reports them.
 * The graph side of coarsening is a transform: :mod:`workbench.transforms.coarsen`.
+
+The methods and the model are named here too: ``from workbench.solvers.pesto import pesto``.
 """
 
-from ..._moved import forward
+from .ilp import PestoModel, pesto, pesto_ilp
 
-__getattr__ = forward(__name__, "ilp")  # the names of the module this package replaced
+__all__ = ["pesto", "pesto_ilp", "PestoModel"]

@@ -17,4 +17,18 @@ Imports go one way: the entry modules (``ip`` above ``latency``, ``local_search`
 ``kernel``) over the shared pieces (``units``, ``pykernel``, ``ideals``, ``contraction``);
 ``tests/test_pipeline_rooms.py`` checks it, and that no module uses another's private name.
 One :class:`~workbench.budget.Budget` runs through every method that takes a time limit.
+
+The methods are named here too: ``from workbench.solvers.pipeline import dp, ip_noncontig``.
+(``dp``, ``metis`` and ``local_search`` name the functions, as attributes of this package, not
+their modules: import the modules by their full path, ``from workbench.solvers.pipeline.dp
+import solve_dp``.)
 """
+
+from .dp import dp, dpl, pipedream
+from .ip import ip_contig, ip_noncontig
+from .latency import greedy_latency, latency_ip
+from .local_search import local_search
+from .metis import metis
+
+__all__ = ["dp", "dpl", "pipedream", "ip_contig", "ip_noncontig", "greedy_latency",
+           "latency_ip", "local_search", "metis"]

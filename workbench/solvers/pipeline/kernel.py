@@ -446,7 +446,7 @@ def _backtrack(run, lat: Lattice, ns: int, k: int, l: int, reps_max: int) -> lis
     return stages
 
 
-def warm_compiled() -> dict:
+def warm_compiled(graph) -> dict:
     """Compile the numba kernels into numba's on-disk cache, so no solve pays the compilation.
 
     A fresh environment has no cache: the first solve that needs the compiled kernels (a lattice
@@ -455,21 +455,22 @@ def warm_compiled() -> dict:
     install`` runs this once after installing, so solves only load the cache (about 0.2-0.3 s of
     CPU, once per process). Runs ``dp`` and ``dpl`` (both variants of the kernel: the lattice of
     ideals and the linear order's prefixes) on a small graph with the compiled kernels and
-    returns their stats' kernel names.
+    returns their stats' kernel names. ``graph``: any small graph (a solver takes its graphs as
+    given; the callers pass ``workbench.samples.diamond()``).
 
-    >>> warm_compiled()  # doctest: +SKIP
+    >>> from workbench import samples
+    >>> warm_compiled(samples.diamond())  # doctest: +SKIP
     {'dp': 'compiled', 'dpl': 'compiled'}
     """
     global _LOADED
     from ...cluster import Cluster, Device, Link
-    from ...samples import diamond
     from ..registry import solve
 
     cluster = Cluster([Device("gpu0", "gpu", 1e12), Device("gpu1", "gpu", 1e12),
                        Device("cpu0", "cpu")], mode="host", host_link=Link(0.0, 1e6))
     was, _LOADED = _LOADED, True  # "auto" then picks the compiled kernels, as once loaded
     try:
-        return {m: solve(diamond(), cluster, method=m).stats["kernel"] for m in ("dp", "dpl")}
+        return {m: solve(graph, cluster, method=m).stats["kernel"] for m in ("dp", "dpl")}
     except BaseException:
         _LOADED = was
         raise
