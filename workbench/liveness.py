@@ -15,6 +15,11 @@ Model (per device, over the simulated step ``[0, makespan]``)
   host DRAM: from the end of the op's upload, else from the op's end) to the end of its last
   consumer there (the tensor bytes there: the largest edge to those consumers). A stashing op's output and its stash are one buffer on its
   device: the larger of the two, for the longer of the two lifetimes.
+* **Views** allocate nothing: an op whose type returns a view of its input's buffer
+  (:data:`VIEW_OP_TYPES`: TensorFlow's ``ReadVariableOp`` of a resource variable, ``Identity``,
+  ``Reshape``, ...) has no tensor of its own; the tensor it views stays live on the device
+  until the view's consumers there end. (Counting each ``ReadVariableOp`` as a copy of the
+  variable made an unrolled RNN's step look 17x its measured peak: docs/results-memory.md.)
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
 
@@ -36,9 +41,39 @@ Examples
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
-__all__ = ["live_intervals", "live_peaks", "memory_timeline"]
+__all__ = ["VIEW_OP_TYPES", "live_intervals", "live_peaks", "live_upper_bound",
+           "memory_timeline", "peak_moment", "shared_memory", "view_ops"]
+
+VIEW_OP_TYPES = frozenset({
+    "ReadVariableOp", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims",
+    "StopGradient", "PreventGradient", "EnsureShape", "CheckNumerics",
+    "aten::view", "aten::_unsafe_view", "aten::reshape", "aten::t", "aten::transpose",
+    "aten::permute", "aten::expand", "aten::detach", "aten::alias", "aten::squeeze",
+    "aten::unsqueeze", "aten::slice", "aten::select", "aten::as_strided"})
+"""Op types whose output is a view of an input's buffer (TensorFlow forwards the buffer;
+PyTorch returns an aliasing tensor): they allocate no memory of their own."""
+
+_VIEWS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def view_ops(graph) -> np.ndarray:
+    """Boolean per op (topological index): is it a view (:data:`VIEW_OP_TYPES`)?
+
+    >>> from workbench import samples
+    >>> view_ops(samples.diamond()).tolist()
+    [False, False, False, False]
+    """
+    gc = graph.c
+    out = _VIEWS.get(gc)
+    if out is None:
+        nodes = graph.nx.nodes
+        out = np.array([nodes[v].get("op_type") in VIEW_OP_TYPES for v in gc.names], dtype=bool)
+        _VIEWS[gc] = out
+    return out
 
 
 def _tensor_bytes(gc) -> np.ndarray:
@@ -48,11 +83,69 @@ def _tensor_bytes(gc) -> np.ndarray:
     return size
 
 
-def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd: int):
+def _through_views(gc, view, dev, local_end, inplace) -> None:
+    """A viewed tensor lives until its views' consumers end: extend ``local_end`` of each
+    view's producers on the view's device (or read in place from another), views of views
+    first (reverse topological order)."""
+    src, nb, ip = gc.src.tolist(), gc.bytes.tolist(), inplace.tolist()
+    dv = dev.tolist()
+    for v in np.flatnonzero(view)[::-1].tolist():
+        for e in gc.in_edges[v]:
+            u = src[e]
+            if nb[e] > 0 and (dv[u] == dv[v] or ip[e]) and local_end[v] > local_end[u]:
+                local_end[u] = local_end[v]
+
+
+def shared_memory(cluster) -> np.ndarray:
+    """``nd x nd`` booleans: does a consumer on device ``j`` read a tensor made on device ``i``
+    in place (no copy)? True for two ``cpu`` devices of one host: TensorFlow hands a tensor
+    between CPU devices of one process without copying it (measured: docs/results-memory.md).
+
+    >>> from workbench.cluster import Cluster, Device
+    >>> shared_memory(Cluster([Device("cpu0", "cpu"), Device("cpu1", "cpu"), Device("gpu0")])).astype(int).tolist()
+    [[1, 1, 0], [1, 1, 0], [0, 0, 1]]
+    """
+    cc = cluster.c
+    cpu = np.array([k == "cpu" for k in cc.kind_of], dtype=bool)
+    out = (cpu[:, None] & cpu[None, :]) & (cc.host_id[:, None] == cc.host_id[None, :])
+    np.fill_diagonal(out, True)
+    return out
+
+
+def live_upper_bound(graph, cluster, device) -> np.ndarray:
+    """An upper bound of every device's live peak for any order and timing of a placement
+    (``device``: device index per op): its ops' ``memory`` plus every tensor its ops make
+    and every tensor it receives (once per producer), as if all were live at once.
+
+    >>> from workbench import samples, Cluster
+    >>> g = samples.diamond()
+    >>> live_upper_bound(g, Cluster.preset("2xV100-pcie"), [0, 0, 1, 0]).tolist()
+    [30000000.0, 20000000.0]
+    """
+    gc = graph.c
+    nd = cluster.c.n
+    dev = np.asarray(device, dtype=np.int64)
+    size = np.where(view_ops(graph), 0.0, _tensor_bytes(gc))
+    ub = np.bincount(dev, weights=gc.memory + size, minlength=nd)
+    if gc.m:
+        cross = (dev[gc.src] != dev[gc.dst]) & (gc.bytes > 0)
+        if cross.any():
+            key = gc.src[cross] * nd + dev[gc.dst[cross]]
+            keys, inv = np.unique(key, return_inverse=True)
+            kb = np.zeros(len(keys))
+            np.maximum.at(kb, inv, gc.bytes[cross])
+            ub += np.bincount(keys % nd, weights=kb, minlength=nd)
+    return ub
+
+
+def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd: int,
+                   shared=None, ops: bool = False):
     """Live-memory intervals of a schedule: ``(resident, dev, t0, t1, nbytes)`` with
     ``resident[d]`` the parameter bytes of device ``d`` for the whole step and one row per
     transient buffer (stash or activation) on device ``dev``, live over ``[t0, t1)``.
-    Arguments are a :class:`~workbench.plan.Schedule`'s arrays (``nd`` devices)."""
+    Arguments are a :class:`~workbench.plan.Schedule`'s arrays (``nd`` devices);
+    ``shared`` (:func:`shared_memory`) the device pairs that read each other's tensors in
+    place; ``ops=True`` adds a sixth array: the op whose tensor each row is."""
     gc = graph.c
     n = gc.n
     dev = np.asarray(device, dtype=np.int64)
@@ -71,23 +164,35 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     size = _tensor_bytes(gc)
     # the output on its producer's device: until local consumers and outgoing transfers end
     local_end = end.copy()
+    same = dev[src] == dev[dst]
+    if shared is not None and gc.m:  # read in place from another device: no copy there
+        inplace = np.asarray(shared, dtype=bool)[dev[src], dev[dst]] & ~same
+    else:
+        inplace = np.zeros(gc.m, dtype=bool)
     if gc.m:
-        same = dev[src] == dev[dst]
         np.maximum.at(local_end, src[same], end[dst[same]])
     if len(t_op):
         np.maximum.at(local_end, t_op, t_end)
+    view = view_ops(graph)
+    read_end = end  # until when a consumer reads its input: a view, until its own readers end
+    if view.any():  # a view owns nothing; the tensor it views lives on
+        _through_views(gc, view, dev, local_end, inplace)
+        size = np.where(view, 0.0, size)
+        read_end = np.where(view, local_end, end)
+    if inplace.any():
+        np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
     own_bytes = np.where(stash, np.maximum(size, gc.memory), size)
     own_end = np.where(stash, np.maximum(local_end, stash_end), local_end)
-    rows = [(dev, start, own_end, own_bytes)]
+    rows = [(dev, start, own_end, own_bytes, np.arange(n))]
     # copies on consumer devices, one per (producer, device)
     if gc.m:
-        cross = dev[src] != dev[dst]
+        cross = ~same & ~inplace
         u, b, v = src[cross], dev[dst[cross]], dst[cross]
         if len(u):
             key = u * nd + b
             keys, inv = np.unique(key, return_inverse=True)
             k_end = np.full(len(keys), -np.inf)
-            np.maximum.at(k_end, inv, end[v])
+            np.maximum.at(k_end, inv, read_end[v])
             k_bytes = np.zeros(len(keys))
             np.maximum.at(k_bytes, inv, gc.bytes[cross])
             k_start = end[keys // nd].astype(float)
@@ -103,10 +208,11 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
                 first = np.full(len(keys), np.inf)
                 np.minimum.at(first, pos[ok], t_start[arrive][ok])
                 k_start = np.where(np.isfinite(first), first, k_start)
-            rows.append(((keys % nd).astype(np.int64), k_start, k_end, k_bytes))
-    d_, t0, t1, nb = (np.concatenate(x) for x in zip(*rows))
+            rows.append(((keys % nd).astype(np.int64), k_start, k_end, k_bytes, keys // nd))
+    d_, t0, t1, nb, op = (np.concatenate(x) for x in zip(*rows))
     keep = (t1 > t0) & (nb > 0)
-    return resident, d_[keep], t0[keep], t1[keep], nb[keep]
+    out = (resident, d_[keep], t0[keep], t1[keep], nb[keep])
+    return out + (op[keep],) if ops else out
 
 
 def live_peaks(resident, dev, t0, t1, nbytes, nd: int) -> np.ndarray:
@@ -139,10 +245,7 @@ def memory_timeline(schedule) -> dict:
     >>> float(b.max()) == s.peak_live_memory["gpu0"]
     True
     """
-    nd = len(schedule.cluster.devices)
-    res, dev, t0, t1, nb = live_intervals(
-        schedule.graph, schedule.device, schedule.start, schedule.end, schedule.t_op,
-        schedule.t_dst, schedule.t_start, schedule.t_end, nd=nd)
+    res, dev, t0, t1, nb = _schedule_intervals(schedule)
     out = {}
     for i, name in enumerate(schedule.cluster.names):
         sel = dev == i
@@ -156,4 +259,53 @@ def memory_timeline(schedule) -> dict:
         # instant's highest, as live_peaks counts it)
         last = np.r_[times[1:] != times[:-1], True]
         out[name] = (times[last], vals[last])
+    return out
+
+
+def _schedule_intervals(schedule, ops: bool = False):
+    return live_intervals(
+        schedule.graph, schedule.device, schedule.start, schedule.end, schedule.t_op,
+        schedule.t_dst, schedule.t_start, schedule.t_end, nd=len(schedule.cluster.devices),
+        shared=shared_memory(schedule.cluster), ops=ops)
+
+
+def peak_moment(schedule, device: str, *, top: int = 5) -> dict:
+    """The moment of a device's live-memory peak and what is live then: ``time_ms``,
+    ``bytes`` (the peak), ``resident`` (parameters, all step), ``transient`` and ``tensors``,
+    the ``top`` largest live buffers as ``(op, bytes)`` (the op whose output or stash it is).
+
+    >>> from workbench import samples, Cluster, Plan, simulate
+    >>> from workbench.graph import OpGraph
+    >>> g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}, "memory": 10.0}),
+    ...                       ("b", {"compute": {"gpu": 2.0}}), ("c", {"compute": {"gpu": 1.0}})],
+    ...                      [("a", "b", {"bytes": 100.0}), ("b", "c", {"bytes": 40.0})])
+    >>> m = peak_moment(simulate(Plan(g, {v: "gpu0" for v in g.ops}),
+    ...                          Cluster.preset("2xV100-pcie")), "gpu0")
+    >>> m["time_ms"], m["bytes"], m["tensors"]
+    (1.0, 150.0, [('a', 100.0), ('b', 40.0)])
+    """
+    names = list(schedule.cluster.names)
+    if device not in names:
+        from .errors import PlanError
+
+        raise PlanError(f"unknown device {device!r}; the cluster has {', '.join(names)}")
+    i = names.index(device)
+    res, dev, t0, t1, nb, op = _schedule_intervals(schedule, ops=True)
+    sel = dev == i
+    t0, t1, nb, op = t0[sel], t1[sel], nb[sel], op[sel]
+    out = {"time_ms": 0.0, "bytes": float(res[i]), "resident": float(res[i]),
+           "transient": 0.0, "tensors": []}
+    if not len(t0):
+        return out
+    t = np.concatenate([t0, t1])
+    delta = np.concatenate([nb, -nb])
+    order = np.lexsort((delta, t))
+    level = np.cumsum(delta[order])
+    k = int(np.argmax(level))
+    when = float(t[order][k])
+    live = (t0 <= when) & (t1 > when)
+    idx = np.flatnonzero(live)[np.argsort(-nb[live], kind="stable")][:top]
+    gnames = schedule.graph.c.names
+    out.update(time_ms=when, bytes=float(res[i] + level[k]), transient=float(level[k]),
+               tensors=[(gnames[int(op[j])], float(nb[j])) for j in idx])
     return out

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from ..errors import SolverError
 from . import params as _params_mod
 from ..budget import Budget
@@ -168,7 +170,51 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
     if trace.events:
         plan.stats.setdefault("progress", trace.events)
     plan.method = method
+    judge_memory(plan, cluster, memory_aware=info.memory)
     return plan
+
+
+def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
+    """Mark ``plan`` ``out_of_memory`` when the judge's live model (:mod:`workbench.liveness`)
+    finds a device over its capacity; record which memory model the method kept.
+
+    Methods keep the papers' static model (a device's ops' ``memory`` summed), which is not an
+    upper bound of the live peak (tensors in flight, per-step gradients alive until summed).
+    ``plan.stats["memory_model"]`` says so; a plan over capacity by the live model gets status
+    ``out_of_memory`` (its own status kept in ``stats["solver_status"]``) and
+    ``stats["out_of_memory"]``, the judge's violations. A plan already ``infeasible`` (the
+    method knew it broke its own memory constraint) keeps that status. The simulation is only
+    run when :func:`~workbench.liveness.live_upper_bound` exceeds some capacity.
+
+    >>> from workbench import samples, Cluster, solve
+    >>> g = samples.diamond()
+    >>> plan = solve(g, Cluster.preset("2xV100-pcie").with_memory(15e6), method="single")
+    >>> plan.status, plan.stats["solver_status"], plan.stats["memory_model"]
+    ('out_of_memory', 'heuristic', 'static')
+    >>> print(plan.stats["out_of_memory"][0])
+    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB; live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
+    """
+    from ..liveness import live_upper_bound
+
+    plan.stats.setdefault("memory_model", "static" if memory_aware else "none")
+    if plan.status in ("infeasible", "out_of_memory", "error"):
+        return
+    cap = np.array([d.memory for d in cluster.devices], dtype=float)
+    try:
+        dev = plan.device_array(cluster)
+    except Exception:  # noqa: BLE001 - a plan that does not fit the cluster: validate() says why
+        return
+    if not (live_upper_bound(plan.graph, cluster, dev) > cap * (1 + 1e-9)).any():
+        return
+    from ..simulate import memory_violation, simulate
+
+    s = simulate(plan, cluster)
+    over = [memory_violation(s, d) for d in cluster.devices
+            if s.peak_live_memory.get(d.name, 0.0) > d.memory * (1 + 1e-9)]
+    if over:
+        plan.stats["solver_status"] = plan.status
+        plan.stats["out_of_memory"] = over
+        plan.status = "out_of_memory"
 
 
 _params_mod.method_names = lambda: SOLVERS  # parameter checks know the registered names
