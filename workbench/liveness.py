@@ -20,6 +20,9 @@ Model (per device, over the simulated step ``[0, makespan]``)
   ``Reshape``, ...) has no tensor of its own; the tensor it views stays live on the device
   until the view's consumers there end. (Counting each ``ReadVariableOp`` as a copy of the
   variable made an unrolled RNN's step look 17x its measured peak: docs/results-memory.md.)
+* **Buffer forwarding**: an element-wise op (:data:`FORWARDING_OP_TYPES`) whose same-sized
+  input on its device has no other reader (no stash, no view) writes its output into that
+  input's buffer, as TensorFlow's kernels do: it owns nothing and the buffer lives on.
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
 
@@ -45,7 +48,7 @@ import weakref
 
 import numpy as np
 
-__all__ = ["VIEW_OP_TYPES", "live_intervals", "live_peaks", "live_upper_bound",
+__all__ = ["FORWARDING_OP_TYPES", "VIEW_OP_TYPES", "forwarded_inputs", "live_intervals", "live_peaks", "live_upper_bound",
            "memory_timeline", "peak_moment", "shared_memory", "view_ops"]
 
 VIEW_OP_TYPES = frozenset({
@@ -83,17 +86,67 @@ def _tensor_bytes(gc) -> np.ndarray:
     return size
 
 
-def _through_views(gc, view, dev, local_end, inplace) -> None:
-    """A viewed tensor lives until its views' consumers end: extend ``local_end`` of each
-    view's producers on the view's device (or read in place from another), views of views
-    first (reverse topological order)."""
-    src, nb, ip = gc.src.tolist(), gc.bytes.tolist(), inplace.tolist()
-    dv = dev.tolist()
-    for v in np.flatnonzero(view)[::-1].tolist():
+FORWARDING_OP_TYPES = frozenset({
+    "Relu", "Relu6", "Elu", "Selu", "Tanh", "Sigmoid", "Neg", "Exp", "Log", "Sqrt", "Rsqrt",
+    "Square", "Abs", "ReluGrad", "Relu6Grad", "EluGrad", "TanhGrad", "SigmoidGrad",
+    "AddN", "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum",
+    "SquaredDifference", "BiasAdd", "BiasAddGrad"})
+"""TensorFlow op types that write their output into an input's buffer when this op is the
+input's only reader and the shapes match (``forward_input_or_allocate_output`` of the
+element-wise kernels): measured, a ResNet-50 step allocates nothing for its Relu, ReluGrad,
+AddN and AddV2 outputs (docs/results-memory.md)."""
+
+_FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def forwarded_inputs(graph) -> np.ndarray:
+    """Per op: the in-edge whose buffer its output reuses, or -1 (:data:`FORWARDING_OP_TYPES`
+    ops whose same-sized input has no other reader and is no stash or view), when both ops
+    share a device (the caller checks that).
+
+    >>> from workbench import samples
+    >>> forwarded_inputs(samples.diamond()).tolist()
+    [-1, -1, -1, -1]
+    """
+    gc = graph.c
+    out = _FORWARD.get(gc)
+    if out is not None:
+        return out
+    out = np.full(gc.n, -1, dtype=np.int64)
+    nodes = graph.nx.nodes
+    size = _tensor_bytes(gc)
+    view = view_ops(graph)
+    back = np.isin(gc.op_kind, [1, 2])
+    kept = np.zeros(gc.n, dtype=bool)  # stashed for backward: read again later
+    if gc.m:
+        kept[gc.src[(gc.op_kind[gc.src] == 0) & back[gc.dst]]] = True
+    kept |= gc.memory > 0
+    nb, src = gc.bytes.tolist(), gc.src.tolist()
+    taken: set = set()
+    for v in range(gc.n):
+        if size[v] <= 0 or kept[v] or nodes[gc.names[v]].get("op_type") not in FORWARDING_OP_TYPES:
+            continue
         for e in gc.in_edges[v]:
             u = src[e]
-            if nb[e] > 0 and (dv[u] == dv[v] or ip[e]) and local_end[v] > local_end[u]:
-                local_end[u] = local_end[v]
+            if (nb[e] == size[v] and size[u] == size[v] and not view[u] and not kept[u]
+                    and u not in taken and len(gc.out_edges[u]) == 1):
+                out[v] = e
+                taken.add(u)
+                break
+    _FORWARD[gc] = out
+    return out
+
+
+def _through_aliases(gc, alias_edge, dev, local_end) -> None:
+    """A tensor read by a view, or reused by an op that writes into it, lives until that op's
+    own readers end: extend ``local_end`` of the producers over ``alias_edge`` (edge mask),
+    aliases of aliases first (reverse topological order)."""
+    src, dst = gc.src, gc.dst
+    edges = np.flatnonzero(alias_edge)
+    for e in edges[np.argsort(-dst[edges], kind="stable")].tolist():
+        u, v = int(src[e]), int(dst[e])
+        if local_end[v] > local_end[u]:
+            local_end[u] = local_end[v]
 
 
 def shared_memory(cluster) -> np.ndarray:
@@ -174,10 +227,15 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     if len(t_op):
         np.maximum.at(local_end, t_op, t_end)
     view = view_ops(graph)
+    fw = forwarded_inputs(graph)
+    fwd_ok = (fw >= 0) & (dev[src[np.maximum(fw, 0)]] == dev) if gc.m else np.zeros(n, bool)
+    alias = view | fwd_ok
     read_end = end  # until when a consumer reads its input: a view, until its own readers end
-    if view.any():  # a view owns nothing; the tensor it views lives on
-        _through_views(gc, view, dev, local_end, inplace)
-        size = np.where(view, 0.0, size)
+    if alias.any():  # a view (or an op writing into its input) owns nothing; that input lives on
+        alias_edge = view[dst] & (gc.bytes > 0) & (same | inplace)
+        alias_edge[fw[fwd_ok]] = True
+        _through_aliases(gc, alias_edge, dev, local_end)
+        size = np.where(alias, 0.0, size)
         read_end = np.where(view, local_end, end)
     if inplace.any():
         np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
