@@ -3,18 +3,24 @@ beside the static sum (every op's ``memory`` on its device, :attr:`Schedule.peak
 
 Model (per device, over the simulated step ``[0, makespan]``)
 -----------------------------------------------------------
-* **Parameters** are resident the whole step: the ``memory`` of every op, except the ops below.
+* **Parameters** are resident the whole step: the ``memory`` of every op, except the parts below.
 * **Stashes** (training graphs): a forward op with a backward (``bwd``/``update``) successor
-  keeps its ``memory`` from its start to the end of its last backward successor. Graphs
-  extracted from TensorFlow put exactly such stashed activations there; the bundled samples put
-  a layer's weights there, which its gradient reads, so both are counted while they are used.
+  keeps the part of its ``memory`` that its output can be (at most the op's ``out_bytes``, or
+  its largest out-edge) from its start to the end of its last backward successor; the rest of
+  its ``memory`` (the parameters PyTorch captures and the bundled samples put on a layer's
+  first op) stays resident. Graphs extracted from TensorFlow put exactly the stashed outputs
+  there.
+* **Gradients**: ``memory`` on a backward op (PyTorch captures put each parameter's gradient
+  on the op that produces it) is allocated when the op starts and held to the end of the step
+  (measured: docs/results-memory.md).
 * **Activations**: an op's output tensor (the largest of its out-edges' ``bytes``) is live on
   the op's device from the op's start to the last of: the ends of its consumers there and the
   ends of the transfers that send it off; on every other device holding consumers of it, from
   the start of the first transfer that brings it there (when none is simulated, a CPU reading
   host DRAM: from the end of the op's upload, else from the op's end) to the end of its last
-  consumer there (the tensor bytes there: the largest edge to those consumers). A stashing op's output and its stash are one buffer on its
-  device: the larger of the two, for the longer of the two lifetimes.
+  consumer there (the tensor bytes there: the largest edge to those consumers). Edges of
+  0 bytes (control dependencies) keep nothing alive. A stashing op's output and its stash are
+  one buffer on its device: the larger of the two, for the longer of the two lifetimes.
 * **Views** allocate nothing: an op whose type returns a view of its input's buffer
   (:data:`VIEW_OP_TYPES`: TensorFlow's ``ReadVariableOp`` of a resource variable, ``Identity``,
   ``Reshape``, ...) has no tensor of its own; the tensor it views stays live on the device
@@ -76,6 +82,20 @@ def view_ops(graph) -> np.ndarray:
         nodes = graph.nx.nodes
         out = np.array([nodes[v].get("op_type") in VIEW_OP_TYPES for v in gc.names], dtype=bool)
         _VIEWS[gc] = out
+    return out
+
+
+_OUT: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _out_bytes(graph) -> np.ndarray:
+    """Per op its ``out_bytes`` attribute (all its outputs; 0 where the graph has none)."""
+    gc = graph.c
+    out = _OUT.get(gc)
+    if out is None:
+        nodes = graph.nx.nodes
+        out = np.array([float(nodes[v].get("out_bytes", 0.0) or 0.0) for v in gc.names])
+        _OUT[gc] = out
     return out
 
 
@@ -207,23 +227,30 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     t_start, t_end = np.asarray(t_start, float), np.asarray(t_end, float)
     src, dst = gc.src, gc.dst
     back = np.isin(gc.op_kind, [1, 2])
-    # stashes: forward ops (kind 0) with a backward successor, until its end
+    # stashes: forward ops (kind 0) read by a backward successor, until its end
     stash_end = np.full(n, -np.inf)
     if gc.m:
-        sel = (gc.op_kind[src] == 0) & back[dst]
+        sel = (gc.op_kind[src] == 0) & back[dst] & (gc.bytes > 0)
         np.maximum.at(stash_end, src[sel], end[dst[sel]])
-    stash = np.isfinite(stash_end) & (gc.memory > 0)
-    resident = np.bincount(dev, weights=np.where(stash, 0.0, gc.memory), minlength=nd)
     size = _tensor_bytes(gc)
+    stash = np.isfinite(stash_end) & (gc.memory > 0)
+    held = np.where(stash, np.minimum(gc.memory, np.maximum(size, _out_bytes(graph))), 0.0)
+    grad = (gc.op_kind == 1) & (gc.memory > 0)  # a gradient: from the op's start to the end
+    if grad.any():
+        held = np.where(grad, gc.memory, held)
+        stash_end = np.where(grad, float(end.max()), stash_end)
+        stash = stash | grad
+    resident = np.bincount(dev, weights=gc.memory - held, minlength=nd)
     # the output on its producer's device: until local consumers and outgoing transfers end
     local_end = end.copy()
     same = dev[src] == dev[dst]
+    data = gc.bytes > 0  # a control edge (0 bytes) keeps no tensor alive
     if shared is not None and gc.m:  # read in place from another device: no copy there
-        inplace = np.asarray(shared, dtype=bool)[dev[src], dev[dst]] & ~same
+        inplace = np.asarray(shared, dtype=bool)[dev[src], dev[dst]] & ~same & data
     else:
         inplace = np.zeros(gc.m, dtype=bool)
     if gc.m:
-        np.maximum.at(local_end, src[same], end[dst[same]])
+        np.maximum.at(local_end, src[same & data], end[dst[same & data]])
     if len(t_op):
         np.maximum.at(local_end, t_op, t_end)
     view = view_ops(graph)
@@ -239,12 +266,17 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
         read_end = np.where(view, local_end, end)
     if inplace.any():
         np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
-    own_bytes = np.where(stash, np.maximum(size, gc.memory), size)
-    own_end = np.where(stash, np.maximum(local_end, stash_end), local_end)
-    rows = [(dev, start, own_end, own_bytes, np.arange(n))]
+    # the output (until local_end) and the stash (until stash_end) are one buffer while both
+    # live, then the longer-lived of the two alone
+    both = np.where(stash, np.minimum(local_end, stash_end), local_end)
+    rows = [(dev, start, both, np.where(stash, np.maximum(size, held), size), np.arange(n))]
+    if stash.any():
+        k = np.flatnonzero(stash)
+        rows.append((dev[k], both[k], local_end[k], size[k], k))
+        rows.append((dev[k], both[k], stash_end[k], held[k], k))
     # copies on consumer devices, one per (producer, device)
     if gc.m:
-        cross = ~same & ~inplace
+        cross = ~same & ~inplace & data
         u, b, v = src[cross], dev[dst[cross]], dst[cross]
         if len(u):
             key = u * nd + b
