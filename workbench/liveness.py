@@ -4,12 +4,13 @@ beside the static sum (every op's ``memory`` on its device, :attr:`Schedule.peak
 Model (per device, over the simulated step ``[0, makespan]``)
 -----------------------------------------------------------
 * **Parameters** are resident the whole step: the ``memory`` of every op, except the parts below.
-* **Stashes** (training graphs): a forward op with a backward (``bwd``/``update``) successor
-  keeps the part of its ``memory`` that its output can be (at most the op's ``out_bytes``, or
-  its largest out-edge) from its start to the end of its last backward successor; the rest of
-  its ``memory`` (the parameters PyTorch captures and the bundled samples put on a layer's
-  first op) stays resident. Graphs extracted from TensorFlow put exactly the stashed outputs
-  there.
+* **Stashes** (training graphs): a forward op read (over an edge with bytes) by a backward
+  (``bwd``/``update``) successor keeps what those readers read (at most its ``memory`` and its
+  ``out_bytes``, or its largest out-edge) from its start to the end of its last backward
+  reader; what its ``memory`` holds beyond its outputs (the parameters PyTorch captures put on
+  a layer's first op) stays resident; outputs no backward op reads are freed with the output
+  tensor (TensorFlow extraction charges a batch norm's every output, though its gradient
+  reads only the small reserve spaces: measured, docs/results-memory.md).
 * **Gradients**: ``memory`` on a backward op (PyTorch captures put each parameter's gradient
   on the op that produces it) is allocated when the op starts and held to the end of the step
   (measured: docs/results-memory.md).
@@ -169,6 +170,42 @@ def _through_aliases(gc, alias_edge, dev, local_end) -> None:
             local_end[u] = local_end[v]
 
 
+def _largest_output_end(gc, size, end, local_end, read_end, alias_edge, local, t_op, t_end):
+    """When an op's largest output (``size``) dies: the last end of the local readers of that
+    many bytes (an aliasing reader: its own ``local_end``) and of its transfers; and ``small``,
+    the most bytes a local reader of its other, smaller outputs reads (live until ``local_end``:
+    a batch norm's output dies with its ReLU, its small saved statistics live on)."""
+    src, dst = gc.src, gc.dst
+    big_end = end.copy()
+    small = np.zeros(len(end))
+    if gc.m:
+        edge_end = np.where(alias_edge, local_end[dst], read_end[dst])
+        big = gc.bytes >= size[src] * (1 - 1e-9)
+        np.maximum.at(big_end, src[local & big], edge_end[local & big])
+        np.maximum.at(small, src[local & ~big], gc.bytes[local & ~big])
+    if len(t_op):
+        np.maximum.at(big_end, t_op, t_end)
+    return big_end, small
+
+
+def _staircase(dev, start, parts) -> list:
+    """Rows ``(dev, t0, t1, bytes, op)`` of buffers that are parts of one op's outputs: each
+    part ``(bytes, end)`` lives from the op's start to its end, the op holding the largest of
+    the parts still live (they overlap: one buffer while both live)."""
+    b = np.stack([p[0] for p in parts], axis=1)
+    e = np.stack([np.maximum(p[1], start) for p in parts], axis=1)
+    order = np.argsort(-e, axis=1, kind="stable")  # latest end first
+    e = np.take_along_axis(e, order, axis=1)
+    held = np.maximum.accumulate(np.take_along_axis(b, order, axis=1), axis=1)
+    ops = np.arange(len(start))
+    rows = []
+    k = len(parts)
+    for j in range(k - 1, -1, -1):  # [start or the next end, this end): parts ending here on
+        t0 = start if j == k - 1 else e[:, j + 1]
+        rows.append((dev, t0, e[:, j], held[:, j], ops))
+    return rows
+
+
 def shared_memory(cluster) -> np.ndarray:
     """``nd x nd`` booleans: does a consumer on device ``j`` read a tensor made on device ``i``
     in place (no copy)? True for two ``cpu`` devices of one host: TensorFlow hands a tensor
@@ -229,18 +266,26 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     back = np.isin(gc.op_kind, [1, 2])
     # stashes: forward ops (kind 0) read by a backward successor, until its end
     stash_end = np.full(n, -np.inf)
+    read_back = np.zeros(n)  # the most a backward reader reads of the op's outputs
     if gc.m:
         sel = (gc.op_kind[src] == 0) & back[dst] & (gc.bytes > 0)
         np.maximum.at(stash_end, src[sel], end[dst[sel]])
+        np.maximum.at(read_back, src[sel], gc.bytes[sel])
     size = _tensor_bytes(gc)
     stash = np.isfinite(stash_end) & (gc.memory > 0)
-    held = np.where(stash, np.minimum(gc.memory, np.maximum(size, _out_bytes(graph))), 0.0)
+    out_b = _out_bytes(graph)
+    out_b = np.where(out_b > 0, out_b, size)
+    held = np.where(stash, np.minimum(np.minimum(gc.memory, out_b), read_back), 0.0)
+    # what a stashing op's memory holds beyond its outputs is parameters (resident); the part
+    # of its outputs no backward op reads is freed with the output tensor
+    params = np.where(stash, np.maximum(gc.memory - out_b, 0.0), gc.memory)
     grad = (gc.op_kind == 1) & (gc.memory > 0)  # a gradient: from the op's start to the end
     if grad.any():
         held = np.where(grad, gc.memory, held)
         stash_end = np.where(grad, float(end.max()), stash_end)
         stash = stash | grad
-    resident = np.bincount(dev, weights=gc.memory - held, minlength=nd)
+    params = np.where(grad, 0.0, params)
+    resident = np.bincount(dev, weights=params, minlength=nd)
     # the output on its producer's device: until local consumers and outgoing transfers end
     local_end = end.copy()
     same = dev[src] == dev[dst]
@@ -258,22 +303,20 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     fwd_ok = (fw >= 0) & (dev[src[np.maximum(fw, 0)]] == dev) if gc.m else np.zeros(n, bool)
     alias = view | fwd_ok
     read_end = end  # until when a consumer reads its input: a view, until its own readers end
+    alias_edge = np.zeros(gc.m, dtype=bool)
     if alias.any():  # a view (or an op writing into its input) owns nothing; that input lives on
-        alias_edge = view[dst] & (gc.bytes > 0) & (same | inplace)
+        alias_edge = view[dst] & data & (same | inplace)
         alias_edge[fw[fwd_ok]] = True
         _through_aliases(gc, alias_edge, dev, local_end)
-        size = np.where(alias, 0.0, size)
         read_end = np.where(view, local_end, end)
     if inplace.any():
         np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
-    # the output (until local_end) and the stash (until stash_end) are one buffer while both
-    # live, then the longer-lived of the two alone
-    both = np.where(stash, np.minimum(local_end, stash_end), local_end)
-    rows = [(dev, start, both, np.where(stash, np.maximum(size, held), size), np.arange(n))]
-    if stash.any():
-        k = np.flatnonzero(stash)
-        rows.append((dev[k], both[k], local_end[k], size[k], k))
-        rows.append((dev[k], both[k], stash_end[k], held[k], k))
+    big_end, small = _largest_output_end(gc, size, end, local_end, read_end, alias_edge,
+                                         data & (same | inplace), t_op, t_end)
+    size = np.where(alias, 0.0, size)
+    small = np.where(alias, 0.0, small)
+    rows = _staircase(dev, start, [(size, big_end), (small, local_end),
+                                   (held, np.where(stash, stash_end, -np.inf))])
     # copies on consumer devices, one per (producer, device)
     if gc.m:
         cross = ~same & ~inplace & data
