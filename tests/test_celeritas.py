@@ -223,7 +223,9 @@ def test_never_worse_than_order_place_and_m_topo_on_suite_pairs(name):
 def _real(name: str, preset: str, pressure):
     from workbench.workloads import Workload, _sample
 
-    return Workload(name, _sample(name), preset, pressure, device_costs=True).build()
+    # the paper's scenario: pressure on the static sum Celeritas constrains (issue 42)
+    return Workload(name, _sample(name), preset, pressure, device_costs=True,
+                    memory_model="static").build()
 
 
 def test_link_relief_on_rnnlm_pcie_with_memory_pressure():

@@ -92,3 +92,22 @@ def test_the_plan_file_format_accepts_the_status():
     back = plan_from_dict(dump_plan(plan), g)
     assert back.status == "out_of_memory"
     assert isinstance(back, Plan)
+
+
+def test_memory_model_live_re_solves_until_the_judge_accepts():
+    """resnet50 on 4xV100 under the suite's pressure: DPOS on the static sum is out of memory
+    by the live model; re-solved with the over device's capacity tightened, it fits."""
+    from workbench.workloads import workload
+
+    g, c = workload("resnet50-4xV100").build()
+    static = solve(g, c, method="dpos")
+    assert static.status == "out_of_memory" and static.stats["memory_model"] == "static"
+    live = solve(g, c, method="dpos", memory_model="live")
+    met = evaluate(live, c)
+    assert live.status == "heuristic" and met.feasible
+    assert live.stats["memory_rounds"] >= 1
+    assert live.stats["memory_model"] == "static, tightened by the live judge"
+    tight = live.stats["memory_capacity"]
+    assert min(tight.values()) < c.devices[0].memory  # some device was given less
+    with pytest.raises(Exception, match="memory_model"):
+        solve(g, c, method="dpos", memory_model="peak")

@@ -102,7 +102,8 @@ class Workload:
 
     ``graph`` builds the graph (called lazily), ``cluster`` is a preset name,
     ``memory_pressure`` (optional) caps each device's memory at the model's live footprint
-    (:func:`memory_footprint`) divided by it, ``device_costs`` gives the graph roofline costs for the preset's devices
+    (:func:`memory_footprint`) divided by it (``memory_model="static"``: the papers' static
+    sum of op memory), ``device_costs`` gives the graph roofline costs for the preset's devices
     (:func:`workbench.costs.roofline.costs_for_cluster`; real samples profiled on a CPU).
     """
 
@@ -113,6 +114,7 @@ class Workload:
     device_costs: bool = False
     note: str = ""
     meta: dict = field(default_factory=dict)
+    memory_model: str = "live"
 
     def build(self) -> tuple[OpGraph, Cluster]:
         """The graph and the cluster of this workload."""
@@ -123,7 +125,7 @@ class Workload:
 
             g = costs_for_cluster(g, c)
         if self.memory_pressure:
-            c = apply_memory_pressure(g, c, self.memory_pressure)
+            c = apply_memory_pressure(g, c, self.memory_pressure, model=self.memory_model)
         return g, c
 
 
