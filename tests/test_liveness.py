@@ -102,7 +102,7 @@ def test_fits_the_static_sum_but_not_by_liveness():
     assert m.live_memory_fraction == pytest.approx(1.5)
     # the violation names the device, the moment of the peak and the tensors live then
     assert m.violations == ["memory on gpu0: 0.000 GiB live at 1.000 ms > 0.000 GiB capacity "
-                            "(resident 0.000 GiB; live then: a 0.0 MiB, b 0.0 MiB)"]
+                            "(resident 0.000 GiB, live then: a 0.0 MiB, b 0.0 MiB)"]
     pm = peak_moment(simulate(Plan(g, {v: "gpu0" for v in g.ops}), gpus(1, mem=100.0)), "gpu0")
     assert pm == {"time_ms": 1.0, "bytes": 150.0, "resident": 10.0, "transient": 140.0,
                   "tensors": [("a", 100.0), ("b", 40.0)]}

@@ -111,7 +111,7 @@ FORWARDING_OP_TYPES = frozenset({
     "Relu", "Relu6", "Elu", "Selu", "Tanh", "Sigmoid", "Neg", "Exp", "Log", "Sqrt", "Rsqrt",
     "Square", "Abs", "ReluGrad", "Relu6Grad", "EluGrad", "TanhGrad", "SigmoidGrad",
     "AddN", "AddV2", "Add", "Sub", "Mul", "RealDiv", "Div", "Maximum", "Minimum",
-    "SquaredDifference", "BiasAdd", "BiasAddGrad"})
+    "SquaredDifference", "BiasAdd", "BiasAddGrad", "Softmax", "LogSoftmax"})
 """TensorFlow op types that write their output into an input's buffer when this op is the
 input's only reader and the shapes match (``forward_input_or_allocate_output`` of the
 element-wise kernels): measured, a ResNet-50 step allocates nothing for its Relu, ReluGrad,
@@ -123,7 +123,8 @@ _FORWARD: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 def forwarded_inputs(graph) -> np.ndarray:
     """Per op: the in-edge whose buffer its output reuses, or -1 (:data:`FORWARDING_OP_TYPES`
     ops whose same-sized input has no other reader and is no stash or view), when both ops
-    share a device (the caller checks that).
+    share a device (the caller checks that). The op's own output may be stashed: it is then
+    that buffer that backward reads.
 
     >>> from workbench import samples
     >>> forwarded_inputs(samples.diamond()).tolist()
@@ -145,7 +146,7 @@ def forwarded_inputs(graph) -> np.ndarray:
     nb, src = gc.bytes.tolist(), gc.src.tolist()
     taken: set = set()
     for v in range(gc.n):
-        if size[v] <= 0 or kept[v] or nodes[gc.names[v]].get("op_type") not in FORWARDING_OP_TYPES:
+        if size[v] <= 0 or nodes[gc.names[v]].get("op_type") not in FORWARDING_OP_TYPES:
             continue
         for e in gc.in_edges[v]:
             u = src[e]
@@ -307,6 +308,9 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     if alias.any():  # a view (or an op writing into its input) owns nothing; that input lives on
         alias_edge = view[dst] & data & (same | inplace)
         alias_edge[fw[fwd_ok]] = True
+        # an op writing into its input and stashing that output keeps the buffer for backward
+        local_end = np.where(fwd_ok & stash, np.maximum(local_end, stash_end), local_end)
+        held = np.where(fwd_ok, 0.0, held)
         _through_aliases(gc, alias_edge, dev, local_end)
         read_end = np.where(view, local_end, end)
     if inplace.any():

@@ -117,7 +117,7 @@ def memory_violation(schedule: Schedule, device) -> str:
     >>> g = samples.diamond()
     >>> c = Cluster.preset("2xV100-pcie").with_memory(15e6)
     >>> print(memory_violation(simulate(Plan(g, {v: "gpu0" for v in g.ops}), c), c.devices[0]))
-    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB; live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
+    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
     """
     from .liveness import peak_moment
 
@@ -125,7 +125,7 @@ def memory_violation(schedule: Schedule, device) -> str:
     what = ", ".join(f"{op} {b / 2**20:.1f} MiB" for op, b in m["tensors"])
     return (f"memory on {device.name}: {m['bytes'] / 2**30:.3f} GiB live at "
             f"{m['time_ms']:.3f} ms > {device.memory / 2**30:.3f} GiB capacity (resident "
-            f"{m['resident'] / 2**30:.3f} GiB" + (f"; live then: {what})" if what else ")"))
+            f"{m['resident'] / 2**30:.3f} GiB" + (f", live then: {what})" if what else ")"))
 
 
 def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None = None,

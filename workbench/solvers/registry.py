@@ -251,7 +251,7 @@ def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
     >>> plan.status, plan.stats["solver_status"], plan.stats["memory_model"]
     ('out_of_memory', 'heuristic', 'static')
     >>> print(plan.stats["out_of_memory"][0])
-    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB; live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
+    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
     """
     from ..liveness import live_upper_bound
 
