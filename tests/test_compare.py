@@ -25,7 +25,9 @@ def test_failing_method_keeps_other_rows():
     df = wb.compare(g, c, methods=["single", "m_topo"], progress=False)
     single = df.set_index("method").loc["single"]
     assert single["status"] == "error" and "does not fit" in single["error"]
-    assert df.set_index("method").loc["m_topo", "status"] == "heuristic"
+    # m_topo fits the static sum it constrains; the live judge decides its status (issue 42)
+    row = df.set_index("method").loc["m_topo"]
+    assert row["status"] == ("heuristic" if row["feasible"] else "out_of_memory")
 
 
 def test_unknown_method_fails_fast_and_progress_callback():
