@@ -151,7 +151,8 @@ def test_m_sct_lp_is_bounded_and_scaled():
     dense = make_case(168)  # 297 ops, dense: the LP took 6 s through PuLP at a 2 s limit
     assert dense.graph.n_ops == 297 and dense.graph.n_edges > 3000
     p = wb.solve(dense.graph, dense.cluster, method="m_sct", time_limit=2.0)
-    assert p.info["lp_seconds"] < 1.5 and p.status == "heuristic"
+    # its status: the method's own (the live judge may add out_of_memory, issue 42)
+    assert p.info["lp_seconds"] < 1.5 and p.stats.get("solver_status", p.status) == "heuristic"
     huge = make_case(345)  # 1e15 ms costs: PuLP's HiGHS glue failed with an IndexError
     assert huge.desc["scale"] > 1e12
     p = wb.solve(huge.graph, huge.cluster, method="m_sct", time_limit=2.0)
