@@ -24,7 +24,9 @@ def test_method_that_cannot_fit_is_left_out_in_one_line():
     c = wb.Cluster.preset("2xV100-pcie").with_memory(g.total_memory() * 0.6)
     df = wb.compare(g, c, methods=["single", "m_topo"], progress=False)
     assert list(df["method"]) == ["m_topo"] and "does not fit" in df.left_out["single"]
-    assert df.set_index("method").loc["m_topo", "status"] == "heuristic"
+    # m_topo fits the static sum it constrains; the live judge decides its status (issue 42)
+    row = df.set_index("method").loc["m_topo"]
+    assert row["status"] == ("heuristic" if row["feasible"] else "out_of_memory")
 
 
 def test_unknown_method_fails_fast_and_progress_callback():

@@ -152,7 +152,9 @@ def test_m_sct_lp_is_bounded_and_scaled():
     assert dense.graph.n_ops == 297 and dense.graph.n_edges > 3000
     p = wb.solve(dense.graph, dense.cluster, method="m_sct", time_limit=2.0)
     lp = p.info["lp_seconds"]  # the LP's wall time: load-scaled when over (issue 41)
-    assert (lp < 1.5 or lp / slowdown() < 1.5) and p.status == "heuristic"
+    # its status: the method's own (the live judge may add out_of_memory, issue 42)
+    assert (lp < 1.5 or lp / slowdown() < 1.5) and \
+        p.stats.get("solver_status", p.status) == "heuristic"
     huge = make_case(345)  # 1e15 ms costs: PuLP's HiGHS glue failed with an IndexError
     assert huge.desc["scale"] > 1e12
     p = wb.solve(huge.graph, huge.cluster, method="m_sct", time_limit=2.0)
@@ -203,7 +205,7 @@ def test_pesto_time_limit_bounds_the_whole_call(method):
     with Stopwatch() as sw:
         p = wb.solve(case.graph, case.cluster, method=method, time_limit=1.0, **_milp(method))
     assert sw.within(2.2), sw
-    assert p.status in ("time_limit", "feasible")
+    assert p.stats.get("solver_status", p.status) in ("time_limit", "feasible")  # its own status
 
 
 def test_celeritas_keeps_work_off_a_slow_cpu():
@@ -234,7 +236,8 @@ def test_slow_device_still_used_when_memory_forces_it():
                  Device("cpu0", kind="cpu", memory=g.total_memory())])
     for method in ("m_etf", "m_sct", "celeritas"):
         p = wb.solve(g, c, method=method)
-        assert p.status == "heuristic" and "cpu0" in p.devices_used(), method
+        assert p.stats.get("solver_status", p.status) == "heuristic", method  # (issue 42)
+        assert "cpu0" in p.devices_used(), method
 
 
 def test_single_respects_memory_of_the_devices_cpu_only_ops_go_to():

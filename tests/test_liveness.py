@@ -9,7 +9,7 @@ import pytest
 from workbench import Plan, evaluate, simulate
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.liveness import live_peaks, memory_timeline
+from workbench.liveness import live_peaks, live_upper_bound, memory_timeline, peak_moment
 
 
 def gpus(k: int, mem: float = 1e12, *, mode: str = "direct", cpus: int = 0) -> Cluster:
@@ -85,7 +85,8 @@ def test_fits_by_liveness_but_not_by_the_static_sum():
     m = evaluate(plan, c)
     assert m.peak_memory == {"gpu0": 120.0}
     assert m.peak_live_memory == {"gpu0": 60.0}
-    assert m.memory_fraction == pytest.approx(1.2) and not m.feasible
+    # the judge trusts the live model (issue 42): it fits, though the static sum does not
+    assert m.memory_fraction == pytest.approx(1.2) and m.feasible and not m.violations
     assert m.live_memory_fraction == pytest.approx(0.6)
     # the other order keeps both stashes: 120 B live at t in [1, 3)
     _, both = training_pair(["fA", "fB", "gA", "gB"])
@@ -97,8 +98,14 @@ def test_fits_the_static_sum_but_not_by_liveness():
                           ("b", {"compute": {"gpu": 2.0}}), ("c", {"compute": {"gpu": 1.0}})],
                          [("a", "b", {"bytes": 100.0}), ("b", "c", {"bytes": 40.0})])
     m = evaluate(Plan(g, {v: "gpu0" for v in g.ops}), gpus(1, mem=100.0))
-    assert m.feasible and m.memory_fraction == pytest.approx(0.1)
+    assert not m.feasible and m.memory_fraction == pytest.approx(0.1)
     assert m.live_memory_fraction == pytest.approx(1.5)
+    # the violation names the device, the moment of the peak and the tensors live then
+    assert m.violations == ["memory on gpu0: 0.000 GiB live at 1.000 ms > 0.000 GiB capacity "
+                            "(resident 0.000 GiB, live then: a 0.0 MiB, b 0.0 MiB)"]
+    pm = peak_moment(simulate(Plan(g, {v: "gpu0" for v in g.ops}), gpus(1, mem=100.0)), "gpu0")
+    assert pm == {"time_ms": 1.0, "bytes": 150.0, "resident": 10.0, "transient": 140.0,
+                  "tensors": [("a", 100.0), ("b", 40.0)]}
 
 
 def test_live_peaks_frees_before_allocations_at_one_instant():
@@ -146,3 +153,61 @@ def test_memory_figure_and_the_board_draw_live_and_static_memory():
         assert view.memory.layout.meta["figure"] == "memory"
         assert view.memory.layout.meta["method"] == view.figure.layout.meta["method"]
     assert "memory (live peak)" in board.table_view.value
+
+
+def test_a_view_owns_no_memory_and_keeps_what_it_views_alive():
+    """x (1 ms) -> r, a Reshape (a view, 0 ms) -> y (2 ms): x's 100 B live 0-3 through the view,
+    the view itself owns nothing (before: a second 100 B copy)."""
+    g = OpGraph.from_ops([("x", {"compute": {"gpu": 1.0}}),
+                          ("r", {"compute": {"gpu": 0.0}, "op_type": "Reshape"}),
+                          ("y", {"compute": {"gpu": 2.0}})],
+                         [("x", "r", {"bytes": 100.0}), ("r", "y", {"bytes": 100.0})])
+    s = simulate(Plan(g, {v: "gpu0" for v in g.ops}), gpus(1))
+    assert s.peak_live_memory == {"gpu0": 100.0}
+    t, b = memory_timeline(s)["gpu0"]
+    assert t.tolist() == [0.0, 3.0] and b.tolist() == [100.0, 0.0]
+    # a variable read: resident on the variable, nothing more per read
+    v = OpGraph.from_ops([("w", {"compute": {"gpu": 0.0}, "memory": 64.0, "op_type": "VarHandleOp"}),
+                          ("read", {"compute": {"gpu": 0.0}, "op_type": "ReadVariableOp"}),
+                          ("mm", {"compute": {"gpu": 1.0}})],
+                         [("w", "read", {"bytes": 0.0}), ("read", "mm", {"bytes": 64.0})])
+    assert simulate(Plan(v, {o: "gpu0" for o in v.ops}), gpus(1)).peak_live_memory == {"gpu0": 64.0}
+
+
+def test_cpus_of_one_host_read_each_others_tensors_in_place():
+    """a on cpu0 -> b on cpu1: no copy on cpu1; a's 100 B stay on cpu0 until b ends. Between
+    GPUs the same edge costs a copy on the receiver."""
+    g = OpGraph.from_ops([("a", {"compute": {"cpu": 1.0, "gpu": 1.0}}),
+                          ("b", {"compute": {"cpu": 2.0, "gpu": 2.0}})],
+                         [("a", "b", {"bytes": 100.0, "comm": 1.0})])
+    cpus = Cluster([Device("cpu0", "cpu"), Device("cpu1", "cpu")])
+    s = simulate(Plan(g, {"a": "cpu0", "b": "cpu1"}), cpus)
+    assert s.peak_live_memory == {"cpu0": 100.0, "cpu1": 0.0}
+    assert memory_timeline(s)["cpu0"][0].tolist() == [0.0, 4.0]
+    s2 = simulate(Plan(g, {"a": "gpu0", "b": "gpu1"}), gpus(2))
+    assert s2.peak_live_memory == {"gpu0": 100.0, "gpu1": 100.0}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_upper_bound_bounds_the_live_peak(seed):
+    """live_upper_bound >= the simulated live peak per device, any placement and order (the
+    random contract graphs: tensors up to 20 MB beside op memory up to 2 MB)."""
+    from workbench.testing.contract import make_case
+
+    case = make_case(seed, max_ops=40)
+    g, c = case.graph, case.cluster
+    r = np.random.default_rng(seed)
+    ok = np.isfinite(c.op_times(g))
+    dev = np.array([r.choice(np.flatnonzero(row)) for row in ok])
+    for grp, members in g.colocation_groups.items():  # a group on one device
+        d = dev[g.index[members[0]]]
+        dev[[g.index[v] for v in members]] = d
+    names = c.names
+    plan = Plan(g, {v: names[int(dev[g.index[v]])] for v in g.ops})
+    try:
+        s = simulate(plan, c, order="fifo")
+    except Exception:  # noqa: BLE001 - a group on a device one member cannot use
+        pytest.skip("random placement not runnable")
+    ub = live_upper_bound(g, c, plan.device_array(c))
+    for i, d in enumerate(names):
+        assert s.peak_live_memory[d] <= ub[i] * (1 + 1e-9) + 1e-6

@@ -9,7 +9,8 @@ from workbench.cli import load_graph_arg
 from workbench.cluster import REF_BANDWIDTH
 from workbench.errors import FormatError, GraphError
 from workbench.io.msr import MSR_DIR, msr_names, read_msr
-from workbench.workloads import HARD_DEFAULTS, apply_memory_pressure, hard_suite, layered, workload
+from workbench.workloads import (HARD_DEFAULTS, apply_memory_pressure, hard_suite, layered,
+                                 memory_footprint, workload)
 
 METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]
 
@@ -35,7 +36,11 @@ def test_layered_knobs():
 def test_memory_pressure():
     g = layered(100)
     c = apply_memory_pressure(g, wb.Cluster.preset("4xV100-nvlink"), 2.5)
+    assert memory_footprint(g, c) / c.devices[0].memory == pytest.approx(2.5)
+    c = apply_memory_pressure(g, wb.Cluster.preset("4xV100-nvlink"), 2.5, model="static")
     assert g.total_memory() / c.devices[0].memory == pytest.approx(2.5)
+    with pytest.raises(GraphError, match="memory model"):
+        apply_memory_pressure(g, c, 2.0, model="peak")
     with pytest.raises(GraphError, match="memory_pressure"):
         apply_memory_pressure(g, c, 0)
 
@@ -51,12 +56,15 @@ def test_suite_is_named_and_large_enough():
 
 
 @pytest.mark.parametrize("name", ["layered300-4xV100", "layered300-2xV100"])
-def test_suite_pairs_separate_the_methods(name):
-    """The criteria of the issue, re-measured: best >= 5 % above the bound, spread >= 15 %."""
+def test_suite_pairs_separate_the_methods(name, min_fit: int = 4):
+    """The criteria of the issue, re-measured: best >= 5 % above the bound, spread >= 15 %,
+    over the plans that fit by the judge's live model (issue 42: pressure on the live
+    footprint; the memory-aware methods re-solve a plan the judge finds out of memory)."""
     g, c = workload(name).build()
-    df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=20)
+    df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=20,
+                    params={m: {"memory_model": "live"} for m in METHODS})
     ok = df[(df["error"] == "") & df["feasible"]]
-    assert len(ok) >= 4
+    assert len(ok) >= min_fit
     best, worst = ok["makespan_ms"].min(), ok["makespan_ms"].max()
     lb = df["makespan_lb"].iloc[0]
     assert best >= 1.05 * lb
@@ -107,7 +115,7 @@ def test_suite_holds_the_bundled_pytorch_steps_with_preset_costs():
     g, c = workload("torch_llama-8xA100").build()
     assert g.meta["source"] == "torch" and g.meta["model_spec"] == "hf:llama"
     assert c.name == "8xA100-nvlink"
-    assert g.total_memory() / c.devices[0].memory == pytest.approx(
+    assert memory_footprint(g, c) / c.devices[0].memory == pytest.approx(
         HARD_DEFAULTS["memory_pressure"])
     assert g.meta["device_costs"]["gpu"].startswith("roofline:A100")  # re-costed for A100s
     g4, _ = workload("torch_llama-4xV100").build()
@@ -116,5 +124,7 @@ def test_suite_holds_the_bundled_pytorch_steps_with_preset_costs():
 
 @pytest.mark.parametrize("name", ["torch_llama-4xV100", "torch_llama-8xA100"])
 def test_pytorch_suite_pairs_separate_the_methods(name):
-    """The suite's criteria, re-measured on the smallest PyTorch step (312 ops)."""
-    test_suite_pairs_separate_the_methods(name)
+    """The suite's criteria, re-measured on the smallest PyTorch step (312 ops). Under the live
+    judge two of the five methods fit on 4xV100 (m_topo, DPOS re-solved; heft, m-ETF and
+    Celeritas stay out of memory), four on 8xA100."""
+    test_suite_pairs_separate_the_methods(name, min_fit=2 if name.endswith("4xV100") else 4)

@@ -267,15 +267,19 @@ def _write_outputs(df, plans, graph, cluster, args, title: str) -> None:
 
 def _print_table(df) -> None:
     cols = ["method", "status", "makespan_ms", "makespan_gap", "max_load_ms", "comm_ms",
-            "peak_mem_frac", "devices_used", "solve_s"]
+            "peak_mem_frac", "live_mem_frac", "fits", "devices_used", "solve_s"]
     cols += [c for c in ("measured_ms", "sim_error") if c in df]
-    show = df[cols].copy()
-    with __import__("pandas").option_context("display.width", 160, "display.max_columns", 20):
+    show = df.assign(fits=["" if st == "error" else ("yes" if f is True or f == 1 else "NO")
+                           for st, f in zip(df["status"], df["feasible"])])
+    show = show[[c for c in cols if c in show]]
+    with __import__("pandas").option_context("display.width", 180, "display.max_columns", 20):
         print(show.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for _, r in df[df["status"] == "error"].iterrows():
         print(f"  {r['method']}: {r['error']}")
     for m, why in getattr(df, "left_out", {}).items():  # one line each, no row
         print(f"left out {m}: {why}")
+    for _, r in df[(df["status"] != "error") & ~df["feasible"].fillna(True).astype(bool)].iterrows():
+        print(f"  {r['method']} does not fit: {str(r['violations']).split('; ')[0]}")
 
 
 def _cmd_compare(args) -> int:

@@ -15,7 +15,9 @@ it, it imports neither) and imports no view.
 
 A row's flags say why its number must be read with care:
 
-- ``infeasible``: the plan violates memory capacity or a colocation group (``feasible`` False);
+- ``infeasible``: the plan is out of memory (its live peak, :mod:`workbench.liveness`, exceeds a
+  device's capacity) or splits a colocation group (``feasible`` False); ranked after every plan
+  that fits;
 - ``time_limit``: the solver stopped at its time limit, optimality is not proven;
 - ``changed_graph``: the method solved a changed graph (ops split, replicated or coarsened), so
   its lower bound is its own; detected from the plans, a ``graph_changed`` column or, failing

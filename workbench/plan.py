@@ -29,10 +29,14 @@ from .errors import PlanError
 __all__ = ["Plan", "Schedule", "Metrics", "STATUSES", "FINGERPRINT_PARTS", "check_schedule",
            "fingerprint_differences", "graph_fingerprint", "order_from_starts"]
 
-STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "error")
+STATUSES = ("optimal", "feasible", "time_limit", "heuristic", "infeasible", "out_of_memory",
+            "error")
 """Plan statuses: proven optimal; feasible (MILP stopped with a gap); time_limit (stopped by the
 limit, best found kept); heuristic; infeasible (could not respect a constraint, e.g. memory —
-the plan is still returned so it can be inspected); error (used by :func:`workbench.compare`)."""
+the plan is still returned so it can be inspected); out_of_memory (the method respected its own
+memory model, the papers' static sum, but the judge's live model finds a device over its
+capacity: :func:`workbench.solve` sets it and keeps the method's status in
+``stats["solver_status"]``); error (used by :func:`workbench.compare`)."""
 
 
 FINGERPRINT_PARTS = ("ops", "edges", "costs")

@@ -34,7 +34,7 @@ METHOD_PALETTE = (
 """Qualitative palette for methods (no pure red: red marks critical paths and bottlenecks)."""
 
 FLAGS = {
-    "infeasible": ("⚠", "infeasible: memory or colocation violated"),
+    "infeasible": ("⚠", "infeasible: out of memory (live peak over capacity) or colocation violated"),
     "time_limit": ("◷", "stopped at the time limit (not proven optimal)"),
     "changed_graph": ("◆", "solved a changed graph (split/coarsened): own lower bound"),
     "error": ("✖", "failed: see the note"),

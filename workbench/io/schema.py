@@ -124,7 +124,7 @@ PLAN_SCHEMA = {
         "version": {"type": "integer", "const": 1},
         "method": {"type": "string"},
         "status": {"enum": ["optimal", "feasible", "time_limit", "heuristic", "infeasible",
-                            "error"]},
+                            "out_of_memory", "error"]},
         "placement": {"type": "object", "additionalProperties": _NAME},
         "order": {"type": ["object", "null"],
                   "additionalProperties": {"type": "array", "items": _NAME}},

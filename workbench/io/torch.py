@@ -17,7 +17,8 @@ graph: the forward, autograd's own backward ops and the loss in one functional A
 * **views folded**: ``view``/``t``/``permute``/``expand``/``alias``/``getitem`` ... create no
   kernel (``OpOverload.is_view``): they are not ops; their consumers read the viewed tensor's
   producer directly, so the graph is what runs;
-* **edges** with the bytes of the tensors passed;
+* **edges** with the bytes of the tensors passed (read through a view: at most the bytes of
+  the viewed tensor, so a broadcast ``expand`` does not count its virtual size);
 * **memory**: each parameter (its bytes) on the first forward op that reads it, its gradient
   on the backward op that produces it, optimizer state (momentum: 1x, Adam: 2x the parameter)
   on its update op, and the output of every forward op that a backward op reads (activations
@@ -459,7 +460,9 @@ def _ops_and_edges(gm, sig, owner, optimizer, torch):
             b = _nbytes(vals.get(a))
             in_b += b
             if r in names and r is not n:
-                edges[(names[r], nm)] = edges.get((names[r], nm), 0.0) + b
+                # through a view: at most the viewed tensor (an expand's view is larger)
+                cap = _nbytes(vals.get(r)) if r is not a else b
+                edges[(names[r], nm)] = min(edges.get((names[r], nm), 0.0) + b, cap)
             elif r is not None and r.op == "placeholder" and r.name in param_of:
                 p = param_of[r.name]
                 if p not in owner_op and n not in bwd:

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from ..errors import SolverError
 from . import params as _params_mod
 from ..budget import Budget
@@ -108,7 +110,8 @@ def get(name: str) -> SolverInfo:
 
 
 def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | None = None,
-          seed: int | None = None, progress: Callable | None = None, **params):
+          seed: int | None = None, progress: Callable | None = None,
+          memory_model: str = "static", **params):
     """Run solver ``method`` and return its :class:`~workbench.plan.Plan`.
 
     Checks that every op can run somewhere first; fills ``plan.stats["solve_s"]`` with the
@@ -120,6 +123,12 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
     A method without a ``time_limit`` parameter runs to completion (list schedulers and other
     one-pass heuristics); ``plan.stats["budget"]`` says so (``bounded: False``) instead of
     dropping the limit silently, with the limit and the time used.
+
+    ``memory_model``: ``"static"`` (default) -- the method as published, on the papers' static
+    sum of op memory; ``"live"`` -- a memory-aware method whose plan the judge's live model
+    (:mod:`workbench.liveness`) finds out of memory is re-solved with the capacities it
+    constrains tightened (:func:`_tighten`; up to :data:`TIGHTEN_ROUNDS` more solves). Either
+    way a plan still out of memory gets status ``out_of_memory`` (:func:`judge_memory`).
 
     >>> from workbench import samples, Cluster, solve
     >>> plan = solve(samples.diamond(), Cluster.preset("2xV100-pcie"), method="round_robin")
@@ -160,9 +169,16 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
         if k in valid or accepts_kw:
             kw[k] = v
 
+    if memory_model not in ("live", "static"):
+        raise SolverError(f"method {method!r}: memory_model must be 'live' or 'static', got "
+                          f"{memory_model!r}")
     t0 = time.perf_counter()
     with recording() as trace:  # incumbents and bounds of CP-SAT/HiGHS runs, if any
         plan = info.func(graph, cluster, **kw)
+        plan.method = method
+        judge_memory(plan, cluster, memory_aware=info.memory)
+        if memory_model == "live" and info.memory and plan.status == "out_of_memory":
+            plan = _tighten(info, graph, cluster, kw, plan, budget)
     plan.stats.setdefault("solve_s", time.perf_counter() - t0)
     plan.stats.setdefault("budget", {**budget.report(), "bounded": bounded})
     if trace.events:
@@ -170,6 +186,95 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
     plan.method = method
     plan.info.setdefault("problem", graph.fingerprint)  # what ties a plan to its problem
     return plan
+
+
+TIGHTEN_ROUNDS = 3
+"""Re-solves :func:`solve` may make, capacities tightened, when the judge finds a
+memory-aware method's plan out of memory (``memory_model="live"``)."""
+
+
+def _tighten(info, graph, cluster, kw: dict, plan, budget: Budget):
+    """Re-solve with the memory the method constrains (its static sum) scaled down on every
+    device the judge found over, by capacity / live peak (x 0.97), until the judge accepts a
+    plan, the method finds none (:class:`~workbench.errors.InfeasibleError`), the budget has
+    less than a quarter of its limit left, or :data:`TIGHTEN_ROUNDS` re-solves. Returns the
+    first plan the judge accepts, else the first plan (out of memory). ``plan.stats``:
+    ``memory_rounds`` (re-solves made) and, when a re-solve fits, ``memory_capacity``, the
+    per-device memory the method was given."""
+    from dataclasses import replace
+
+    from ..errors import WorkbenchError
+    from ..simulate import simulate
+
+    caps = [d.memory for d in cluster.devices]
+    best = plan
+    for k in range(1, TIGHTEN_ROUNDS + 1):
+        if budget.limit is not None and budget.left() < 0.25 * budget.limit:
+            break
+        peak = simulate(plan, cluster).peak_live_memory
+        caps = [c * min(1.0, 0.97 * d.memory / peak[d.name]) if peak.get(d.name, 0.0) > d.memory
+                else c for c, d in zip(caps, cluster.devices)]
+        tight = cluster.with_devices([replace(d, memory=c) for d, c in zip(cluster.devices, caps)])
+        if "time_limit" in kw:
+            kw = {**kw, "time_limit": budget if not isinstance(kw["time_limit"], (int, float))
+                  else budget.seconds(floor=1e-3)}
+        try:
+            plan = info.func(graph, tight, **kw)
+        except WorkbenchError:
+            break
+        plan.method = info.name
+        plan.stats["memory_model"] = "static, tightened by the live judge"
+        judge_memory(plan, cluster, memory_aware=True)
+        best.stats["memory_rounds"] = k
+        if plan.status not in ("out_of_memory", "infeasible"):
+            plan.stats["memory_rounds"] = k
+            plan.stats["memory_capacity"] = {d.name: c for d, c in zip(cluster.devices, caps)}
+            return plan
+    return best
+
+
+def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
+    """Mark ``plan`` ``out_of_memory`` when the judge's live model (:mod:`workbench.liveness`)
+    finds a device over its capacity; record which memory model the method kept.
+
+    Methods keep the papers' static model (a device's ops' ``memory`` summed), which is not an
+    upper bound of the live peak (tensors in flight, per-step gradients alive until summed).
+    ``plan.stats["memory_model"]`` says so (:func:`solve` with ``memory_model="live"``, the
+    re-solves such a plan with tightened capacities first: :data:`TIGHTEN_ROUNDS`); a plan over capacity by the live model gets status
+    ``out_of_memory`` (its own status kept in ``stats["solver_status"]``) and
+    ``stats["out_of_memory"]``, the judge's violations. A plan already ``infeasible`` (the
+    method knew it broke its own memory constraint) keeps that status. The simulation is only
+    run when :func:`~workbench.liveness.live_upper_bound` exceeds some capacity.
+
+    >>> from workbench import samples, Cluster, solve
+    >>> g = samples.diamond()
+    >>> plan = solve(g, Cluster.preset("2xV100-pcie").with_memory(15e6), method="single")
+    >>> plan.status, plan.stats["solver_status"], plan.stats["memory_model"]
+    ('out_of_memory', 'heuristic', 'static')
+    >>> print(plan.stats["out_of_memory"][0])
+    memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
+    """
+    from ..liveness import live_upper_bound
+
+    plan.stats.setdefault("memory_model", "static" if memory_aware else "none")
+    if plan.status in ("infeasible", "out_of_memory", "error"):
+        return
+    cap = np.array([d.memory for d in cluster.devices], dtype=float)
+    try:
+        dev = plan.device_array(cluster)
+    except Exception:  # noqa: BLE001 - a plan that does not fit the cluster: validate() says why
+        return
+    if not (live_upper_bound(plan.graph, cluster, dev) > cap * (1 + 1e-9)).any():
+        return
+    from ..simulate import memory_violation, simulate
+
+    s = simulate(plan, cluster)
+    over = [memory_violation(s, d) for d in cluster.devices
+            if s.peak_live_memory.get(d.name, 0.0) > d.memory * (1 + 1e-9)]
+    if over:
+        plan.stats["solver_status"] = plan.status
+        plan.stats["out_of_memory"] = over
+        plan.status = "out_of_memory"
 
 
 _params_mod.method_names = lambda: SOLVERS  # parameter checks know the registered names
