@@ -657,16 +657,16 @@ def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool) -> 
 
 
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
-            reorder=False):
+            reorder=False, fix=None):
     """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
-    graph with the simulator under the model's congestion setting)."""
+    graph with the simulator under the model's congestion setting). ``fix``: applied to each
+    expanded candidate before it is simulated (``pesto``'s fine memory balance)."""
     cands = []
-    if ilp_plan is not None:
-        p = expand(ilp_plan) if expand else ilp_plan
-        cands.append(("ilp", *best_order(p, cluster, congestion, reorder)))
-    if warm_plan is not None:
-        p = expand(warm_plan) if expand else warm_plan
-        cands.append(("warm_start", *best_order(p, cluster, congestion, reorder)))
+    for name, cand in (("ilp", ilp_plan), ("warm_start", warm_plan)):
+        if cand is not None:
+            p = expand(cand) if expand else cand
+            p = fix(p) if fix else p
+            cands.append((name, *best_order(p, cluster, congestion, reorder)))
     if not cands:
         raise SolverError("the Pesto ILP found no solution within the time limit and no "
                           "heuristic produced a warm start; raise time_limit")
@@ -872,8 +872,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
     merged = cg.coarse.n_ops < graph.n_ops
+    fix = _balancer(cluster, memory_balance, congestion)
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
-                   coarse=merged, reorder=reorder)
+                   coarse=merged, reorder=reorder, fix=fix)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
     if guard and merged:
         from ...simulate import simulate
@@ -881,10 +882,11 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         ms = float(simulate(plan, cluster, congestion=congestion).makespan)
         h_plan, h_sched, h_method, _tried, _err = best_heuristic(
             graph, cluster, warm_start, congestion, seed,
-            budget=budget.until("pesto.polish", SHARES["pesto.polish"]))
+            budget=budget.until("pesto.polish", SHARES["pesto.polish"]), fix=fix)
         plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
         if h_plan is not None and h_sched.makespan < ms - 1e-9:
-            h_plan.stats = dict(plan.stats)
+            h_plan.stats = {**{k: v for k, v in plan.stats.items()
+                               if not k.startswith("balance_")}, **h_plan.stats}
             h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
                                 produced_by=f"original_heuristic:{h_method}",
                                 fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
@@ -894,16 +896,42 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
             h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
             h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
             plan = h_plan
-    plan = _from_start(plan, start, graph, cluster, congestion)
+    plan = _from_start(plan, start, graph, cluster, congestion, fix=fix, reorder=reorder)
     if memory_balance is not None:
         plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
     plan.stats["budget"] = budget_report(budget)
     return plan
 
 
-def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool) -> Plan:
+def _balancer(cluster, tolerance, congestion: bool = True):
+    """The fine-balance repair ``pesto`` applies to each expanded candidate (None: balance off).
+    It records the ops it moved in ``stats["balance_moved_ops"]``."""
+    if tolerance is None:
+        return None
+    from .balance import MODES, repair_balance
+
+    def fix(plan: Plan) -> Plan:
+        from ...simulate import simulate
+
+        best = None
+        for mode in MODES:
+            out, moved = repair_balance(plan, cluster, tolerance, mode)
+            if not moved:
+                return plan
+            ms = float(simulate(out, cluster, congestion=congestion).makespan)
+            if best is None or ms < best[0] - 1e-9:
+                best = (ms, out, moved, mode)
+        _ms, out, moved, mode = best
+        out.stats = {**out.stats, "balance_moved_ops": moved, "balance_repair": mode}
+        return out
+    return fix
+
+
+def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool, *,
+                fix=None, reorder: bool = False) -> Plan:
     """``start`` in place of ``plan`` when it is a plan of ``graph`` that fits the cluster's
-    memory and simulates faster (see :func:`pesto`'s ``start``)."""
+    memory and simulates faster (see :func:`pesto`'s ``start``); ``fix`` is applied to
+    ``start`` first (the fine memory balance)."""
     if start is None:
         return plan
     from ...simulate import evaluate, simulate
@@ -911,6 +939,10 @@ def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool
     if not isinstance(start, Plan) or start.graph.fingerprint != graph.fingerprint:
         raise SolverError("pesto: start must be a Plan of the same graph (e.g. pesto's plan "
                           "under a tighter memory limit)")
+    if fix is not None:
+        fixed = fix(start)
+        if fixed is not start:
+            start = best_order(fixed, cluster, congestion, reorder)[0]
     ms = float(simulate(plan, cluster, congestion=congestion).makespan)
     met = evaluate(start, cluster, congestion=congestion)
     plan.stats["start_ms"] = float(met.makespan_ms)
