@@ -49,9 +49,9 @@ Examples
 
 from __future__ import annotations
 
+from ..costs.roofline import op_family
 from ..errors import GraphError
 from ..graph import OpGraph
-from ..costs.roofline import op_family
 
 __all__ = ["BATCH_REDUCING", "derive_split_dims", "has_split_dims", "with_batch", "with_split_dims"]
 
@@ -186,9 +186,10 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
                 out = not (batch == 1 and fam == "reduce" and lead == 1
                            and (len(shape) < 2 or int(shape[1]) not in second_in))
             elif aten:
-                # views are folded into their readers: rows of a [B*S, H] matmul or a
-                # [B*heads, S, S] bmm hold the batch (weight gradients are marked apart)
-                out = batch > 1 and lead > 0 and lead % batch == 0
+                # views are folded into their readers, so the batch may sit in any dimension
+                # of what they write: rows of a [B*S, H] matmul, a [B*heads, S, S] bmm, the
+                # [S, B, H] of a batch_first=False attention (weight gradients marked apart)
+                out = batch > 1 and any(int(d) > 0 and int(d) % batch == 0 for d in shape)
             else:
                 out = fam in ("view", "move") and lead > 0 and lead % batch == 0
         elif aten:

@@ -3,7 +3,7 @@
 The paper's balance rows are written on the coarse graph; after un-coarsening a device may hold
 far more than its share, because coarse vertices are lumpy and their caps allow the largest one
 on top of a share. :func:`repair_balance` restores the balance on the expanded (fine) plan:
-while some device holds more tensor footprint than its :func:`~.ilp.balance_caps` cap, it moves
+while some device holds more tensor footprint than its :func:`balance_caps` cap, it moves
 one unit (an op, or a whole colocation group) off the most over-full device to a device with
 room. Which unit moves is set by ``mode`` (:data:`MODES`): the one whose move cuts the fewest
 bytes between devices (a Fiduccia-Mattheyses gain, so moved ops follow their neighbours and a
@@ -19,13 +19,71 @@ none can, the repair stops short and ``stats["fine_balance"]`` says so.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ...errors import SolverError
 from ...plan import Plan
-from .ilp import balance_caps, tensor_footprint
+from ..common import tensor_classes
 
-__all__ = ["repair_balance"]
+__all__ = ["MODES", "balance_caps", "repair_balance", "tensor_footprint"]
+
+
+def tensor_footprint(graph) -> np.ndarray:
+    """Pesto's memory footprint of each op: the bytes of its input and output tensors (each
+    tensor it produces counted once, as in ``tf.profiler``'s per-op sizes).
+
+    >>> from workbench import samples
+    >>> g = samples.diamond()   # a -> b, a -> c (one 10 MB tensor), b -> d, c -> d
+    >>> [round(float(f) / 1e6, 1) for f in tensor_footprint(g)]
+    [10.0, 20.0, 20.0, 20.0]
+    """
+    gc = graph.c
+    fp = np.zeros(gc.n)
+    np.add.at(fp, gc.dst, gc.bytes)                     # inputs, one per in-edge
+    for u, cls in enumerate(tensor_classes(graph)):     # outputs, one per tensor
+        fp[u] += sum(nb for nb, _c, _cons in cls)
+    return fp
+
+
+def balance_caps(footprint, cluster, tolerance: float, groups=None) -> list[float]:
+    """Per-device cap of the memory-balance rows: device ``d`` holds at most
+    ``max((1 + tolerance) * share_d * F, share_d * F + f_max)`` of the total footprint ``F``,
+    ``share_d`` its part of the cluster's memory (equal parts when some device is unlimited).
+    ``f_max`` is the largest unit that must sit on one device (a vertex, or a colocation group
+    when ``groups`` gives each vertex's group id, -1 for none): the rows stay satisfiable on a
+    coarse graph whose vertices are lumpy, as any list partition of the units meets them.
+
+    >>> from workbench import Cluster
+    >>> balance_caps([4.0, 4.0, 2.0], Cluster.preset("2xV100-pcie"), 0.25)
+    [9.0, 9.0]
+    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25)
+    [6.25, 6.25]
+    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25, groups=[0] * 7 + [-1] * 3)
+    [12.0, 12.0]
+    """
+    if tolerance is None or not tolerance >= 0:
+        raise SolverError(f"memory_balance must be a number >= 0 or None, got {tolerance!r}")
+    fp = np.asarray(footprint, dtype=float)
+    units = fp.tolist()
+    if groups is not None:
+        by: dict = {}
+        units = []
+        for f, g_ in zip(fp.tolist(), list(groups)):
+            if g_ < 0:
+                units.append(f)
+            else:
+                by[g_] = by.get(g_, 0.0) + f
+        units += list(by.values())
+    total, big = float(fp.sum()), max(units, default=0.0)
+    mems = [d.memory for d in cluster.devices]
+    if all(math.isfinite(m) for m in mems) and sum(mems) > 0:
+        shares = [m / sum(mems) for m in mems]
+    else:
+        shares = [1.0 / len(mems)] * len(mems)
+    return [max((1 + tolerance) * s * total, s * total + big) for s in shares]
+
 
 
 def _units(gc) -> np.ndarray:
