@@ -80,8 +80,8 @@ transfers) on PCIe and on two hosts (one network link each way), 20 s each, guar
 
 
 def repair() -> None:
-    """Each rule of repair_balance on the plans of dpos, celeritas and m_etf: simulated makespan
-(ms) / ops moved / CPU seconds of the repair."""
+    """Each rule of repair_balance, without and with its cleanup, on the plans of dpos,
+celeritas and m_etf: simulated makespan (ms) / ops moved / CPU seconds of the repair."""
     import time
 
     from workbench import simulate, solve
@@ -91,15 +91,16 @@ def repair() -> None:
     cases = [("rnnlm 2xV100-pcie", Workload("r", _sample("rnnlm"), "2xV100-pcie", None, device_costs=True).build()),
              ("rnnlm-4xV100", workload("rnnlm-4xV100").build()),
              ("bert_base-4xV100", workload("bert_base-4xV100").build())]
-    print("| pair | heuristic | ms (max share) | " + " | ".join(MODES) + " |")
-    print("|---|---|---|" + "---|" * len(MODES))
+    rules = [(m, r) for m in MODES for r in (False, True)]
+    print("| pair | heuristic | ms (max share) | " + " | ".join(m + ("+refine" if r else "") for m, r in rules) + " |")
+    print("|---|---|---|" + "---|" * len(rules))
     for name, (g, c) in cases:
         for m in ("dpos", "celeritas", "m_etf"):
             p = solve(g, c, method=m)
             row = [f"{simulate(p, c).makespan:.2f} ({fine_balance(p, c, 0.25)['max_share']:.2f})"]
-            for mode in MODES:
+            for mode, refine in rules:
                 t = time.process_time()
-                q, n = repair_balance(p, c, 0.25, mode)
+                q, n = repair_balance(p, c, 0.25, mode, refine=refine)
                 cpu = time.process_time() - t
                 row.append(f"{simulate(q, c).makespan:.2f} / {n} / {cpu:.2f}")
             print(f"| {name} | {m} | " + " | ".join(row) + " |", flush=True)

@@ -8,7 +8,8 @@ one unit (an op, or a whole colocation group) off the most over-full device to a
 room. Which unit moves is set by ``mode`` (:data:`MODES`): the one whose move cuts the fewest
 bytes between devices (a Fiduccia-Mattheyses gain, so moved ops follow their neighbours and a
 moved region grows along the graph's edges), the fewest per byte of footprint, or the
-topologically first or last; ``pesto`` tries each and keeps the fastest simulated plan.
+topologically first or last, each optionally followed by a cleanup that makes every
+cut-reducing move the caps allow; ``pesto`` tries each and keeps the fastest simulated plan.
 
 Without memory limits in the way it always terminates with the balance met: when device ``d``
 is over its cap ``>= share_d * F + f_max``, some device ``e`` holds less than ``share_e * F``,
@@ -116,13 +117,44 @@ first/last one (shifting a pipeline-like boundary), each to the device it exchan
 bytes with among those with room."""
 
 
+def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved, k,
+            rounds: int = 4) -> None:
+    """Fiduccia-Mattheyses-style cleanup after the repair (in place): moves that cut fewer
+    bytes between devices and keep every cap (balance, memory), best first, up to ``rounds``
+    moves per unit."""
+    n_units = len(udev)
+    for _ in range(rounds * n_units):
+        cur = conn[np.arange(n_units), udev]
+        gain = conn - cur[:, None]
+        fits = ok & (held[None, :] + ufp[:, None] <= limit[None, :]) \
+            & (mem[None, :] + umem[:, None] <= room[None, :])
+        fits[np.arange(n_units), udev] = False
+        gain = np.where(fits, gain, -np.inf)
+        flat = int(np.argmax(gain))
+        if not gain.flat[flat] > 0:
+            return
+        u, e = flat // k, flat % k
+        d = int(udev[u])
+        held[d] -= ufp[u]
+        held[e] += ufp[u]
+        mem[d] -= umem[u]
+        mem[e] += umem[u]
+        udev[u] = e
+        moved[u] = True
+        lo, hi = ptr[u], ptr[u + 1]
+        np.subtract.at(conn, (nbr[lo:hi], np.full(hi - lo, d)), wts[lo:hi])
+        np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
+
+
 def repair_balance(plan: Plan, cluster, tolerance: float,
-                   mode: str = "cut") -> tuple[Plan, int]:
+                   mode: str = "cut", refine: bool = False) -> tuple[Plan, int]:
     """``plan`` with the paper's memory balance met on its own graph, and the number of ops
     moved (0: ``plan`` itself is returned, it already holds). The moved plan has no order (the
     caller simulates it with the orders it tries). Ops only move to devices that can run them
     and have room for their ``memory`` (the capacity :func:`~.heuristics.respects` checks);
     when no unit can move, the repair stops short (``fine_balance`` then reports it).
+    ``refine``: then also make every move that cuts fewer bytes between devices and keeps
+    every cap, best first (a Fiduccia-Mattheyses-style cleanup of the greedy repair).
 
     >>> from workbench import samples, Cluster, Plan
     >>> from workbench.solvers.pesto.balance import repair_balance
@@ -199,7 +231,10 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
         lo, hi = ptr[u], ptr[u + 1]
         np.subtract.at(conn, (nbr[lo:hi], np.full(hi - lo, d)), wts[lo:hi])
         np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
+    if refine:
+        state = (held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved)
+        _refine(*state, k)
     new_dev = udev[unit]
     names = cluster.names
     placement = {v: names[int(new_dev[i])] for i, v in enumerate(g.ops)}
-    return plan.with_placement(placement), int(moved[unit].sum())
+    return plan.with_placement(placement), int((new_dev != dev).sum())
