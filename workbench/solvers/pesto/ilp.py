@@ -866,12 +866,16 @@ def _balancer(cluster, tolerance, congestion: bool = True):
                 out, moved = repair_balance(plan, cluster, tolerance, mode, refine=refine)
                 if not moved:
                     return plan
-                ms = float(simulate(out, cluster, congestion=congestion).makespan)
-                if best is None or ms < best[0] - 1e-9:
-                    best = (ms, out, moved, mode + ("+refine" if refine else ""))
-        _ms, out, moved, mode = best
-        out.stats = {**out.stats, "balance_moved_ops": moved, "balance_repair": mode}
-        return out
+                sched = simulate(out, cluster, congestion=congestion)
+                if best is None or sched.makespan < best[0] - 1e-9:
+                    best = (float(sched.makespan), out, moved,
+                            mode + ("+refine" if refine else ""), sched)
+        _ms, out, moved, mode, sched = best
+        # the order the simulator ran it in (the plan promises one per device)
+        return out.with_placement(dict(out.placement), order=sched.device_order(),
+                                  predicted=dict(plan.predicted),
+                                  stats={**out.stats, "balance_moved_ops": moved,
+                                         "balance_repair": mode})
     return fix
 
 
