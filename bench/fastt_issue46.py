@@ -1,8 +1,9 @@
 """FastT checks of issue 46 (docs/results-fastt.md): ``single`` -- os_dpos at the bundled batch
 on 2xV100-pcie against one GPU and data parallelism; ``why`` -- why Algorithm 2 keeps no split;
-``colocate`` -- the replica co-location extension against the paper's algorithm.
+``colocate`` -- the replica co-location extension against the paper's algorithm; ``torch`` --
+PyTorch captures made now (they carry split dimensions) through os_dpos.
 
-Run: ``python bench/fastt_issue46.py single|why|colocate``
+Run: ``python bench/fastt_issue46.py single|why|colocate|torch``
 """
 
 from __future__ import annotations
@@ -95,5 +96,30 @@ with colocate False / True, BERT-base at FastT's global batch 16 on 2 and 4 V100
               f"{len(p.info['starts'].get('dp_colocated', {}).get('colocated', []))} variables gathered", flush=True)
 
 
+def torch_captures() -> None:
+    """PyTorch captures made now (roofline V100 costs, profile=None): split dimensions derived
+from the recorded shapes, then single / data_parallel / dpos / os_dpos (paper) on 2 and 4 V100s."""
+    import time
+
+    from workbench import Cluster, simulate, solve
+    from workbench.io.torch_models import model_graph
+    specs = [("torchvision:resnet18", {"batch": 16, "image": 64}),
+             ("hf:bert-base", {"batch": 8, "seq": 64, "layers": 2})]
+    print("| model | ops | batch-splittable ops | cluster | single | data_parallel | dpos | os_dpos (paper) | start | splits kept | split candidates | os_dpos CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for spec, kw in specs:
+        g = model_graph(spec, **kw)
+        n_split = sum("batch" in g.op(v)["splits"] for v in g.ops)
+        for cname in ("2xV100-pcie", "4xV100-nvlink"):
+            c = Cluster.preset(cname)
+            ms = {m: simulate(solve(g, c, method=m), c).makespan for m in ("single", "data_parallel", "dpos")}
+            t = time.process_time()
+            p = solve(g, c, method="os_dpos", time_limit=60)
+            cpu = time.process_time() - t
+            print(f"| {spec} {kw} | {g.n_ops} | {n_split} | {cname} | {ms['single']:.3f} | {ms['data_parallel']:.3f} | "
+                  f"{ms['dpos']:.3f} | {simulate(p, c).makespan:.3f} | {p.info['start']} | {len(p.info['splits'] or [])} | "
+                  f"{p.info['split_candidates']} | {cpu:.1f} |", flush=True)
+
+
 if __name__ == "__main__":
-    {"single": single, "why": why, "colocate": colocate}[sys.argv[1]]()
+    {"single": single, "why": why, "colocate": colocate, "torch": torch_captures}[sys.argv[1]]()

@@ -57,5 +57,55 @@ congestion on (simulate default), 30 s each, guard off so the ILP's own plan is 
         print(f"| {name} | {r[True][0]:.2f} ({r[True][1]}) | {r[False][0]:.2f} ({r[False][1]}) | {r[False][0] / r[True][0]:.3f} |", flush=True)
 
 
+def fig5_congested() -> None:
+    """Fig. 5 where congestion matters: multi-branch graphs at a high CCR (many large parallel
+transfers) on PCIe and on two hosts (one network link each way), 20 s each, guard off."""
+    from workbench import Cluster, samples, simulate, solve
+    cases = [("inception60 ccr 2", samples.inception(60, ccr=2.0), "2xV100-pcie"),
+             ("inception60 ccr 2", samples.inception(60, ccr=2.0), "2x2xV100"),
+             ("layered60 ccr 3 fanout 8", samples.layered(60, ccr=3.0, fanout=8), "2x2xV100"),
+             ("transformer60 ccr 2", samples.transformer(60, ccr=2.0), "2x2xV100")]
+    print("| graph | cluster | aware ms (produced_by) | unaware ms (produced_by) | unaware: model's ms / "
+          "simulated without congestion | unaware / aware |")
+    print("|---|---|---|---|---|---|")
+    for name, g, cname in cases:
+        c = Cluster.preset(cname)
+        r = {}
+        for cong in (True, False):
+            p = solve(g, c, method="pesto", congestion=cong, guard=False, time_limit=20, threads=1)
+            r[cong] = (simulate(p, c).makespan, p.stats["produced_by"], p.predicted.get("makespan_ms"),
+                       simulate(p, c, congestion=False).makespan)
+        print(f"| {name} | {cname} | {r[True][0]:.2f} ({r[True][1]}) | {r[False][0]:.2f} ({r[False][1]}) | "
+              f"{r[False][2]:.2f} / {r[False][3]:.2f} | {r[False][0] / r[True][0]:.3f} |", flush=True)
+
+
+def repair() -> None:
+    """Each rule of repair_balance, without and with its cleanup, on the plans of dpos,
+celeritas and m_etf: simulated makespan (ms) / ops moved / CPU seconds of the repair."""
+    import time
+
+    from workbench import simulate, solve
+    from workbench.solvers.pesto.balance import MODES, repair_balance
+    from workbench.solvers.pesto.ilp import fine_balance
+    from workbench.workloads import Workload, _sample, workload
+    cases = [("rnnlm 2xV100-pcie", Workload("r", _sample("rnnlm"), "2xV100-pcie", None, device_costs=True).build()),
+             ("rnnlm-4xV100", workload("rnnlm-4xV100").build()),
+             ("bert_base-4xV100", workload("bert_base-4xV100").build())]
+    rules = [(m, r) for m in MODES for r in (False, True)]
+    print("| pair | heuristic | ms (max share) | " + " | ".join(m + ("+refine" if r else "") for m, r in rules) + " |")
+    print("|---|---|---|" + "---|" * len(rules))
+    for name, (g, c) in cases:
+        for m in ("dpos", "celeritas", "m_etf"):
+            p = solve(g, c, method=m)
+            row = [f"{simulate(p, c).makespan:.2f} ({fine_balance(p, c, 0.25)['max_share']:.2f})"]
+            for mode, refine in rules:
+                t = time.process_time()
+                q, n = repair_balance(p, c, 0.25, mode, refine=refine)
+                cpu = time.process_time() - t
+                row.append(f"{simulate(q, c).makespan:.2f} / {n} / {cpu:.2f}")
+            print(f"| {name} | {m} | " + " | ".join(row) + " |", flush=True)
+
+
 if __name__ == "__main__":
-    {"components": components, "fig5": fig5}[sys.argv[1]]()
+    {"components": components, "fig5": fig5, "fig5_congested": fig5_congested,
+     "repair": repair}[sys.argv[1]]()

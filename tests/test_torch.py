@@ -130,3 +130,53 @@ def test_bad_arguments_are_named(kw, match):
         from_torch(mlp(), (torch.randn(2, 8),), **kw)
     with pytest.raises(CaptureError, match="example_inputs must be a tuple"):
         from_torch(mlp(), torch.randn(2, 8))
+
+
+# ------------------------------------------------- issue 46: FastT's split dimensions
+class _Attn(torch.nn.Module):
+    """Linear, attention in PyTorch's default [S, B, H] layout, and a small conv stem."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.emb = torch.nn.Linear(8, 32)
+        self.att = torch.nn.MultiheadAttention(32, 4)
+        self.ff = torch.nn.Linear(32, 10)
+
+    def forward(self, img):
+        h = torch.relu(self.conv(img)).flatten(2).transpose(1, 2)   # [B, 16, 8]
+        h = torch.relu(self.emb(h)).transpose(0, 1)                  # [16, B, 32]
+        a, _ = self.att(h, h, h)
+        return self.ff(a + h)
+
+
+def test_torch_capture_carries_split_dims_and_os_dpos_splits_the_batch():
+    torch.manual_seed(0)
+    g = from_torch(_Attn(), (torch.randn(8, 3, 4, 4),), profile=None)
+    assert g.meta["split_dims"] == {"batch": 8}
+    op = g.op
+    by_type: dict = {}
+    for v in g.ops:
+        by_type.setdefault(op(v)["op_type"], []).append(v)
+    # the forward conv, linears and attention matmuls split along the batch; conv channels
+    # and matmul columns are the model-parallel dimensions
+    conv = by_type["aten::convolution"]
+    assert conv and all(op(v)["splits"] == {"batch": 8, "channels": 8} for v in conv)
+    fwd_mm = [v for t in ("aten::addmm", "aten::mm", "aten::bmm") for v in by_type.get(t, [])
+              if op(v)["kind"] == "fwd"]
+    assert fwd_mm and all("batch" in op(v)["splits"] and op(v)["batch_out"] for v in fwd_mm)
+    assert all("out" in op(v)["splits"] for v in fwd_mm)
+    # weight gradients read the batch and sum it away; updates never split
+    wgrads = [v for v in g.ops if op(v).get("weight_grad")]
+    assert wgrads and all(not op(v)["batch_out"] for v in wgrads)
+    assert all(not op(v)["splits"] for v in g.ops if op(v)["kind"] == "update")
+    splittable = [v for v in g.ops if "batch" in op(v)["splits"]]
+    assert len(splittable) > 0.5 * sum(op(v)["kind"] != "update" for v in g.ops)
+    # data parallelism now splits the work instead of doubling it, and os_dpos searches splits
+    c = Cluster.preset("2xV100-pcie")
+    one = simulate(solve(g, c, method="single"), c).makespan
+    dp = solve(g, c, method="data_parallel")
+    assert dp.graph.total_compute() < 1.5 * g.total_compute()
+    p = solve(g, c, method="os_dpos", time_limit=20)
+    assert p.info["split_candidates"] > 0 and p.info["start"] in p.info["starts"]
+    assert simulate(p, c).makespan <= min(one, simulate(dp, c).makespan) + 1e-9

@@ -19,6 +19,12 @@ graph: the forward, autograd's own backward ops and the loss in one functional A
   producer directly, so the graph is what runs;
 * **edges** with the bytes of the tensors passed (read through a view: at most the bytes of
   the viewed tensor, so a broadcast ``expand`` does not count its virtual size);
+* **shapes and split dimensions**: each op's output ``shapes`` (from the trace's fake tensors),
+  ``data_input`` on the ops that read the model's inputs and ``weight_grad`` on the ops that
+  produce a parameter's gradient; from them
+  :func:`~workbench.transforms.split_dims.with_split_dims` derives FastT's ``splits`` (batch,
+  conv channels, matmul columns), ``batch_out`` and the edges' ``batch``, as for TensorFlow
+  and ONNX graphs;
 * **memory**: each parameter (its bytes) on the first forward op that reads it, its gradient
   on the backward op that produces it, optimizer state (momentum: 1x, Adam: 2x the parameter)
   on its update op, and the output of every forward op that a backward op reads (activations
@@ -108,6 +114,14 @@ def _nbytes(val) -> float:
     if numel is None or not hasattr(val, "element_size"):
         return 0.0
     return float(val.numel() * val.element_size())
+
+
+def _shapes(val) -> list:
+    """Output shapes of a traced value (``node.meta["val"]``): one entry per output, ``None``
+    where an output is not a tensor (a missing gradient of a tuple-returning backward op)."""
+    if isinstance(val, (list, tuple)):
+        return [[int(d) for d in v.shape] if hasattr(v, "shape") else None for v in val]
+    return [[int(d) for d in val.shape]] if hasattr(val, "shape") else []
 
 
 def _numel(val) -> int:
@@ -450,15 +464,18 @@ def _ops_and_edges(gm, sig, owner, optimizer, torch):
     ops: dict = {}
     edges: dict = {}
     owner_op: dict = {}
+    user = set(sig.user_inputs)
     for n in real:
         nm = names[n]
         out_b = _nbytes(vals.get(n))
         in_b = 0.0
         mem = 0.0
+        data_in = False
         for a in n.all_input_nodes:
             r = root.get(a)
             b = _nbytes(vals.get(a))
             in_b += b
+            data_in = data_in or (r is not None and r.op == "placeholder" and r.name in user)
             if r in names and r is not n:
                 # through a view: at most the viewed tensor (an expand's view is larger)
                 cap = _nbytes(vals.get(r)) if r is not a else b
@@ -472,7 +489,12 @@ def _ops_and_edges(gm, sig, owner, optimizer, torch):
                    "op_type": n.target._schema.name if hasattr(n.target, "_schema")
                    else str(n.target), "flops": aten_flops(n, vals),
                    "bytes_moved": in_b + out_b, "out_bytes": out_b,
-                   "module": names[n].rpartition("/")[0], "_node": n}
+                   "module": names[n].rpartition("/")[0], "_node": n,
+                   "shapes": _shapes(vals.get(n))}
+        if data_in:
+            ops[nm]["data_input"] = True      # reads the model's input (the batch enters)
+        if n in grads and not isinstance(vals.get(n), (list, tuple)):
+            ops[nm]["weight_grad"] = True     # a parameter's gradient: sums the batch away
     for (u, v) in edges:                     # activations kept for backward
         if ops[u]["kind"] == "fwd" and ops[v]["kind"] == "bwd" and not ops[u].get("_kept"):
             ops[u]["memory"] += ops[u]["out_bytes"]
@@ -734,5 +756,7 @@ def from_torch(model, example_inputs: Sequence, *, training: bool = True, loss=N
         g = with_device_costs(g, DEVICE_MODELS["cpu-local"], kind="cpu")
     if not math.isfinite(g.total_compute()):
         raise CaptureError(f"{g.name}: a measured op time is not finite")
-    return g
+    from ..transforms.split_dims import with_split_dims
+
+    return with_split_dims(g)
 

@@ -49,9 +49,9 @@ Examples
 
 from __future__ import annotations
 
+from ..costs.roofline import op_family
 from ..errors import GraphError
 from ..graph import OpGraph
-from ..costs.roofline import op_family
 
 __all__ = ["BATCH_REDUCING", "derive_split_dims", "has_split_dims", "with_batch", "with_split_dims"]
 
@@ -62,14 +62,16 @@ BATCH_REDUCING = frozenset({"Conv2DBackpropFilter", "DepthwiseConv2dNativeBackpr
 _VARIABLES = frozenset({"VarHandleOp", "VariableV2", "Variable"})
 _NEVER_SOURCE = frozenset({"Const", "Constant", "Shape", "ShapeN", "Size", "Rank", "NoOp"})
 _CONV = frozenset({"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "Conv",
-                   "ConvTranspose", "DepthwiseConv2dNative"})
-_MATMUL = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Gemm"})
+                   "ConvTranspose", "DepthwiseConv2dNative", "aten::convolution"})
+_MATMUL = frozenset({"MatMul", "BatchMatMul", "BatchMatMulV2", "BatchMatMulV3", "Gemm",
+                     "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"})
 
 
-def _first_shape(a: dict):
+def _first_shape(a: dict, strict: bool = False):
+    """The first known output shape (``strict``: output 0's, None when it is not a tensor)."""
     for s in a.get("shapes") or []:
-        if s is not None:
-            return list(s)
+        if s is not None or strict:
+            return None if s is None else list(s)
     return None
 
 
@@ -116,6 +118,16 @@ def _is_source(v: str, a: dict, graph: OpGraph, batch: int, trained: set) -> boo
     return not graph.predecessors(v) and a.get("kind", "fwd") == "fwd"
 
 
+def _spreads_loss(v: str, a: dict, graph: OpGraph, batch: int) -> bool:
+    """A PyTorch backward op that spreads a scalar (the loss's gradient) over the samples: its
+    output has the batch leading and every input it reads holds at most one element."""
+    if a.get("kind") != "bwd" or batch < 2:
+        return False
+    nodes = graph.nx.nodes
+    ins = [_first_shape(nodes[u], strict=True) for u in graph.nx.predecessors(v)]
+    return all(s is not None and _numel(s) <= 1 for s in ins)
+
+
 def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | None = None):
     """Per-op ``(splits, batch_out)`` and per-edge ``batch`` flags of ``graph`` (see the module
     docstring); ``batch`` defaults to ``graph.meta["batch"]``, ``nchw`` to ONNX graphs.
@@ -135,8 +147,10 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise GraphError(f"split dimensions of graph {graph.name!r}: batch must be a positive "
                          f"integer (give batch= or meta['batch']), got {batch!r}")
+    source = (graph.meta or {}).get("source")
     if nchw is None:
-        nchw = (graph.meta or {}).get("source") == "onnx"
+        nchw = source in ("onnx", "torch")
+    aten = source == "torch"
     nodes = graph.nx.nodes
     trained = {nodes[v].get("colocate") for v in graph.ops
                if nodes[v].get("kind") == "update" and nodes[v].get("colocate") is not None}
@@ -146,11 +160,11 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
     for v in graph.ops:              # topological order: producers first
         a = nodes[v]
         t = a.get("op_type") or ""
-        shape = _first_shape(a)
+        shape = _first_shape(a, strict=aten)
         lead_in: set = set()
         second_in: set = set()
         for u in graph.nx.predecessors(v):
-            su = _first_shape(nodes[u])
+            su = _first_shape(nodes[u], strict=aten)
             e = graph.nx.edges[u, v]
             carries = bool(bout.get(u)) and su is not None and \
                 e.get("bytes", 0.0) >= _numel(su) > 0
@@ -163,7 +177,7 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
             sp["batch"] = batch
             lead = shape[0] if shape else None
             fam = op_family(t)
-            if t in BATCH_REDUCING or lead is None:
+            if t in BATCH_REDUCING or a.get("weight_grad") or lead is None:
                 out = False
             elif lead in lead_in:
                 # with one sample a keep-dims sum over the batch keeps a leading 1 too: such
@@ -171,8 +185,18 @@ def derive_split_dims(graph: OpGraph, batch: int | None = None, *, nchw: bool | 
                 # sum over a batch of one is undecidable from shapes: counted as keeping it)
                 out = not (batch == 1 and fam == "reduce" and lead == 1
                            and (len(shape) < 2 or int(shape[1]) not in second_in))
+            elif aten:
+                # views are folded into their readers, so the batch may sit in any dimension
+                # of what they write: rows of a [B*S, H] matmul, a [B*heads, S, S] bmm, the
+                # [S, B, H] of a batch_first=False attention (weight gradients marked apart)
+                out = batch > 1 and any(int(d) > 0 and int(d) % batch == 0 for d in shape)
             else:
                 out = fam in ("view", "move") and lead > 0 and lead % batch == 0
+        elif aten:
+            out = bool(shape) and shape[0] > 0 and shape[0] % batch == 0 and (
+                bool(a.get("data_input")) or _spreads_loss(v, a, graph, batch))
+            if out:
+                sp["batch"] = batch
         else:
             out = _is_source(v, a, graph, batch, trained)
             if out:

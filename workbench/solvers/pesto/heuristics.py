@@ -144,8 +144,9 @@ def _params(method: str) -> tuple:
 
 
 def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
-                   budget: Budget | None = None) -> tuple:
-    """(plan with an order, schedule, method, table of tried methods, errors).
+                   budget: Budget | None = None, fix=None) -> tuple:
+    """(plan with an order, schedule, method, table of tried methods, errors). ``fix``: applied
+    to each heuristic's plan before it is checked and simulated (``pesto``'s fine balance).
 
     Once ``budget`` is over, no further heuristic is started after the first one that
     succeeded; heuristics with a solver inside (m_sct's LP) get what is left of it."""
@@ -165,6 +166,7 @@ def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
             kw["time_limit"] = budget.seconds(floor=0.05)
         try:
             p = solve(graph, cluster, method=m, **kw)
+            p = fix(p) if fix is not None else p
             if not respects(p, cluster):
                 errors[m] = "violates memory or colocation"
                 continue
@@ -179,7 +181,8 @@ def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
         return None, None, None, tried, errors
     p, s, m = best
     order = s.device_order()  # the simulated order, ties as the simulator ran them
-    p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic")
+    p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic",
+             stats={k: v for k, v in p.stats.items() if k.startswith("balance_")})
     return p, s, m, tried, errors
 
 

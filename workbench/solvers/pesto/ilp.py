@@ -61,6 +61,7 @@ from ...plan import Plan
 from ..common import order_by_start, tensor_classes
 from ..milp import solve_milp
 from ..registry import register
+from .balance import MODES, balance_caps, repair_balance, tensor_footprint
 from .heuristics import (
     WARM_START_METHODS,
     best_heuristic,
@@ -94,61 +95,6 @@ The paper balances the footprint without giving a tolerance."""
 
 
 # ---------------------------------------------------------------------------- helpers
-def tensor_footprint(graph) -> np.ndarray:
-    """Pesto's memory footprint of each op: the bytes of its input and output tensors (each
-    tensor it produces counted once, as in ``tf.profiler``'s per-op sizes).
-
-    >>> from workbench import samples
-    >>> g = samples.diamond()   # a -> b, a -> c (one 10 MB tensor), b -> d, c -> d
-    >>> [round(float(f) / 1e6, 1) for f in tensor_footprint(g)]
-    [10.0, 20.0, 20.0, 20.0]
-    """
-    gc = graph.c
-    fp = np.zeros(gc.n)
-    np.add.at(fp, gc.dst, gc.bytes)                     # inputs, one per in-edge
-    for u, cls in enumerate(tensor_classes(graph)):     # outputs, one per tensor
-        fp[u] += sum(nb for nb, _c, _cons in cls)
-    return fp
-
-
-def balance_caps(footprint, cluster, tolerance: float, groups=None) -> list[float]:
-    """Per-device cap of the memory-balance rows: device ``d`` holds at most
-    ``max((1 + tolerance) * share_d * F, share_d * F + f_max)`` of the total footprint ``F``,
-    ``share_d`` its part of the cluster's memory (equal parts when some device is unlimited).
-    ``f_max`` is the largest unit that must sit on one device (a vertex, or a colocation group
-    when ``groups`` gives each vertex's group id, -1 for none): the rows stay satisfiable on a
-    coarse graph whose vertices are lumpy, as any list partition of the units meets them.
-
-    >>> from workbench import Cluster
-    >>> balance_caps([4.0, 4.0, 2.0], Cluster.preset("2xV100-pcie"), 0.25)
-    [9.0, 9.0]
-    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25)
-    [6.25, 6.25]
-    >>> balance_caps([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25, groups=[0] * 7 + [-1] * 3)
-    [12.0, 12.0]
-    """
-    if tolerance is None or not tolerance >= 0:
-        raise SolverError(f"memory_balance must be a number >= 0 or None, got {tolerance!r}")
-    fp = np.asarray(footprint, dtype=float)
-    units = fp.tolist()
-    if groups is not None:
-        by: dict = {}
-        units = []
-        for f, g_ in zip(fp.tolist(), list(groups)):
-            if g_ < 0:
-                units.append(f)
-            else:
-                by[g_] = by.get(g_, 0.0) + f
-        units += list(by.values())
-    total, big = float(fp.sum()), max(units, default=0.0)
-    mems = [d.memory for d in cluster.devices]
-    if all(math.isfinite(m) for m in mems) and sum(mems) > 0:
-        shares = [m / sum(mems) for m in mems]
-    else:
-        shares = [1.0 / len(mems)] * len(mems)
-    return [max((1 + tolerance) * s * total, s * total + big) for s in shares]
-
-
 def _engine(engine: str) -> str:
     if engine not in ("cpsat", "milp"):
         raise SolverError(f"engine must be 'cpsat' or 'milp', got {engine!r}")
@@ -659,16 +605,16 @@ def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool) -> 
 
 
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
-            reorder=False):
+            reorder=False, fix=None):
     """Pick the ILP plan unless it simulates worse than the warm start (judged on the final
-    graph with the simulator under the model's congestion setting)."""
+    graph with the simulator under the model's congestion setting). ``fix``: applied to each
+    expanded candidate before it is simulated (``pesto``'s fine memory balance)."""
     cands = []
-    if ilp_plan is not None:
-        p = expand(ilp_plan) if expand else ilp_plan
-        cands.append(("ilp", *best_order(p, cluster, congestion, reorder)))
-    if warm_plan is not None:
-        p = expand(warm_plan) if expand else warm_plan
-        cands.append(("warm_start", *best_order(p, cluster, congestion, reorder)))
+    for name, cand in (("ilp", ilp_plan), ("warm_start", warm_plan)):
+        if cand is not None:
+            p = expand(cand) if expand else cand
+            p = fix(p) if fix else p
+            cands.append((name, *best_order(p, cluster, congestion, reorder)))
     if not cands:
         raise SolverError("the Pesto ILP found no solution within the time limit and no "
                           "heuristic produced a warm start; raise time_limit")
@@ -874,8 +820,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
     merged = cg.coarse.n_ops < graph.n_ops
+    fix = _balancer(cluster, memory_balance, congestion)
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
-                   coarse=merged, reorder=reorder)
+                   coarse=merged, reorder=reorder, fix=fix)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
     if guard and merged:
         from ...simulate import simulate
@@ -883,10 +830,11 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         ms = float(simulate(plan, cluster, congestion=congestion).makespan)
         h_plan, h_sched, h_method, _tried, _err = best_heuristic(
             graph, cluster, warm_start, congestion, seed,
-            budget=budget.until("pesto.polish", SHARES["pesto.polish"]))
+            budget=budget.until("pesto.polish", SHARES["pesto.polish"]), fix=fix)
         plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
         if h_plan is not None and h_sched.makespan < ms - 1e-9:
-            h_plan.stats = dict(plan.stats)
+            h_plan.stats = {**{k: v for k, v in plan.stats.items()
+                               if not k.startswith("balance_")}, **h_plan.stats}
             h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
                                 produced_by=f"original_heuristic:{h_method}",
                                 fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
@@ -896,16 +844,48 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
             h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
             h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
             plan = h_plan
-    plan = _from_start(plan, start, graph, cluster, congestion)
+    plan = _from_start(plan, start, graph, cluster, congestion, fix=fix, reorder=reorder)
     if memory_balance is not None:
         plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
     plan.stats["budget"] = budget_report(budget)
     return plan
 
 
-def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool) -> Plan:
+def _balancer(cluster, tolerance, congestion: bool = True):
+    """The fine-balance repair ``pesto`` applies to each expanded candidate (None: balance off):
+    every rule of :data:`~.balance.MODES`, with and without the cut-reducing cleanup, simulated,
+    the fastest kept. It records the ops it moved (``stats["balance_moved_ops"]``) and the rule
+    (``stats["balance_repair"]``)."""
+    if tolerance is None:
+        return None
+
+    def fix(plan: Plan) -> Plan:
+        from ...simulate import simulate
+
+        best = None
+        for mode in MODES:
+            for refine in (False, True):
+                out, moved = repair_balance(plan, cluster, tolerance, mode, refine=refine)
+                if not moved:
+                    return plan
+                sched = simulate(out, cluster, congestion=congestion)
+                if best is None or sched.makespan < best[0] - 1e-9:
+                    best = (float(sched.makespan), out, moved,
+                            mode + ("+refine" if refine else ""), sched)
+        _ms, out, moved, mode, sched = best
+        # the order the simulator ran it in (the plan promises one per device)
+        return out.with_placement(dict(out.placement), order=sched.device_order(),
+                                  predicted=dict(plan.predicted),
+                                  stats={**out.stats, "balance_moved_ops": moved,
+                                         "balance_repair": mode})
+    return fix
+
+
+def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool, *,
+                fix=None, reorder: bool = False) -> Plan:
     """``start`` in place of ``plan`` when it is a plan of ``graph`` that fits the cluster's
-    memory and simulates faster (see :func:`pesto`'s ``start``)."""
+    memory and simulates faster (see :func:`pesto`'s ``start``); ``fix`` is applied to
+    ``start`` first (the fine memory balance)."""
     if start is None:
         return plan
     from ...simulate import evaluate, simulate
@@ -913,6 +893,10 @@ def _from_start(plan: Plan, start: Plan | None, graph, cluster, congestion: bool
     if not isinstance(start, Plan) or start.graph.fingerprint != graph.fingerprint:
         raise SolverError("pesto: start must be a Plan of the same graph (e.g. pesto's plan "
                           "under a tighter memory limit)")
+    if fix is not None:
+        fixed = fix(start)
+        if fixed is not start:
+            start = best_order(fixed, cluster, congestion, reorder)[0]
     ms = float(simulate(plan, cluster, congestion=congestion).makespan)
     met = evaluate(start, cluster, congestion=congestion)
     plan.stats["start_ms"] = float(met.makespan_ms)
