@@ -1,0 +1,69 @@
+"""A lower bound on the training step of a model on a cluster, for every strategy of a space.
+
+For one strategy (tensor-parallel degree ``t``, sequence parallelism, micro-batch size,
+recomputation, ``pp`` stages, ``m`` micro-batches per replica), the judge's cost model gives
+each op's work per micro-batch on one rank (:func:`.costs.op_vectors`: roofline compute of its
+shard -- the compute and memory-bandwidth work over the ``t`` devices of a tensor-parallel group
+--, its recomputed forward and its blocking tensor-parallel collectives, the communication the
+strategy cannot avoid). Whatever the stage boundaries, with ``W`` the work of one micro-batch:
+
+* **pipeline bubble** (one chunk per stage, any schedule): stage ``i`` cannot start before the
+  first micro-batch's forward crossed the stages before it, runs ``m w_i`` of work, and after
+  its last backward the backward of that micro-batch still crosses the stages before it, so
+  ``step >= S_{i-1} + m w_i`` (``S`` the work of the stages before ``i``); the partition that
+  minimises the largest of these has ``step >= W / (1 - (1 - 1/m)^pp)``
+  (``= m W / pp x (1 + (pp - 1) / 2m + ...)``, the bubble's minimum for ``m`` micro-batches);
+  no op is split between stages, so also ``step >= m max_op w``;
+* **interleaved** schedules (``virtual > 1``): ``step >= m W / pp`` (the average stage);
+* **memory**: some stage holds at least ``1/pp`` of the parameter states and of one
+  micro-batch's stash; a strategy where that exceeds the device memory cannot run (bound
+  infinite).
+
+Gradient synchronisation, pipeline sends and the optimizer step are left out (they may
+overlap or be small): the bound stays below every judged step of the strategy, and the least
+bound over a space of strategies is below every method's answer in that space -- the
+**gap** printed for every method is ``step / bound - 1``.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> from workbench.judge.training import simulate_training
+>>> from workbench.transforms.parallel import Strategy, parallelize
+>>> plan = parallelize("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000",
+...                    Cluster.preset("8xA100-80g"), Strategy(tp=2, pp=2, dp=2, global_batch=16))
+>>> lb = strategy_bound(plan)
+>>> 0 < lb <= simulate_training(plan).step_ms
+True
+>>> round(bubble_factor(8, 1), 3), round(bubble_factor(8, 4), 3)
+(8.0, 2.417)
+"""
+
+from __future__ import annotations
+
+import math
+
+from .costs import op_vectors, static_bytes_per_param
+
+__all__ = ["bubble_factor", "strategy_bound"]
+
+
+def bubble_factor(m: int, pp: int) -> float:
+    """Least step over the work of one micro-batch on ``pp`` stages with ``m`` micro-batches:
+    ``1 / (1 - (1 - 1/m)^pp)`` (``m`` on one stage, ``m / pp`` plus the bubble otherwise)."""
+    return 1.0 / (1.0 - (1.0 - 1.0 / m) ** pp)
+
+
+def strategy_bound(plan, vectors=None) -> float:
+    """Lower bound (ms) on the judged step of ``plan``'s strategy, whatever its stage
+    boundaries (see the module docstring); ``math.inf`` where memory rules it out."""
+    s = plan.strategy
+    v = vectors or op_vectors(plan)
+    m, pp = plan.n_micro, s.pp
+    per_param = static_bytes_per_param(plan.config.precision, s.zero, s.dp)
+    cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
+    if (per_param * v.params.sum() + v.stash.sum()) / pp > cap:
+        return math.inf
+    total = float(v.work.sum())
+    if s.virtual > 1:
+        return m * total / pp
+    return max(total * bubble_factor(m, pp), m * float(v.work.max()))
