@@ -112,3 +112,23 @@ def test_tarnawski_never_worse_than_megatron_on_a_big_lm_head():
     again = simulate_training(h.plan)
     assert again.step_ms == pytest.approx(h.step_ms)
     assert h.judged > m.judged
+
+
+def test_cli_strategies_side_by_side(capsys):
+    import json
+
+    from workbench.cli import main
+    assert main(["strategies", GPT, "--cluster", "8xA100-80g", "--global-batch", "8",
+                 "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in rows] == ["megatron", "tarnawski"]
+    assert rows[1]["step_ms"] <= rows[0]["step_ms"]
+    for r in rows:
+        parts = sum(r[f"{k}_ms"] for k in ("compute", "recompute", "tp", "pp", "bubble", "dp",
+                                           "optimizer"))
+        assert parts == pytest.approx(r["step_ms"], abs=0.01)
+        assert r["gap"] >= 0
+    assert main(["strategies", GPT, "--global-batch", "8"]) == 0
+    assert "tarnawski" in capsys.readouterr().out
+    assert main(["strategies", "bert:x", "--global-batch", "8"]) == 2
+    assert "error:" in capsys.readouterr().err

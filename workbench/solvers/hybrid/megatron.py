@@ -51,7 +51,8 @@ class SearchResult:
     ``grid`` size (strategies of its space), ``judged`` (simulated), ``fits`` (judged and in
     memory), ``ruled_out`` (never judged: memory bound or lower bound), wall and CPU
     ``seconds``, ``bound`` (the least lower bound of the space), ``curve`` (``(seconds, best
-    step)`` each time the best improved: the anytime curve) and ``notes``."""
+    step)`` each time the best improved: the anytime curve), ``notes`` and ``top`` (the
+    fastest judged ``(step, plan, result)`` that fit, best first)."""
 
     method: str
     plan: object
@@ -65,6 +66,7 @@ class SearchResult:
     bound: float
     curve: list = field(default_factory=list)
     notes: str = ""
+    top: list = field(default_factory=list, repr=False)
 
     @property
     def step_ms(self) -> float:
@@ -163,6 +165,7 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
     best_plan, best = incumbent if incumbent is not None else (None, None)
     curve = [] if best is None else [(0.0, best.step_ms)]
     judged = fits = ruled = 0
+    top: list = []
     for i in order:
         if math.isinf(bounds[i]) or (prune and best is not None and
                                      bounds[i] >= best.step_ms):
@@ -179,13 +182,15 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
         judged += 1
         if r.feasible:
             fits += 1
+            top.append((r.step_ms, len(top), plan, r))
             if best is None or r.step_ms < best.step_ms:
                 best_plan, best = plan, r
                 curve.append((time.perf_counter() - t0, r.step_ms))
     space_bound = min(bounds, default=math.inf)
+    top = [(st, p, r) for st, _, p, r in sorted(top, key=lambda x: x[:2])[:8]]
     return SearchResult(method, best_plan, best, len(plans), judged, fits, ruled,
                         time.perf_counter() - t0, time.process_time() - c0, space_bound,
-                        curve, notes)
+                        curve, notes, top)
 
 
 def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,

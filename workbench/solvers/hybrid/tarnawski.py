@@ -48,7 +48,7 @@ from ...transforms.parallel import parallelize
 from .costs import static_bytes_per_param
 from .megatron import SearchResult, grid, judge_all, megatron
 
-__all__ = ["stage_split", "tarnawski"]
+__all__ = ["refine_cuts", "stage_split", "tarnawski"]
 
 
 def stage_split(vectors, *, pp: int, n_micro: int, capacity: float, per_param: float,
@@ -128,9 +128,57 @@ def _cut_points(plan, vec) -> tuple:
     return ok, send
 
 
+def refine_cuts(plan, result, *, max_judged: int = 40):
+    """Judge-guided refinement of a plan's stage boundaries (an extension, named as such:
+    first-improvement hill climbing): each cut moved by one block or to the next allowed cut
+    point (:func:`_cut_points`) either way, kept where the judged step drops and memory fits.
+    Returns ``(plan, result, judged)``.
+
+    >>> from workbench.cluster import Cluster
+    >>> from workbench.judge.training import simulate_training
+    >>> from workbench.transforms.parallel import Strategy
+    >>> p = parallelize("llama:layers=4,hidden=256,heads=4,seq=128,vocab=32000",
+    ...                 Cluster.preset("8xA100-80g"), Strategy(pp=2, global_batch=8))
+    >>> r = simulate_training(p)
+    >>> q, rq, n = refine_cuts(p, r)
+    >>> rq.step_ms <= r.step_ms and q.cuts != p.cuts
+    True
+    """
+    from ...judge.training import simulate_training
+    from .costs import op_vectors
+
+    if plan.n_chunks < 2:
+        return plan, result, 0
+    ok, _ = _cut_points(plan, op_vectors(plan))
+    allowed = np.flatnonzero(ok[:-1])
+    block = sum(1 for o in plan.ops if o.layer == 0)
+    judged, improved = 0, True
+    while improved and judged < max_judged:
+        improved = False
+        for k in range(1, plan.n_chunks):
+            c = plan.cuts[k]
+            near = [int(a) for a in allowed if a != c and abs(a - c) <= block]
+            moves = {c - block, c + block, *[a for a in near if a < c][-1:],
+                     *[a for a in near if a > c][:1]}
+            for new in sorted(moves):
+                cuts = list(plan.cuts)
+                cuts[k] = new
+                if not 0 < new < len(plan.ops) or not ok[new] or any(b <= a for a, b in zip(cuts, cuts[1:])) or \
+                        cuts[-1] >= len(plan.ops) or judged >= max_judged:
+                    continue
+                cand = parallelize(plan.config, plan.cluster, plan.strategy, cuts=cuts,
+                                   gpu=plan.gpu)
+                r = simulate_training(cand, record_links=False)
+                judged += 1
+                if r.feasible and r.step_ms < result.step_ms * (1 - 1e-9):
+                    plan, result, improved = cand, r, True
+                    break
+    return plan, result, judged
+
+
 def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
-              baseline: SearchResult | None = None, time_limit: float | None = None
-              ) -> SearchResult:
+              baseline: SearchResult | None = None, time_limit: float | None = None,
+              refine: int = 3) -> SearchResult:
     """The fastest plan found (see the module docstring). ``baseline``: a
     :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
     bound, and its time counted in this search's)."""
@@ -157,12 +205,19 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     incumbent = (base.plan, base.result) if base.result is not None else None
     own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
                     incumbent=incumbent, plan_of=plan_of)
-    won = own.result is not None and base.result is not None and \
-        own.plan is not base.plan
-    notes = ("op-level DP split beats megatron's best" if won else
+    plan, result, judged = own.plan, own.result, own.judged
+    pool = sorted(own.top + base.top, key=lambda x: x[0])[:refine]
+    for _, p, r in pool:
+        p2, r2, n = refine_cuts(p, r)
+        judged += n
+        if result is None or r2.step_ms < result.step_ms:
+            plan, result = p2, r2
+            own.curve.append((time.perf_counter() - t0, r2.step_ms))
+    won = result is not None and base.result is not None and plan is not base.plan
+    notes = ("op-level stage split beats megatron's best" if won else
              "megatron's best kept (a candidate of this search)")
     bound = min(own.bound, base.bound)
-    return SearchResult("tarnawski", own.plan, own.result, base.grid + own.grid,
-                        base.judged + own.judged, base.fits + own.fits,
+    return SearchResult("tarnawski", plan, result, base.grid + own.grid,
+                        base.judged + judged, base.fits + own.fits,
                         base.ruled_out + own.ruled_out, time.perf_counter() - t0,
                         time.process_time() - c0, bound, own.curve, notes)
