@@ -570,6 +570,19 @@ def _check_outputs(args) -> None:
             raise OutputError(f"cannot write {p}: folder {parent} is not writable")
 
 
+def _strategies_parser(sub) -> None:
+    """The ``strategies`` command's arguments (issue 48)."""
+    p = sub.add_parser("strategies", help="search an LLM's training strategy: megatron's grid "
+                       "and the tarnawski stage DP side by side, with breakdowns and gaps")
+    p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, ...")
+    p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset or a cluster JSON")
+    p.add_argument("--global-batch", type=_COUNT, required=True, help="sequences per step")
+    p.add_argument("--full", action="store_true",
+                   help="judge every strategy of megatron's grid (default: pruned by the bound)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=_cmd_strategies)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="workbench", description="Place and schedule DNN operator graphs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -618,15 +631,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=_cmd_train)
 
-    p = sub.add_parser("strategies", help="search an LLM's training strategy: megatron's grid "
-                       "and the tarnawski stage DP side by side, with breakdowns and gaps")
-    p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, ...")
-    p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset or a cluster JSON")
-    p.add_argument("--global-batch", type=_COUNT, required=True, help="sequences per step")
-    p.add_argument("--full", action="store_true",
-                   help="judge every strategy of megatron's grid (default: pruned by the bound)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(fn=_cmd_strategies)
+    _strategies_parser(sub)
 
     p = sub.add_parser("methods", help="list registered methods")
     p.add_argument("--json", action="store_true")
