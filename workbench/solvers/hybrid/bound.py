@@ -15,12 +15,15 @@ strategy cannot avoid). Whatever the stage boundaries, with ``W`` the work of on
   (``= m W / pp x (1 + (pp - 1) / 2m + ...)``, the bubble's minimum for ``m`` micro-batches);
   no op is split between stages, so also ``step >= m max_op w``;
 * **interleaved** schedules (``virtual > 1``): ``step >= m W / pp`` (the average stage);
+* **one stage** (``pp = 1``): ``step >= m W`` plus what must follow the last backward on the
+  same rank: the last gradient bucket's synchronisation, the optimizer step and ZeRO-1/2's
+  gather of the updated parameters;
 * **memory**: some stage holds at least ``1/pp`` of the parameter states and of one
   micro-batch's stash; a strategy where that exceeds the device memory cannot run (bound
   infinite).
 
-Gradient synchronisation, pipeline sends and the optimizer step are left out (they may
-overlap or be small): the bound stays below every judged step of the strategy, and the least
+With several stages, gradient synchronisation, pipeline sends and the optimizer step are
+left out (they may overlap or be small): the bound stays below every judged step of the strategy, and the least
 bound over a space of strategies is below every method's answer in that space -- the
 **gap** printed for every method is ``step / bound - 1``.
 
@@ -66,4 +69,31 @@ def strategy_bound(plan, vectors=None) -> float:
     total = float(v.work.sum())
     if s.virtual > 1:
         return m * total / pp
+    if pp == 1:
+        return m * total + _tail_ms(plan)
     return max(total * bubble_factor(m, pp), m * float(v.work.max()))
+
+
+def _tail_ms(plan) -> float:
+    """One stage: what must follow its last backward -- the last gradient bucket's
+    synchronisation, the optimizer step, ZeRO-1/2's gather of the updated parameters --
+    as the judge times them (the stage's rank runs them one after the other)."""
+    from ...costs.llm import ADAM_FLOPS, state_bytes_per_param
+    from ...judge.collectives import collective_ms
+    from ...judge.training import chunk_program
+
+    s, cl = plan.strategy, plan.cluster
+    pb, gb, ob = state_bytes_per_param(plan.config.precision)
+    prog = chunk_program(plan, 0)
+    n = prog["params"] / (s.dp if s.zero >= 1 else 1)
+    tail = plan.gpu.op_ms(ADAM_FLOPS * n, (pb + gb + 2 * ob) * n, half=False)
+    if s.dp > 1:
+        nodes = len({plan.hosts[plan.rank(0, x)] for x in range(s.dp)})
+        last = [seg[1] for seg in prog["bwd"] if seg[0] == "g"][-1:]
+        for nbytes in last:
+            tail += collective_ms("allreduce" if s.zero == 0 else "reducescatter", nbytes,
+                                  s.dp, nodes, cl.intra_host, cl.inter_host, s.algorithm)
+        if s.zero in (1, 2):
+            tail += collective_ms("allgather", pb * prog["params"], s.dp, nodes,
+                                  cl.intra_host, cl.inter_host, s.algorithm)
+    return tail
