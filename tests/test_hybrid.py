@@ -132,3 +132,8 @@ def test_cli_strategies_side_by_side(capsys):
     assert "tarnawski" in capsys.readouterr().out
     assert main(["strategies", "bert:x", "--global-batch", "8"]) == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_time_limit_says_the_rest_was_not_judged(node):
+    r = megatron(GPT, node, global_batch=8, gpus=4, time_limit=0.0)
+    assert "time limit" in r.notes and r.judged <= 1

@@ -15,15 +15,16 @@ strategy cannot avoid). Whatever the stage boundaries, with ``W`` the work of on
   (``= m W / pp x (1 + (pp - 1) / 2m + ...)``, the bubble's minimum for ``m`` micro-batches);
   no op is split between stages, so also ``step >= m max_op w``;
 * **interleaved** schedules (``virtual > 1``): ``step >= m W / pp`` (the average stage);
-* **one stage** (``pp = 1``): ``step >= m W`` plus what must follow the last backward on the
-  same rank: the last gradient bucket's synchronisation, the optimizer step and ZeRO-1/2's
-  gather of the updated parameters;
+* **what follows the last backward** on each stage's rank: the optimizer step and ZeRO-1/2's
+  gather of the updated parameters (with one stage also the last gradient bucket's
+  synchronisation): some stage does at least the average, ``step >= (m W + tail) / pp``
+  (``m W + tail`` with one stage);
 * **memory**: some stage holds at least ``1/pp`` of the parameter states and of one
   micro-batch's stash; a strategy where that exceeds the device memory cannot run (bound
   infinite).
 
-With several stages, gradient synchronisation, pipeline sends and the optimizer step are
-left out (they may overlap or be small): the bound stays below every judged step of the strategy, and the least
+The rest of the gradient synchronisation and the pipeline sends are left out (they may
+overlap): the bound stays below every judged step of the strategy, and the least
 bound over a space of strategies is below every method's answer in that space -- the
 **gap** printed for every method is ``step / bound - 1``.
 
@@ -67,33 +68,37 @@ def strategy_bound(plan, vectors=None) -> float:
     if (per_param * v.params.sum() + v.stash.sum()) / pp > cap:
         return math.inf
     total = float(v.work.sum())
+    tail = _tail_ms(plan, float(v.params.sum()))
     if s.virtual > 1:
-        return m * total / pp
+        return (m * total + tail) / pp
     if pp == 1:
-        return m * total + _tail_ms(plan)
-    return max(total * bubble_factor(m, pp), m * float(v.work.max()))
+        return m * total + tail
+    return max(total * bubble_factor(m, pp), m * float(v.work.max()), (m * total + tail) / pp)
 
 
-def _tail_ms(plan) -> float:
-    """One stage: what must follow its last backward -- the last gradient bucket's
-    synchronisation, the optimizer step, ZeRO-1/2's gather of the updated parameters --
-    as the judge times them (the stage's rank runs them one after the other)."""
+def _tail_ms(plan, params: float) -> float:
+    """What must follow a stage's last backward on its rank, summed over the stages (no
+    less than for all ``params`` at once: each term is affine with a non-negative constant):
+    the optimizer step, ZeRO-1/2's gather of the updated parameters and, with one stage,
+    the last gradient bucket's synchronisation, as the judge times them."""
     from ...costs.llm import ADAM_FLOPS, state_bytes_per_param
     from ...judge.collectives import collective_ms
-    from ...judge.training import chunk_program
+    from ...judge.training import chunk_program, identical_ranks
 
     s, cl = plan.strategy, plan.cluster
     pb, gb, ob = state_bytes_per_param(plan.config.precision)
-    prog = chunk_program(plan, 0)
-    n = prog["params"] / (s.dp if s.zero >= 1 else 1)
+    n = params / (s.dp if s.zero >= 1 else 1)
     tail = plan.gpu.op_ms(ADAM_FLOPS * n, (pb + gb + 2 * ob) * n, half=False)
-    if s.dp > 1:
+    if s.dp > 1 and identical_ranks(plan):
         nodes = len({plan.hosts[plan.rank(0, x)] for x in range(s.dp)})
-        last = [seg[1] for seg in prog["bwd"] if seg[0] == "g"][-1:]
-        for nbytes in last:
-            tail += collective_ms("allreduce" if s.zero == 0 else "reducescatter", nbytes,
-                                  s.dp, nodes, cl.intra_host, cl.inter_host, s.algorithm)
+
+        def coll(kind, nbytes):
+            return collective_ms(kind, nbytes, s.dp, nodes, cl.intra_host, cl.inter_host,
+                                 s.algorithm)
+
+        if s.pp == 1 and s.virtual == 1:
+            last = [seg[1] for seg in chunk_program(plan, 0)["bwd"] if seg[0] == "g"][-1:]
+            tail += sum(coll("allreduce" if s.zero == 0 else "reducescatter", b) for b in last)
         if s.zero in (1, 2):
-            tail += collective_ms("allgather", pb * prog["params"], s.dp, nodes,
-                                  cl.intra_host, cl.inter_host, s.algorithm)
+            tail += coll("allgather", pb * params)
     return tail

@@ -165,6 +165,7 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
     best_plan, best = incumbent if incumbent is not None else (None, None)
     curve = [] if best is None else [(0.0, best.step_ms)]
     judged = fits = ruled = 0
+    timed_out = False
     top: list = []
     for i in order:
         if math.isinf(bounds[i]) or (prune and best is not None and
@@ -173,6 +174,7 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
             continue
         if time_limit is not None and time.perf_counter() - t0 > time_limit:
             ruled += 1
+            timed_out = True
             continue
         plan = plans[i] if plan_of is None else plan_of(plans[i], vecs[i])
         if plan is None:
@@ -188,6 +190,8 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
                 curve.append((time.perf_counter() - t0, r.step_ms))
     space_bound = min(bounds, default=math.inf)
     top = [(st, p, r) for st, _, p, r in sorted(top, key=lambda x: x[:2])[:8]]
+    if timed_out:
+        notes = (notes + "; " if notes else "") + "time limit reached: the rest not judged"
     return SearchResult(method, best_plan, best, len(plans), judged, fits, ruled,
                         time.perf_counter() - t0, time.process_time() - c0, space_bound,
                         curve, notes, top)
