@@ -17,7 +17,7 @@ strategy cannot avoid). Whatever the stage boundaries, with ``W`` the work of on
 * **interleaved** schedules (``virtual > 1``): ``step >= m W / pp`` (the average stage);
 * **what follows the last backward** on each stage's rank: the optimizer step and ZeRO-1/2's
   gather of the updated parameters (with one stage also the last gradient bucket's
-  synchronisation): some stage does at least the average, ``step >= (m W + tail) / pp``
+  synchronisation, and ZeRO-3's gather of the parameters before the first task): some stage does at least the average, ``step >= (m W + tail) / pp``
   (``m W + tail`` with one stage);
 * **memory**: some stage holds at least ``1/pp`` of the parameter states and of one
   micro-batch's stash; a strategy where that exceeds the device memory cannot run (bound
@@ -99,6 +99,8 @@ def _tail_ms(plan, params: float) -> float:
         if s.pp == 1 and s.virtual == 1:
             last = [seg[1] for seg in chunk_program(plan, 0)["bwd"] if seg[0] == "g"][-1:]
             tail += sum(coll("allreduce" if s.zero == 0 else "reducescatter", b) for b in last)
+            if s.zero >= 3:     # ZeRO-3: the first task waits for its parameters' gather
+                tail += coll("allgather", pb * params)
         if s.zero in (1, 2):
             tail += coll("allgather", pb * params)
     return tail
