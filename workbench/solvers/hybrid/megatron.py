@@ -93,10 +93,11 @@ def _node_size(cluster) -> int:
 
 
 def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = None,
-         schedules=("1f1b", "interleaved")) -> list:
+         schedules=("1f1b", "interleaved"), virtuals=(2, 4), divisible: bool = True) -> list:
     """Megatron's grid of :class:`~workbench.transforms.parallel.Strategy` on ``gpus`` GPUs
     (default: all of the cluster's) that :func:`parallelize` accepts (see the module
-    docstring).
+    docstring); ``virtuals`` the interleaved chunks a stage, ``divisible=False`` also those
+    whose chunks cannot hold equal numbers of layers (op-level cuts can balance them).
 
     >>> from workbench.cluster import Cluster
     >>> g = grid(parse_spec("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000"),
@@ -114,8 +115,9 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
                 m = global_batch // (mbs * dp)
                 scheds = [("1f1b", 1)]
                 if pp > 1 and "interleaved" in schedules and m % pp == 0:
-                    scheds += [("interleaved", v) for v in (2, 4)
-                               if config.layers % (pp * v) == 0]
+                    scheds += [("interleaved", v) for v in virtuals
+                               if config.layers % (pp * v) == 0 or
+                               (not divisible and pp * v <= config.layers)]
                 scheds = [x for x in scheds if x[0] in schedules]
                 zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
                 for sp in ((False, True) if tp > 1 else (False,)):

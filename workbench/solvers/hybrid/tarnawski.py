@@ -19,7 +19,8 @@ chooses each stage's data-parallel replication; the training judge runs plans wh
 share one ``tp`` and ``dp`` (Megatron's layout), so here the DP chooses the stage boundaries
 (at op granularity: a stage may end inside a block, which is where a large LM head can be
 balanced) and an outer loop enumerates ``tp`` (with and without sequence parallelism),
-``pp``, ``dp``, micro-batch size, recomputation and ZeRO stage -- in the order of their lower
+``pp``, ``dp``, micro-batch size, interleaving (2, 3, 4, 6 or 8 chunks a stage, whether or
+not they divide the layers), recomputation and ZeRO stage -- in the order of their lower
 bounds (:mod:`.bound`), stopping at the first bound not below the best judged step. Each
 strategy's DP split is judged by :func:`workbench.judge.training.simulate_training`; the best
 configuration of :func:`.megatron.megatron` is a candidate too, so the answer is never worse
@@ -178,8 +179,9 @@ def refine_cuts(plan, result, *, max_judged: int = 40):
 
 def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               baseline: SearchResult | None = None, time_limit: float | None = None,
-              refine: int = 3) -> SearchResult:
-    """The fastest plan found (see the module docstring). ``baseline``: a
+              refine: int = 3, virtuals=(2, 3, 4, 6, 8)) -> SearchResult:
+    """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
+    chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
     :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
     bound, and its time counted in this search's)."""
     if isinstance(config, str):
@@ -187,8 +189,8 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     t0, c0 = time.perf_counter(), time.process_time()
     base = baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
                                 prune=True, time_limit=time_limit)
-    strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus)
-                  if s.pp > 1]
+    strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
+                                  virtuals=virtuals, divisible=False) if s.pp > 1]
 
     def plan_of(plan, vec):
         s = plan.strategy
