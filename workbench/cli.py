@@ -155,6 +155,29 @@ def _cmd_train(args) -> int:
     return 0
 
 
+def _cmd_strategies(args) -> int:
+    """Search an LLM's training strategy with every method of the hybrid room, side by side
+    (issue 48): the chosen strategy, its judged step and breakdown, the gap to the bound."""
+    from .solvers.hybrid import megatron, tarnawski
+
+    cluster = load_cluster_arg(args.cluster)
+    m = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full)
+    h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=m)
+    rows = [r.summary() for r in (m, h)]
+    rows[1]["notes"] = h.notes
+    if args.json:
+        print(json.dumps([{k: _num(v) if isinstance(v, float) else v for k, v in r.items()}
+                          for r in rows]))
+        return 0
+    keys = [k for k in rows[0] if k not in ("cuts",)] + ["cuts", "notes"]
+    w = max(len(k) for k in keys)
+    print(f"{'':<{w}}  {'megatron':<60}  tarnawski")
+    for k in keys:
+        a, b = (str(r.get(k, "")) for r in rows)
+        print(f"{k:<{w}}  {a[:60]:<60}  {b}")
+    return 0
+
+
 def _cmd_methods(args) -> int:
     from .solvers import SOLVERS
 
@@ -579,6 +602,19 @@ def _check_outputs(args) -> None:
             raise OutputError(f"cannot write {p}: folder {parent} is not writable")
 
 
+def _strategies_parser(sub) -> None:
+    """The ``strategies`` command's arguments (issue 48)."""
+    p = sub.add_parser("strategies", help="search an LLM's training strategy: megatron's grid "
+                       "and the tarnawski stage DP side by side, with breakdowns and gaps")
+    p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, ...")
+    p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset or a cluster JSON")
+    p.add_argument("--global-batch", type=_COUNT, required=True, help="sequences per step")
+    p.add_argument("--full", action="store_true",
+                   help="judge every strategy of megatron's grid (default: pruned by the bound)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(fn=_cmd_strategies)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="workbench", description="Place and schedule DNN operator graphs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -626,6 +662,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithm", choices=["ring", "tree"], default="ring")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=_cmd_train)
+
+    _strategies_parser(sub)
 
     p = sub.add_parser("methods", help="list registered methods")
     p.add_argument("--json", action="store_true")

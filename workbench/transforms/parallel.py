@@ -58,7 +58,7 @@ Examples
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from ..costs.llm import GPUS, GPUSpec, LLMConfig, chain, parse_spec
 from ..errors import PlanError
@@ -275,8 +275,14 @@ class TrainingPlan:
                 **self.strategy.to_dict(), "n_micro": self.n_micro, "cuts": list(self.cuts)}
 
 
+@lru_cache(maxsize=256)
+def _chain_sizes(config: LLMConfig) -> tuple[int, int]:
+    """``(ops of the chain, ops of one block)`` (searches build many plans of one model)."""
+    return len(chain(config)), sum(1 for o in chain(replace(config, layers=1)) if o.layer == 0)
+
+
 def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
-    ops_per_layer = sum(1 for o in chain(replace(config, layers=1)) if o.layer == 0)
+    ops_per_layer = _chain_sizes(config)[1]
     if layers_per_stage is None:
         if config.layers < n_chunks:
             raise PlanError(f"{config.layers} layers cannot fill {n_chunks} pipeline chunks")
@@ -370,7 +376,7 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
     if cuts is None:
         cuts = _balanced_cuts(config, n_chunks, layers_per_stage)
     cuts = [int(c) for c in cuts]
-    n_ops = len(chain(config))
+    n_ops = _chain_sizes(config)[0]
     if len(cuts) != n_chunks or cuts[0] != 0 or any(b <= a for a, b in zip(cuts, cuts[1:])) \
             or cuts[-1] >= n_ops:
         raise PlanError(f"cuts {cuts} must be {n_chunks} increasing chain positions from 0 "

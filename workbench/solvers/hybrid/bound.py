@@ -1,0 +1,106 @@
+"""A lower bound on the training step of a model on a cluster, for every strategy of a space.
+
+For one strategy (tensor-parallel degree ``t``, sequence parallelism, micro-batch size,
+recomputation, ``pp`` stages, ``m`` micro-batches per replica), the judge's cost model gives
+each op's work per micro-batch on one rank (:func:`.costs.op_vectors`: roofline compute of its
+shard -- the compute and memory-bandwidth work over the ``t`` devices of a tensor-parallel group
+--, its recomputed forward and its blocking tensor-parallel collectives, the communication the
+strategy cannot avoid). Whatever the stage boundaries, with ``W`` the work of one micro-batch:
+
+* **pipeline bubble** (one chunk per stage, any schedule): stage ``i`` cannot start before the
+  first micro-batch's forward crossed the stages before it, runs ``m w_i`` of work, and after
+  its last backward the backward of that micro-batch still crosses the stages before it, so
+  ``step >= S_{i-1} + m w_i`` (``S`` the work of the stages before ``i``); the partition that
+  minimises the largest of these has ``step >= W / (1 - (1 - 1/m)^pp)``
+  (``= m W / pp x (1 + (pp - 1) / 2m + ...)``, the bubble's minimum for ``m`` micro-batches);
+  no op is split between stages, so also ``step >= m max_op w``;
+* **interleaved** schedules (``virtual > 1``): ``step >= m W / pp`` (the average stage);
+* **what follows the last backward** on each stage's rank: the optimizer step and ZeRO-1/2's
+  gather of the updated parameters (with one stage also the last gradient bucket's
+  synchronisation, and ZeRO-3's gather of the parameters before the first task): some stage does at least the average, ``step >= (m W + tail) / pp``
+  (``m W + tail`` with one stage);
+* **memory**: some stage holds at least ``1/pp`` of the parameter states and of one
+  micro-batch's stash; a strategy where that exceeds the device memory cannot run (bound
+  infinite).
+
+The rest of the gradient synchronisation and the pipeline sends are left out (they may
+overlap): the bound stays below every judged step of the strategy, and the least
+bound over a space of strategies is below every method's answer in that space -- the
+**gap** printed for every method is ``step / bound - 1``.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> from workbench.judge.training import simulate_training
+>>> from workbench.transforms.parallel import Strategy, parallelize
+>>> plan = parallelize("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000",
+...                    Cluster.preset("8xA100-80g"), Strategy(tp=2, pp=2, dp=2, global_batch=16))
+>>> lb = strategy_bound(plan)
+>>> 0 < lb <= simulate_training(plan).step_ms
+True
+>>> round(bubble_factor(8, 1), 3), round(bubble_factor(8, 4), 3)
+(8.0, 2.417)
+"""
+
+from __future__ import annotations
+
+import math
+
+from .costs import op_vectors, static_bytes_per_param
+
+__all__ = ["bubble_factor", "strategy_bound"]
+
+
+def bubble_factor(m: int, pp: int) -> float:
+    """Least step over the work of one micro-batch on ``pp`` stages with ``m`` micro-batches:
+    ``1 / (1 - (1 - 1/m)^pp)`` (``m`` on one stage, ``m / pp`` plus the bubble otherwise)."""
+    return 1.0 / (1.0 - (1.0 - 1.0 / m) ** pp)
+
+
+def strategy_bound(plan, vectors=None) -> float:
+    """Lower bound (ms) on the judged step of ``plan``'s strategy, whatever its stage
+    boundaries (see the module docstring); ``math.inf`` where memory rules it out."""
+    s = plan.strategy
+    v = vectors or op_vectors(plan)
+    m, pp = plan.n_micro, s.pp
+    per_param = static_bytes_per_param(plan.config.precision, s.zero, s.dp)
+    cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
+    if (per_param * v.params.sum() + v.stash.sum()) / pp > cap:
+        return math.inf
+    total = float(v.work.sum())
+    tail = _tail_ms(plan, float(v.params.sum()))
+    if s.virtual > 1:
+        return (m * total + tail) / pp
+    if pp == 1:
+        return m * total + tail
+    return max(total * bubble_factor(m, pp), m * float(v.work.max()), (m * total + tail) / pp)
+
+
+def _tail_ms(plan, params: float) -> float:
+    """What must follow a stage's last backward on its rank, summed over the stages (no
+    less than for all ``params`` at once: each term is affine with a non-negative constant):
+    the optimizer step, ZeRO-1/2's gather of the updated parameters and, with one stage,
+    the last gradient bucket's synchronisation, as the judge times them."""
+    from ...costs.llm import ADAM_FLOPS, state_bytes_per_param
+    from ...judge.collectives import collective_ms
+    from ...judge.training import chunk_program, identical_ranks
+
+    s, cl = plan.strategy, plan.cluster
+    pb, gb, ob = state_bytes_per_param(plan.config.precision)
+    n = params / (s.dp if s.zero >= 1 else 1)
+    tail = plan.gpu.op_ms(ADAM_FLOPS * n, (pb + gb + 2 * ob) * n, half=False)
+    if s.dp > 1 and identical_ranks(plan):
+        nodes = len({plan.hosts[plan.rank(0, x)] for x in range(s.dp)})
+
+        def coll(kind, nbytes):
+            return collective_ms(kind, nbytes, s.dp, nodes, cl.intra_host, cl.inter_host,
+                                 s.algorithm)
+
+        if s.pp == 1 and s.virtual == 1:
+            last = [seg[1] for seg in chunk_program(plan, 0)["bwd"] if seg[0] == "g"][-1:]
+            tail += sum(coll("allreduce" if s.zero == 0 else "reducescatter", b) for b in last)
+            if s.zero >= 3:     # ZeRO-3: the first task waits for its parameters' gather
+                tail += coll("allgather", pb * params)
+        if s.zero in (1, 2):
+            tail += coll("allgather", pb * params)
+    return tail

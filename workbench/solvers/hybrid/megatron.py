@@ -1,0 +1,215 @@
+"""``megatron``: the best configuration of Megatron-LM's grid, every valid one judged.
+
+What a Megatron-LM user sweeps by hand (Narayanan et al. 2021, "Efficient Large-Scale Language
+Model Training on GPU Clusters Using Megatron-LM", section 3 and its Figures 13-16): tensor
+parallelism ``tp`` inside a node (1, 2, 4, 8, with and without sequence parallelism),
+pipeline parallelism ``pp`` (balanced layers, Megatron's split), data parallelism ``dp`` on
+the remaining GPUs, micro-batch size, the 1F1B or interleaved 1F1B schedule (``virtual`` 2 or
+4 chunks a stage where the layers and micro-batches allow it), activation recomputation
+(none, selective, full) and the ZeRO stage (0 or 1 -- Megatron's distributed optimizer --,
+2 and 3 only without pipelining, as DeepSpeed allows). Every valid strategy is judged by
+:func:`workbench.judge.training.simulate_training`; the fastest that fits in memory is
+returned, with the grid's size, how many were judged and the time it took.
+
+``prune=True`` judges the grid in the order of its lower bounds (:mod:`.bound`) and stops at
+the first bound not below the best judged step: the same answer (every strategy left out is
+provably no faster), far fewer simulations.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> r = megatron("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000",
+...              Cluster.preset("8xA100-80g"), global_batch=8, gpus=4)
+>>> r.judged == r.grid - r.ruled_out, r.result.feasible
+(True, True)
+>>> p = megatron("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000",
+...              Cluster.preset("8xA100-80g"), global_batch=8, gpus=4, prune=True)
+>>> p.step_ms == r.step_ms and p.judged <= r.judged
+True
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ...costs.llm import LLMConfig, chain, parse_spec
+from ...errors import PlanError
+from ...judge.training import simulate_training
+from ...transforms.parallel import Strategy, parallelize
+from .bound import strategy_bound
+from .costs import op_vectors
+
+__all__ = ["SearchResult", "grid", "megatron"]
+
+
+@dataclass
+class SearchResult:
+    """What a strategy search found: the judged ``plan`` and ``result`` of its choice, the
+    ``grid`` size (strategies of its space), ``judged`` (simulated), ``fits`` (judged and in
+    memory), ``ruled_out`` (never judged: memory bound or lower bound), wall and CPU
+    ``seconds``, ``bound`` (the least lower bound of the space), ``curve`` (``(seconds, best
+    step)`` each time the best improved: the anytime curve), ``notes`` and ``top`` (the
+    fastest judged ``(step, plan, result)`` that fit, best first)."""
+
+    method: str
+    plan: object
+    result: object
+    grid: int
+    judged: int
+    fits: int
+    ruled_out: int
+    seconds: float
+    cpu_seconds: float
+    bound: float
+    curve: list = field(default_factory=list)
+    notes: str = ""
+    top: list = field(default_factory=list, repr=False)
+
+    @property
+    def step_ms(self) -> float:
+        return self.result.step_ms if self.result is not None else math.inf
+
+    @property
+    def gap(self) -> float:
+        """``step / bound - 1`` (0.05 = 5 % above the lower bound)."""
+        return self.step_ms / self.bound - 1 if self.bound > 0 else math.inf
+
+    def summary(self) -> dict:
+        out = {"method": self.method, "grid": self.grid, "judged": self.judged,
+               "fits": self.fits, "ruled_out": self.ruled_out,
+               "seconds": round(self.seconds, 3), "cpu_seconds": round(self.cpu_seconds, 3),
+               "bound_ms": round(self.bound, 3), "gap": round(self.gap, 4)}
+        if self.result is not None:
+            out.update(self.result.summary())
+            out["cuts"] = list(self.plan.cuts)
+        return out
+
+
+def _node_size(cluster) -> int:
+    return Counter(d.host for d in cluster.devices).most_common(1)[0][1]
+
+
+def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = None,
+         schedules=("1f1b", "interleaved"), virtuals=(2, 4), divisible: bool = True) -> list:
+    """Megatron's grid of :class:`~workbench.transforms.parallel.Strategy` on ``gpus`` GPUs
+    (default: all of the cluster's) that :func:`parallelize` accepts (see the module
+    docstring); ``virtuals`` the interleaved chunks a stage, ``divisible=False`` also those
+    whose chunks cannot hold equal numbers of layers (op-level cuts can balance them).
+
+    >>> from workbench.cluster import Cluster
+    >>> g = grid(parse_spec("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000"),
+    ...          Cluster.preset("8xA100-80g"), global_batch=16)
+    >>> len(g), g[0].describe()
+    (402, 'tp1 pp1 dp8 mbs1 gbs16 1f1b recompute=none zero0')
+    """
+    n = gpus or len(cluster.devices)
+    out = []
+    for tp in (t for t in (1, 2, 4, 8) if t <= min(_node_size(cluster), n) and n % t == 0):
+        for pp in (p for p in range(1, n // tp + 1) if (n // tp) % p == 0
+                   and p <= config.layers):
+            dp = n // (tp * pp)
+            for mbs in (b for b in (1, 2, 4, 8) if global_batch % (b * dp) == 0):
+                m = global_batch // (mbs * dp)
+                scheds = [("1f1b", 1)]
+                if pp > 1 and "interleaved" in schedules and m % pp == 0:
+                    scheds += [("interleaved", v) for v in virtuals
+                               if config.layers % (pp * v) == 0 or
+                               (not divisible and pp * v <= config.layers)]
+                scheds = [x for x in scheds if x[0] in schedules]
+                zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
+                for sp in ((False, True) if tp > 1 else (False,)):
+                    for sched, v in scheds:
+                        for rec in ("none", "selective", "full"):
+                            for z in zeros:
+                                out.append(Strategy(
+                                    tp=tp, pp=pp, dp=dp, mbs=mbs, global_batch=global_batch,
+                                    schedule=sched, virtual=v, recompute=rec, zero=z, sp=sp))
+    return [p.strategy for p in _plans(config, cluster, out)]
+
+
+def _plans(config, cluster, strategies) -> list:
+    """The plans of the strategies :func:`parallelize` accepts (one chain per micro-batch
+    size, shared by the plans)."""
+    chains: dict = {}
+    out = []
+    for s in strategies:
+        try:
+            p = parallelize(config, cluster, s)
+        except PlanError:
+            continue
+        if p.config not in chains:
+            chains[p.config] = chain(p.config)
+        p.__dict__["ops"] = chains[p.config]     # TrainingPlan.ops is a cached property
+        out.append(p)
+    return out
+
+
+def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
+              plan_of=None, notes=""):
+    """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
+    ``plan_of(strategy, plan)`` may return another plan of the strategy (new cuts) or None."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    plans = _plans(config, cluster, strategies)
+    cache: dict = {}
+    vecs = []
+    for p in plans:
+        s = p.strategy
+        key = (s.tp, s.sp, s.mbs, s.recompute, s.algorithm, len(set(p.hosts[:s.tp])))
+        if key not in cache:
+            cache[key] = op_vectors(p)
+        vecs.append(cache[key])
+    bounds = [strategy_bound(p, v) for p, v in zip(plans, vecs)]
+    order = sorted(range(len(plans)), key=lambda i: bounds[i]) if prune else \
+        range(len(plans))
+    best_plan, best = incumbent if incumbent is not None else (None, None)
+    curve = [] if best is None else [(0.0, best.step_ms)]
+    judged = fits = ruled = 0
+    timed_out = False
+    top: list = []
+    for i in order:
+        if math.isinf(bounds[i]) or (prune and best is not None and
+                                     bounds[i] >= best.step_ms):
+            ruled += 1
+            continue
+        if time_limit is not None and time.perf_counter() - t0 > time_limit:
+            ruled += 1
+            timed_out = True
+            continue
+        plan = plans[i] if plan_of is None else plan_of(plans[i], vecs[i])
+        if plan is None:
+            ruled += 1
+            continue
+        r = simulate_training(plan, record_links=False)
+        judged += 1
+        if r.feasible:
+            fits += 1
+            top.append((r.step_ms, len(top), plan, r))
+            if best is None or r.step_ms < best.step_ms:
+                best_plan, best = plan, r
+                curve.append((time.perf_counter() - t0, r.step_ms))
+    space_bound = min(bounds, default=math.inf)
+    top = [(st, p, r) for st, _, p, r in sorted(top, key=lambda x: x[:2])[:8]]
+    if timed_out:
+        notes = (notes + "; " if notes else "") + "time limit reached: the rest not judged"
+    return SearchResult(method, best_plan, best, len(plans), judged, fits, ruled,
+                        time.perf_counter() - t0, time.process_time() - c0, space_bound,
+                        curve, notes, top)
+
+
+def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
+             prune: bool = False, time_limit: float | None = None) -> SearchResult:
+    """The fastest strategy of Megatron's grid that fits in memory (see the module
+    docstring); ``result`` is None when none fits."""
+    if isinstance(config, str):
+        config = parse_spec(config)
+    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus)
+    if not strategies:
+        raise PlanError(f"no strategy of Megatron's grid fits {config.spec} on "
+                        f"{cluster.name} with global batch {global_batch}")
+    return judge_all("megatron", config, cluster, strategies, prune=prune,
+                     time_limit=time_limit,
+                     notes="every valid strategy judged" if not prune else
+                     "judged in bound order; the rest provably no faster")

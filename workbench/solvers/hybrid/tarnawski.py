@@ -1,0 +1,225 @@
+"""``tarnawski``: pipeline stages cut anywhere in the op chain by the dynamic program of
+Tarnawski et al., with tensor/data parallelism, micro-batch size and recomputation chosen
+around it; judged like every other plan.
+
+Tarnawski, Phanishayee, Devanur, Mahajan and Nina Paravecino (NeurIPS 2020, "Efficient
+Algorithms for Device Placement of DNN Graph Operators", section 4) split a DNN into
+pipeline stages by a dynamic program over the graph's ideals minimising the largest stage
+load (the max-load objective of pipelined training) under each device's memory. On the chain
+of a transformer (:func:`workbench.costs.llm.chain`) the ideals are the chain's prefixes, so
+the program is ``T[k][j] = min_i max(T[k-1][i], w(i, j))`` over ``k`` stages and op positions
+``i < j``, where ``w(i, j)`` is the work of ops ``i .. j-1`` per micro-batch on one rank and
+``(i, j)`` is allowed on stage ``k`` when its parameter states plus the stashes of its
+in-flight micro-batches (``pp - k`` under 1F1B) plus one recomputed block fit in memory.
+Costs come from the judge's own model (:func:`.costs.op_vectors`: op roofline times of the
+shard, tensor-parallel collectives of :mod:`workbench.judge.collectives`, recomputation).
+
+**Extension (named as such): uniform hybrid degrees around the DP.** The paper's DP also
+chooses each stage's data-parallel replication; the training judge runs plans whose stages
+share one ``tp`` and ``dp`` (Megatron's layout), so here the DP chooses the stage boundaries
+(at op granularity: a stage may end inside a block, which is where a large LM head can be
+balanced) and an outer loop enumerates ``tp`` (with and without sequence parallelism),
+``pp``, ``dp``, micro-batch size, interleaving (2, 3, 4, 6 or 8 chunks a stage, whether or
+not they divide the layers), recomputation and ZeRO stage -- in the order of their lower
+bounds (:mod:`.bound`), stopping at the first bound not below the best judged step. Each
+strategy's DP split is judged by :func:`workbench.judge.training.simulate_training`; the best
+configuration of :func:`.megatron.megatron` is a candidate too, so the answer is never worse
+than Megatron's grid under the judge.
+
+Examples
+--------
+>>> from workbench.cluster import Cluster
+>>> from workbench.solvers.hybrid import megatron
+>>> cl = Cluster.preset("8xA100-80g")
+>>> spec = "llama:layers=4,hidden=256,heads=4,seq=128,vocab=32000"
+>>> h = tarnawski(spec, cl, global_batch=16, gpus=4)
+>>> m = megatron(spec, cl, global_batch=16, gpus=4)
+>>> h.step_ms <= m.step_ms and h.bound <= h.step_ms
+True
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ...costs.llm import parse_spec
+from ...transforms.parallel import parallelize
+from .costs import static_bytes_per_param
+from .megatron import SearchResult, grid, judge_all, megatron
+
+__all__ = ["refine_cuts", "stage_split", "tarnawski"]
+
+
+def stage_split(vectors, *, pp: int, n_micro: int, capacity: float, per_param: float,
+                virtual: int = 1, cut_ok=None, send_ms=None) -> tuple[float, list] | None:
+    """Tarnawski et al.'s DP on a chain: the cuts (``[0, c1, ...]``, ``pp x virtual``
+    chunks) with every stage in memory and the least objective; ``(objective, cuts)``, or None
+    when no split fits.
+
+    One chunk a stage (1F1B): stage ``k`` holds ``min(pp - k, n_micro)`` stashes, and the
+    objective is the pipeline's ``max_k (S_k + m w_k)`` (``S_k`` the work before stage ``k``,
+    ``w_k`` its own -- the quantity :mod:`.bound` bounds: earlier stages wait less, so they may
+    take more). Interleaved (``virtual > 1``, chunk ``c`` on stage ``c mod pp``): the largest
+    chunk's work, each chunk held to ``1 / virtual`` of the memory with ``min(pp, n_micro)``
+    stashes. ``cut_ok[j]``: a chunk may start at op ``j``; ``send_ms[j]``: the time of the
+    activation sent across a cut at ``j`` (added to both chunks beside it).
+
+    >>> import numpy as np
+    >>> from workbench.solvers.hybrid.costs import OpVectors
+    >>> v = OpVectors(np.array([1., 1., 1., 3.]), np.zeros(4), np.zeros(4), np.zeros(4), 0.)
+    >>> stage_split(v, pp=2, n_micro=4, capacity=1e9, per_param=16.)
+    (15.0, [0, 3])
+    >>> stage_split(v, pp=2, n_micro=4, capacity=1e9, per_param=16., virtual=2)
+    (3.0, [0, 1, 2, 3])
+    """
+    n = len(vectors.work)
+    n_chunks = pp * virtual
+    if n_chunks > n:
+        return None
+    m = n_micro
+    P = np.concatenate([[0.0], np.cumsum(vectors.work)])
+    S = np.concatenate([[0.0], np.cumsum(vectors.params)])
+    A = np.concatenate([[0.0], np.cumsum(vectors.stash)])
+    send = np.zeros(n + 1) if send_ms is None else np.asarray(send_ms, dtype=float)
+    w = P[None, :] - P[:, None] + send[:, None] + send[None, :]
+    static = (S[None, :] - S[:, None]) * per_param
+    stash = A[None, :] - A[:, None]
+    ok_pos = np.ones(n + 1, dtype=bool) if cut_ok is None else np.asarray(cut_ok, dtype=bool)
+    ok_pos[0] = ok_pos[n] = True
+    upper = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1) & ok_pos[:, None] & ok_pos[None, :]
+    best = np.full(n + 1, np.inf)
+    best[0] = 0.0
+    back = []
+    cols = np.arange(n + 1)
+    for k in range(n_chunks):
+        if virtual == 1:
+            mem = static + min(pp - k, m) * stash + vectors.transient
+            val = np.maximum(best[:, None], P[:, None] + m * w)
+        else:
+            mem = virtual * (static + min(pp, m) * stash) + vectors.transient
+            val = np.maximum(best[:, None], w)
+        val = np.where(upper & (mem <= capacity), val, np.inf)
+        arg = val.argmin(axis=0)
+        best = val[arg, cols]
+        back.append(arg)
+    if not np.isfinite(best[n]):
+        return None
+    cuts, j = [], n
+    for k in range(n_chunks - 1, -1, -1):
+        j = int(back[k][j])
+        cuts.append(j)
+    return float(best[n]), cuts[::-1]
+
+
+def _cut_points(plan, vec) -> tuple:
+    """Where a chunk may start (after an op whose output is no larger than a block's
+    activation: never inside the attention matrices) and what crossing there costs."""
+    from ...judge.collectives import p2p_ms
+
+    cfg, s = plan.config, plan.strategy
+    x = cfg.mbs * cfg.seq * cfg.hidden * cfg.act_bytes / s.tp
+    link = plan.cluster.inter_host if s.tp * s.dp >= 8 else plan.cluster.intra_host
+    n = len(vec.out)
+    ok = np.zeros(n + 1, dtype=bool)
+    send = np.zeros(n + 1)
+    ok[1:] = vec.out <= x * (1 + 1e-9)
+    send[1:n] = [p2p_ms(b, link) for b in vec.out[:-1]]
+    return ok, send
+
+
+def refine_cuts(plan, result, *, max_judged: int = 40):
+    """Judge-guided refinement of a plan's stage boundaries (an extension, named as such:
+    first-improvement hill climbing): each cut moved by one block or to the next allowed cut
+    point (:func:`_cut_points`) either way, kept where the judged step drops and memory fits.
+    Returns ``(plan, result, judged)``.
+
+    >>> from workbench.cluster import Cluster
+    >>> from workbench.judge.training import simulate_training
+    >>> from workbench.transforms.parallel import Strategy
+    >>> p = parallelize("llama:layers=4,hidden=256,heads=4,seq=128,vocab=32000",
+    ...                 Cluster.preset("8xA100-80g"), Strategy(pp=2, global_batch=8))
+    >>> r = simulate_training(p)
+    >>> q, rq, n = refine_cuts(p, r)
+    >>> rq.step_ms <= r.step_ms and q.cuts != p.cuts
+    True
+    """
+    from ...judge.training import simulate_training
+    from .costs import op_vectors
+
+    if plan.n_chunks < 2:
+        return plan, result, 0
+    ok, _ = _cut_points(plan, op_vectors(plan))
+    allowed = np.flatnonzero(ok[:-1])
+    block = sum(1 for o in plan.ops if o.layer == 0)
+    judged, improved = 0, True
+    while improved and judged < max_judged:
+        improved = False
+        for k in range(1, plan.n_chunks):
+            c = plan.cuts[k]
+            near = [int(a) for a in allowed if a != c and abs(a - c) <= block]
+            moves = {c - block, c + block, *[a for a in near if a < c][-1:],
+                     *[a for a in near if a > c][:1]}
+            for new in sorted(moves):
+                cuts = list(plan.cuts)
+                cuts[k] = new
+                if not 0 < new < len(plan.ops) or not ok[new] or any(b <= a for a, b in zip(cuts, cuts[1:])) or \
+                        cuts[-1] >= len(plan.ops) or judged >= max_judged:
+                    continue
+                cand = parallelize(plan.config, plan.cluster, plan.strategy, cuts=cuts,
+                                   gpu=plan.gpu)
+                r = simulate_training(cand, record_links=False)
+                judged += 1
+                if r.feasible and r.step_ms < result.step_ms * (1 - 1e-9):
+                    plan, result, improved = cand, r, True
+                    break
+    return plan, result, judged
+
+
+def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
+              baseline: SearchResult | None = None, time_limit: float | None = None,
+              refine: int = 3, virtuals=(2, 3, 4, 6, 8)) -> SearchResult:
+    """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
+    chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
+    :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
+    bound, and its time counted in this search's)."""
+    if isinstance(config, str):
+        config = parse_spec(config)
+    t0, c0 = time.perf_counter(), time.process_time()
+    base = baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
+                                prune=True, time_limit=time_limit)
+    strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
+                                  virtuals=virtuals, divisible=False) if s.pp > 1]
+
+    def plan_of(plan, vec):
+        s = plan.strategy
+        cap = min(cluster.devices[r].memory for r in range(s.devices))
+        per_param = static_bytes_per_param(config.precision, s.zero, s.dp)
+        ok, send = _cut_points(plan, vec)
+        split = stage_split(vec, pp=s.pp, n_micro=plan.n_micro, capacity=cap,
+                            per_param=per_param, virtual=s.virtual, cut_ok=ok, send_ms=send)
+        if split is None:
+            return None
+        return parallelize(config, cluster, s, cuts=split[1])
+
+    left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+    incumbent = (base.plan, base.result) if base.result is not None else None
+    own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
+                    incumbent=incumbent, plan_of=plan_of)
+    plan, result, judged = own.plan, own.result, own.judged
+    pool = sorted(own.top + base.top, key=lambda x: x[0])[:refine]
+    for _, p, r in pool:
+        p2, r2, n = refine_cuts(p, r)
+        judged += n
+        if result is None or r2.step_ms < result.step_ms:
+            plan, result = p2, r2
+            own.curve.append((time.perf_counter() - t0, r2.step_ms))
+    won = result is not None and base.result is not None and plan is not base.plan
+    notes = ("op-level stage split beats megatron's best" if won else
+             "megatron's best kept (a candidate of this search)")
+    bound = min(own.bound, base.bound)
+    return SearchResult("tarnawski", plan, result, base.grid + own.grid,
+                        base.judged + judged, base.fits + own.fits,
+                        base.ruled_out + own.ruled_out, time.perf_counter() - t0,
+                        time.process_time() - c0, bound, own.curve, notes)
