@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 
 from workbench.testing.process import default_signals
+from workbench.testing.timing import slowdown
 
 _spec = importlib.util.spec_from_file_location(
     "_notebook_checks", Path(__file__).with_name("test_notebooks.py"))
@@ -182,13 +183,14 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
                  ).first.click()
     page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    load = slowdown()  # bounds grow with the machine's load (issue 41)
     t0 = time.time()
     while True:  # every code cell gets an execution count, none stays busy
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
         done = [t for t in prompts if t.strip()[:1] == "[" and t.strip()[1:2].isdigit()]
         if len(done) == n_code:
             break
-        if time.time() - t0 > 240:
+        if time.time() - t0 > 240 * load:
             page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
             raise AssertionError(f"{name}: cells did not finish: prompts {prompts}")
         time.sleep(1)
@@ -197,7 +199,9 @@ def _run_all(page, lab, name: str, out: Path) -> int:
                               "'application/vnd.jupyter.stderr'] >> text=Traceback")
     assert tracebacks.count() == 0, tracebacks.first.inner_text()
     # what tests/test_notebooks.py checks of a run: within budget, no TensorFlow log, its effect
-    assert elapsed < NB.BUDGET_S * NB.SLACK, f"{name} took {elapsed:.0f} s"
+    # load-scaled as in tests/test_notebooks.py: notebook 08 took 139 s at a load of 7
+    assert elapsed < NB.BUDGET_S * NB.SLACK * max(load, slowdown()), \
+        f"{name} took {elapsed:.0f} s (slowdown {load:.1f})"
     stderr = "".join(page.locator(".jp-RenderedText[data-mime-type="
                                   "'application/vnd.jupyter.stderr']").all_inner_texts())
     NB.check_stderr(name, stderr)

@@ -58,7 +58,7 @@ def test_celeritas_with_segment_anchor_respects_memory():
     g = samples.inception(300, ccr=1.5)
     c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.4)
     p = solve(g, c, method="celeritas", anchor="segments")
-    assert p.status == "heuristic" and len(p.devices_used()) >= 3
+    assert p.stats.get("solver_status", p.status) == "heuristic" and len(p.devices_used()) >= 3
     assert simulate(p, c).makespan > 0
 
 
@@ -104,6 +104,8 @@ def test_celeritas_boundary_cost_options():
     c = Cluster.preset("4xV100-nvlink").with_memory(g.total_memory() * 0.4)
     for cost in ("edges", "tensors"):
         p = solve(g, c, method="celeritas", anchor="segments", boundaries=cost)
-        assert p.status == "heuristic" and simulate(p, c).makespan > 0
+        # the method's own status (the live judge may add out_of_memory, issue 42)
+        assert p.stats.get("solver_status", p.status) == "heuristic"
+        assert simulate(p, c).makespan > 0
     with pytest.raises(SolverError, match="boundaries must be"):
         solve(g, c, method="celeritas", anchor="segments", boundaries="links")

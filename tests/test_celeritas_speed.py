@@ -41,7 +41,11 @@ def counted(monkeypatch):
 def test_celeritas_fuses_once_and_simulates_each_candidate_once(counted, mem):
     g = samples.transformer(1500, seed=3)
     c = C4.with_memory(g.total_memory() * mem)
-    p = wb.solve(g, c, method="celeritas", relief=1.0, keep_start=True, split_start=True)
+    # the method itself, not wb.solve: solve() judges the returned plan's live memory once more
+    # (issue 42), which is the judge's simulation, not one of the method's candidates
+    from workbench.solvers import SOLVERS
+
+    p = SOLVERS["celeritas"].func(g, c, relief=1.0, keep_start=True, split_start=True)
     assert len(p.stats["candidates_ms"]) >= 3          # the extensions ran
     assert len(counted["fuse"]) == len(set(counted["fuse"]))   # one fusion per graph
     assert len(counted["sim"]) == len(set(counted["sim"]))     # no plan simulated twice

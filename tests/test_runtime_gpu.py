@@ -92,9 +92,9 @@ def test_make_chooses_the_gpu_extra_only_where_nvidia_smi_sees_a_gpu(tmp_path):
                              capture_output=True, text=True, check=True)
         return out.stdout.strip()
 
-    assert extras(None) == "tf,dev,torch"
-    assert extras("echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)'") == "gpu,dev,torch"
-    assert extras("echo 'NVIDIA-SMI has failed'; exit 9") == "tf,dev,torch"
+    assert extras(None) == "tf,dev,torch,lab,sweep"
+    assert extras("echo 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-x)'") == "gpu,dev,torch,lab,sweep"
+    assert extras("echo 'NVIDIA-SMI has failed'; exit 9") == "tf,dev,torch,lab,sweep"
 
 
 def test_gpu_extra_declared():

@@ -615,6 +615,36 @@ def _strategies_parser(sub) -> None:
     p.set_defaults(fn=_cmd_strategies)
 
 
+def _sweep_parser(sub) -> None:
+    """The ``sweep`` command's arguments."""
+    p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask",
+                       description="Run a grid of workloads x clusters x methods on Dask. A "
+                       "workload FILE.py:Class is a Python file the sweep imports -- running "
+                       "its code -- in this process and in the workers when it runs; "
+                       "--dry-run never imports it (only checks that the file exists). The "
+                       "local cluster and its dashboard listen on 127.0.0.1 only.")
+    p.add_argument("spec", help="sweep spec (TOML file, or a bundled spec name in sweeps/)")
+    p.add_argument("--out", dest="results",  # a folder, not one of the file outputs checked
+                   help="results folder (default results/SPEC_NAME); reruns resume")
+    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
+                   "tcp://HOST:8786 (default: a local cluster of worker processes)")
+    p.add_argument("--workers", type=_workers_arg,
+                   help="worker processes of the local cluster (1 to 4 per core)")
+    p.add_argument("--max-cells", type=_COUNT, default=None,
+                   help="refuse a grid of more cells than this, counted before any is built "
+                        "(default 100000)")
+    p.add_argument("--time-limit", type=float,
+                   help="seconds per solver, overriding the spec's (a different cell key)")
+    p.add_argument("--no-isolate", action="store_true",
+                   help="run cells inside the workers (faster; no hard per-cell time limit)")
+    p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing "
+                   "(imports no FILE.py:Class model file)")
+    p.add_argument("--markdown", action="store_true",
+                   help="also print the result and win/tie/loss tables as markdown")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
+    p.set_defaults(fn=_cmd_sweep)
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="workbench", description="Place and schedule DNN operator graphs.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -739,32 +769,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(fn=_cmd_run)
 
-    p = sub.add_parser("sweep", help="run a grid of workloads x clusters x methods on Dask",
-                       description="Run a grid of workloads x clusters x methods on Dask. A "
-                       "workload FILE.py:Class is a Python file the sweep imports -- running "
-                       "its code -- in this process and in the workers when it runs; "
-                       "--dry-run never imports it (only checks that the file exists). The "
-                       "local cluster and its dashboard listen on 127.0.0.1 only.")
-    p.add_argument("spec", help="sweep spec (TOML file, or a bundled spec name in sweeps/)")
-    p.add_argument("--out", dest="results",  # a folder, not one of the file outputs checked
-                   help="results folder (default results/SPEC_NAME); reruns resume")
-    p.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
-                   "tcp://HOST:8786 (default: a local cluster of worker processes)")
-    p.add_argument("--workers", type=_workers_arg,
-                   help="worker processes of the local cluster (1 to 4 per core)")
-    p.add_argument("--max-cells", type=_COUNT, default=None,
-                   help="refuse a grid of more cells than this, counted before any is built "
-                        "(default 100000)")
-    p.add_argument("--time-limit", type=float,
-                   help="seconds per solver, overriding the spec's (a different cell key)")
-    p.add_argument("--no-isolate", action="store_true",
-                   help="run cells inside the workers (faster; no hard per-cell time limit)")
-    p.add_argument("--dry-run", action="store_true", help="list the cells, run nothing "
-                   "(imports no FILE.py:Class model file)")
-    p.add_argument("--markdown", action="store_true",
-                   help="also print the result and win/tie/loss tables as markdown")
-    p.add_argument("--json", action="store_true", help="print the rows as JSON")
-    p.set_defaults(fn=_cmd_sweep)
+    _sweep_parser(sub)
     return ap
 
 

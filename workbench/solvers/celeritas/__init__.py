@@ -9,6 +9,6 @@
 The methods are named here too: ``from workbench.solvers.celeritas import celeritas``.
 """
 
-from .placement import celeritas, order_place
+from .placement import celeritas, celeritas_portfolio, order_place
 
-__all__ = ["order_place", "celeritas"]
+__all__ = ["order_place", "celeritas", "celeritas_portfolio"]
