@@ -203,7 +203,25 @@ def _no_markup(html: str, where: str) -> None:
         assert bad not in outside, (where, outside[max(0, outside.find(bad) - 200):][:400])
 
 
-def test_hostile_names_are_escaped_in_every_view_and_the_report(tmp_path):
+def _register_op_refuser(monkeypatch) -> str:
+    """A method, registered for one test, that fails with an error naming the graph's largest
+    op: methods that cannot serve the hostile problem are left out of a comparison (no row) and
+    the others' plans are judged ``infeasible``, so none of them raises any more."""
+    from workbench.errors import SolverError
+    from workbench.solvers.registry import SOLVERS, register
+
+    name = "test_refuses_an_op"
+
+    def refuse(graph, cluster, **_kw):
+        big = max(graph.ops, key=lambda v: graph.op(v).get("memory", 0.0))
+        raise SolverError(f"op {big!r} cannot be placed by this method")
+
+    register(name, family="baseline", paper="-", description="fails naming an op")(refuse)
+    monkeypatch.setitem(SOLVERS, name, SOLVERS.pop(name))  # removed again after the test
+    return name
+
+
+def test_hostile_names_are_escaped_in_every_view_and_the_report(tmp_path, monkeypatch):
     pytest.importorskip("ipywidgets")
     import widgets
     from widgets.board import CompareBoard
@@ -211,8 +229,9 @@ def test_hostile_names_are_escaped_in_every_view_and_the_report(tmp_path):
 
     g = _hostile_problem(tmp_path)
     c = wb.Cluster.preset("2xV100-pcie")
+    refuser = _register_op_refuser(monkeypatch)
     board = CompareBoard({HOSTILE: str(tmp_path / "h.json")}, presets=["2xV100-pcie"],
-                         methods=["single", "m_topo", "m_etf", "heft"], time_limit=2)
+                         methods=["single", "m_topo", "m_etf", "heft", refuser], time_limit=2)
     table = board.run()
     assert (table["status"] == "error").any()  # errors that name an op reach the status line
     assert "&lt;img" in board.status.value and "failed" in board.status.value

@@ -162,6 +162,23 @@ def _check_board_args(graphs, presets, preset, time_limit) -> None:
                           f"3600], got {time_limit!r}")
 
 
+def _opening_methods(first, preset: str) -> list:
+    """The quick methods that suit the opening problem, found without running anything.
+
+    A workload capped by the live memory model (its footprint is a judged single-device run)
+    is not built: under that model no device holds it exactly when its pressure exceeds 1.
+    """
+    from workbench.compare import ONE_DEVICE, default_methods
+    from workbench.workloads import Workload
+
+    if (isinstance(first, Workload) and first.memory_pressure
+            and first.memory_model == "live"):
+        out = default_methods(candidates=QUICK_METHODS, objective="makespan")
+        return [m for m in out if m not in ONE_DEVICE] if first.memory_pressure > 1 else out
+    return default_methods(*build_problem(first, preset), candidates=QUICK_METHODS,
+                           objective="makespan")
+
+
 class CompareBoard(W.VBox):
     """Side-by-side comparison of placement methods.
 
@@ -214,11 +231,7 @@ class CompareBoard(W.VBox):
         preset = preset if preset in presets else presets[0]
         avail = [m for m, info in wb.SOLVERS.items() if not info.needs]
         if methods is None:  # the quick ones that suit the opening problem (none is run)
-            from workbench.compare import default_methods
-
-            methods = default_methods(*build_problem(first, preset),
-                                      candidates=QUICK_METHODS,
-                                      objective="makespan")
+            methods = _opening_methods(first, preset)
         else:
             unknown = [m for m in methods if m not in avail]
             if isinstance(methods, str) or unknown:

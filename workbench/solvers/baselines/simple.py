@@ -6,7 +6,7 @@ Examples
 >>> g, c = samples.cnn(60), Cluster.preset("4xV100-nvlink")
 >>> solve(g, c, method="single").devices_used()
 ['gpu0']
->>> plan = solve(g, c.with_memory(9e6), method="m_topo")  # 13.6 MB model, 9 MB devices
+>>> plan = solve(g, c.with_memory(12e6), method="m_topo")  # 20.6 MB live, 12 MB devices
 >>> len(plan.devices_used()) >= 3, plan.status
 (True, 'heuristic')
 """
