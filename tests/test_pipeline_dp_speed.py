@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from workbench import samples, solve
+from workbench.budget import Budget
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import SolverError, TimeLimitError
 from workbench.graph import OpGraph
@@ -162,8 +163,13 @@ def test_kernel_choice_is_checked_and_time_limit_holds_in_python():
     lat = lattice(p.pred, p.succ)
     with pytest.raises(SolverError, match="kernel must be one of auto, python, compiled"):
         solve_lattice(p, 3, 1, 1e12, lat, kernel="fast")
+    # a spent limit before any split: the greedy packing (no upper bound given), else the error
+    # (Budget(0) is refused: a limit is a positive number of seconds)
+    B, stages, st = solve_lattice(p, 3, 1, 1e12, lat, kernel="python", time_limit=Budget(1e-9))
+    assert st["stopped_by_time_limit"] and st["fallback"] == "greedy_packing" and stages
     with pytest.raises(TimeLimitError, match="time limit"):
-        solve_lattice(p, 3, 1, 1e12, lat, kernel="python", time_limit=0.0)
+        solve_lattice(p, 3, 1, 1e12, lat, upper_bound=B, kernel="python",
+                      time_limit=Budget(1e-9))
     seen = []
     solve_lattice(p, 3, 1, 1e12, lat, kernel="python", progress=seen.append)
     assert seen[-1] == {"ideals_done": len(lat), "ideals": len(lat)}

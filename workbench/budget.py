@@ -169,10 +169,11 @@ class Budget:
 
     def until(self, name: str, fraction: float) -> "Budget":
         """A sub-budget ending at ``fraction`` of the *whole* budget from its start (a phase
-        that must end by, e.g., 90 % of the call)."""
+        that must end by, e.g., 90 % of the call); no time (0 s) once that point has passed."""
         if self.deadline is None:
             return self.share(name, seconds=None, fraction=1.0)
-        return self.share(name, seconds=self.t0 + fraction * self.limit - self.clock())
+        return self.share(name, seconds=max(0.0, self.t0 + fraction * self.limit
+                                            - self.clock()))
 
     # ------------------------------------------------------------------ asking it
     def left(self) -> float:

@@ -118,12 +118,14 @@ bytes with among those with room."""
 
 
 def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved, k,
-            rounds: int = 4) -> None:
+            rounds: int = 4, budget=None) -> None:
     """Fiduccia-Mattheyses-style cleanup after the repair (in place): moves that cut fewer
     bytes between devices and keep every cap (balance, memory), best first, up to ``rounds``
-    moves per unit."""
+    moves per unit (fewer once ``budget`` is spent)."""
     n_units = len(udev)
     for _ in range(rounds * n_units):
+        if budget is not None and budget.over():
+            return
         cur = conn[np.arange(n_units), udev]
         gain = conn - cur[:, None]
         fits = ok & (held[None, :] + ufp[:, None] <= limit[None, :]) \
@@ -147,7 +149,8 @@ def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, mo
 
 
 def repair_balance(plan: Plan, cluster, tolerance: float,
-                   mode: str = "cut", refine: bool = False) -> tuple[Plan, int]:
+                   mode: str = "cut", refine: bool = False,
+                   budget=None) -> tuple[Plan, int]:
     """``plan`` with the paper's memory balance met on its own graph, and the number of ops
     moved (0: ``plan`` itself is returned, it already holds). The moved plan has no order (the
     caller simulates it with the orders it tries). Ops only move to devices that can run them
@@ -155,6 +158,8 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
     when no unit can move, the repair stops short (``fine_balance`` then reports it).
     ``refine``: then also make every move that cuts fewer bytes between devices and keeps
     every cap, best first (a Fiduccia-Mattheyses-style cleanup of the greedy repair).
+    ``budget`` (a :class:`~workbench.budget.Budget`): once it is spent the repair stops short
+    with the moves made so far (a large graph's repair can take seconds per rule).
 
     >>> from workbench import samples, Cluster, Plan
     >>> from workbench.solvers.pesto.balance import repair_balance
@@ -199,7 +204,7 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
     moved = np.zeros(n_units, dtype=bool)
     while True:
         over = np.flatnonzero(held > limit)
-        if over.size == 0:
+        if over.size == 0 or (budget is not None and budget.over()):
             break
         d = int(over[np.argmax(held[over] / caps[over])])
         cand = np.flatnonzero(udev == d)
@@ -233,7 +238,7 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
         np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
     if refine:
         state = (held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved)
-        _refine(*state, k)
+        _refine(*state, k, budget=budget)
     new_dev = udev[unit]
     names = cluster.names
     placement = {v: names[int(new_dev[i])] for i, v in enumerate(g.ops)}

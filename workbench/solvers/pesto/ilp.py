@@ -820,7 +820,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
     merged = cg.coarse.n_ops < graph.n_ops
-    fix = _balancer(cluster, memory_balance, congestion)
+    fix = _balancer(cluster, memory_balance, congestion, budget=budget)
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
                    coarse=merged, reorder=reorder, fix=fix)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
@@ -851,33 +851,41 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     return plan
 
 
-def _balancer(cluster, tolerance, congestion: bool = True):
+def _balancer(cluster, tolerance, congestion: bool = True, budget=None):
     """The fine-balance repair ``pesto`` applies to each expanded candidate (None: balance off):
     every rule of :data:`~.balance.MODES`, with and without the cut-reducing cleanup, simulated,
     the fastest kept. It records the ops it moved (``stats["balance_moved_ops"]``) and the rule
-    (``stats["balance_repair"]``)."""
+    (``stats["balance_repair"]``). Once ``budget`` (the call's) is spent no further rule is
+    tried and a repair under way stops short (``stats["balance_stopped_by_time_limit"]``); a
+    plan reached with the budget already spent is returned unrepaired."""
     if tolerance is None:
         return None
 
     def fix(plan: Plan) -> Plan:
         from ...simulate import simulate
 
+        if budget is not None and budget.over():
+            return plan  # no time left for the repair (fine_balance reports the balance)
         best = None
-        for mode in MODES:
-            for refine in (False, True):
-                out, moved = repair_balance(plan, cluster, tolerance, mode, refine=refine)
-                if not moved:
-                    return plan
-                sched = simulate(out, cluster, congestion=congestion)
-                if best is None or sched.makespan < best[0] - 1e-9:
-                    best = (float(sched.makespan), out, moved,
-                            mode + ("+refine" if refine else ""), sched)
+        for mode, refine in ((m, r) for m in MODES for r in (False, True)):
+            if best is not None and budget is not None and budget.over():
+                break
+            out, moved = repair_balance(plan, cluster, tolerance, mode, refine=refine,
+                                        budget=budget)
+            if not moved:
+                return plan
+            sched = simulate(out, cluster, congestion=congestion)
+            if best is None or sched.makespan < best[0] - 1e-9:
+                best = (float(sched.makespan), out, moved,
+                        mode + ("+refine" if refine else ""), sched)
         _ms, out, moved, mode, sched = best
         # the order the simulator ran it in (the plan promises one per device)
+        stopped = {"balance_stopped_by_time_limit": True} \
+            if budget is not None and budget.over() else {}
         return out.with_placement(dict(out.placement), order=sched.device_order(),
                                   predicted=dict(plan.predicted),
                                   stats={**out.stats, "balance_moved_ops": moved,
-                                         "balance_repair": mode})
+                                         "balance_repair": mode, **stopped})
     return fix
 
 
