@@ -81,7 +81,7 @@ def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Fi
                        marker={"pattern": {"shape": "/", "fgcolor": "white"}}))
     lanes = _link_lanes(result, ranks, fig)
     s = result.plan.strategy
-    fig.update_layout(barmode="overlay", height=120 + 28 * (len(ranks) + lanes),
+    fig.update_layout(barmode="overlay", height=260 + 36 * (len(ranks) + lanes),
                       title=f"{s.describe()}: step {result.step_ms:.1f} ms",
                       xaxis_title="ms", yaxis={"autorange": "reversed"},
                       meta={"figure": "training_gantt", "step_ms": result.step_ms})
@@ -149,6 +149,6 @@ def training_breakdown_figure(results, *, labels=None,
                              marker={"color": _PART_COLORS[part]},
                              hovertemplate=f"{part}: %{{x:.3f}} s<extra></extra>"))
     fig.update_layout(barmode="stack", xaxis_title="step time (s)",
-                      height=140 + 40 * len(rows), yaxis={"autorange": "reversed"},
+                      height=320 + 48 * len(rows), yaxis={"autorange": "reversed"},
                       meta={"figure": "training_breakdown"})
     return fig
