@@ -167,8 +167,8 @@ def pytest_collection_modifyitems(config, items):
 
 
 CHROMIUM = Path("/usr/bin/chromium")
-NBCLIENT_RUN = "tests/test_notebooks.py::test_notebook_runs["
-BROWSER_RUN = "tests/test_browser.py::test_notebook_in_jupyterlab["
+NBCLIENT_RUN = "tests/notebooks/test_notebooks.py::test_notebook_runs["
+BROWSER_RUN = "tests/notebooks/test_browser.py::test_notebook_in_jupyterlab["
 
 
 def _browser_can_run() -> bool:
@@ -194,7 +194,7 @@ class NotebooksOnce:
         for item in items:
             if item.nodeid.startswith(NBCLIENT_RUN) and _param(item.nodeid) in in_browser:
                 item.add_marker(pytest.mark.skip(
-                    reason="executed once, in JupyterLab, by tests/test_browser.py (same checks)"))
+                    reason="executed once, in JupyterLab, by tests/notebooks/test_browser.py (same checks)"))
 
 
 def pytest_configure(config):

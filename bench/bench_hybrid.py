@@ -4,7 +4,7 @@ plus a judge-guided refinement of the cuts), each step checked against the lower
 :mod:`workbench.solvers.hybrid.bound`.
 
 For every model x cluster x global batch below: ``megatron`` pruned by the bound (the same
-answer as judging every valid strategy: ``tests/test_hybrid.py`` checks it; ``--full`` also
+answer as judging every valid strategy: ``tests/solvers/hybrid/test_hybrid.py`` checks it; ``--full`` also
 judges the whole grid and prints its size and time), then ``tarnawski`` with the search of
 Megatron's grid counted in its time (``baseline=None``), wall and CPU seconds
 (``time.process_time``: the machine is shared), strategies judged, the chosen strategy, its

@@ -15,7 +15,7 @@ memory of those runs.
 
 Run: ``.venv/bin/python bench/bench_llm.py [--runs 3] [--only 175b]``
 
-``--torch-check`` prints, for the two small models of ``tests/test_llm_models.py``, our FLOPs
+``--torch-check`` prints, for the two small models of ``tests/training/test_llm_models.py``, our FLOPs
 (forward + backward + Adam, and forward only) and parameter bytes over those of the same model
 built with transformers and captured by ``from_torch``; ``--reduction-grid`` judges 480 small
 strategies on 64 GPUs with one rank per stage and with every rank and counts the differences

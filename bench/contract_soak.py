@@ -6,7 +6,7 @@
     python bench/contract_soak.py --methods pesto,pesto_ilp --param engine=milp
 
 Cases come from :func:`workbench.testing.contract.make_case` (the same generator as
-tests/test_contract.py) and every method is checked by :func:`~workbench.testing.contract.
+tests/reliability/test_contract.py) and every method is checked by :func:`~workbench.testing.contract.
 run_method` plus the cross-method clause. Each method runs in a worker process; one that does
 not answer within ``--hang`` seconds is killed and counted as a hang (the worker is restarted).
 Prints a table per method: pass / clear error / contract failure / crash / hang, then every

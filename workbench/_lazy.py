@@ -4,7 +4,7 @@
 pandas, plotly, TensorFlow, torch, dask): each CLI call and sweep worker would pay for them
 whether it needs them or not. A module-level ``pulp = lazy_module("pulp")`` reads like the
 import it replaces; the library is imported at the first attribute access, and until then
-it is absent from :data:`sys.modules` (what ``tests/test_light_import.py`` checks).
+it is absent from :data:`sys.modules` (what ``tests/house/test_light_import.py`` checks).
 
 The standard library's :class:`importlib.util.LazyLoader` is not used: it registers the module
 in :data:`sys.modules` at once (so nothing can tell a loaded library from a deferred one) and

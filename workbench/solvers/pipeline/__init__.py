@@ -15,7 +15,7 @@
 Imports go one way: the entry modules (``ip`` above ``latency``, ``local_search`` and
 ``metis``, these above ``dp``) over the engines (``gpipe``, ``hierarchy``, ``latency_cpsat``,
 ``kernel``) over the shared pieces (``units``, ``pykernel``, ``ideals``, ``contraction``);
-``tests/test_pipeline_rooms.py`` checks it, and that no module uses another's private name.
+``tests/solvers/tarnawski/test_pipeline_rooms.py`` checks it, and that no module uses another's private name.
 One :class:`~workbench.budget.Budget` runs through every method that takes a time limit.
 
 The methods are named here too: ``from workbench.solvers.pipeline import dp, ip_noncontig``.

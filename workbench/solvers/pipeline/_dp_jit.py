@@ -28,7 +28,7 @@ __all__ = ["backtrack_moves", "forward"]
 # the stage load and the cut update are the pure-Python kernel's own functions, compiled.
 # numba's cache is keyed on this file's text, not on pykernel.py's: change PYKERNEL_EDITION
 # whenever stage_load or apply_move change there, or the cached kernels keep the old ones
-# (the python/compiled agreement tests of tests/test_pipeline_dp_speed.py catch it).
+# (the python/compiled agreement tests of tests/solvers/tarnawski/test_pipeline_dp_speed.py catch it).
 PYKERNEL_EDITION = 3  # 2: replicated stages under interleaving (issue 29); 3: bnd, cfwd
 _stage = njit(cache=True)(_py.stage_load)
 _apply = njit(cache=True)(_py.apply_move)

@@ -4,7 +4,7 @@ Same walk, same pruning, same float64 operations in the same order as the compil
 :mod:`workbench.solvers.pipeline._dp_jit` (sub-ideals visited down the covering edges, the
 stage's compute, memory and cut updated per pair and restored on the way back; see
 :mod:`workbench.solvers.pipeline.kernel`), so both give bit-identical values, splits and
-pair counts (``tests/test_pipeline_dp_speed.py`` checks this on many graphs). It runs on Python
+pair counts (``tests/solvers/tarnawski/test_pipeline_dp_speed.py`` checks this on many graphs). It runs on Python
 lists and ints (bitsets of the backward-contiguity check as Python ints), about 1-3 us per
 (ideal, sub-ideal) pair, and needs neither numba's import (about 0.1 s) nor its cache load
 (about 0.17 s per process): a 30-ideal lattice is solved in about a millisecond.

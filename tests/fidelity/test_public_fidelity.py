@@ -1,0 +1,128 @@
+"""The training judge against the public A100 measurements: prediction, fit, cross-validation, bench."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from workbench.fidelity.measurements import BUNDLED_VTRAIN, MeasurementError, read_measurements
+from workbench.fidelity.public import (
+    DATASHEET,
+    SHIPPED,
+    Calibration,
+    cross_validate,
+    fit,
+    judge_run,
+    predict,
+    residual_report,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = read_measurements(BUNDLED_VTRAIN)
+
+
+def _unfitted(n: int, seed: int = 5) -> list:
+    """``n`` bundled rows the shipped coefficients were not fitted on."""
+    fitted = set(json.loads((ROOT / "workbench/fidelity/public_coefficients.json")
+                            .read_text())["rows"])
+    rest = [i for i in range(len(RUNS)) if i not in fitted]
+    return [RUNS[i] for i in np.random.default_rng(seed).choice(rest, n, replace=False)]
+
+
+def test_shipped_coefficients_are_fitted_physical_and_predict_unseen_rows():
+    assert SHIPPED != DATASHEET
+    assert 0.3 < SHIPPED.compute_efficiency <= 1.0 and 0.3 < SHIPPED.memory_efficiency <= 1.0
+    rows = _unfitted(40)
+    predicted = predict(rows, SHIPPED)
+    measured = np.array([r.measured_ms for r in rows])
+    error = np.abs(predicted - measured) / measured
+    assert np.median(error) < 0.12
+    datasheet = np.abs(predict(rows, DATASHEET) - measured) / measured
+    assert np.median(error) < np.median(datasheet) / 2     # the fit is what makes it close
+
+
+def test_the_judge_sees_each_rows_strategy():
+    run = RUNS[0]
+    result = judge_run(run)
+    plan = result.plan
+    assert (plan.strategy.tp, plan.strategy.pp, plan.strategy.dp) == (run.tp, run.pp, run.dp)
+    assert plan.strategy.recompute == "full" and plan.strategy.schedule == "1f1b"
+    assert result.breakdown()["recompute"] > 0
+
+
+def test_fit_recovers_coefficients_that_made_the_times():
+    truth = Calibration(0.6, 0.5, 40.0, 0.7, 5.0)
+    rows = [RUNS[i] for i in range(0, 1008, 84)]            # 12 rows, varied strategies
+    made = predict(rows, truth)
+    synthetic = [type(r)(**{**r.__dict__, "measured_ms": float(t)}) for r, t in zip(rows, made)]
+    found = fit(synthetic, start=SHIPPED)
+    assert np.allclose(predict(rows, found), made, rtol=0.02)
+    assert found.compute_efficiency == pytest.approx(0.6, rel=0.1)
+
+
+def test_cross_validation_never_scores_a_fitted_row():
+    rows = RUNS[:60]
+    cv = cross_validate(rows, k=3, fit_fraction=0.1, seed=2, max_evals=3)
+    assert len(cv.calibrations) == 3
+    for fold, fitted in enumerate(cv.fitted_rows):
+        assert len(fitted) <= 6
+        assert not set(fitted) & set(np.flatnonzero(cv.fold_of == fold).tolist())
+    shipped = cross_validate(rows, fit_fraction=0)
+    assert shipped.calibrations == [SHIPPED] and shipped.fitted_rows == [[]]
+    assert np.allclose(shipped.predicted, predict(rows, SHIPPED))
+
+
+def test_residual_report_names_dimensions_and_parts():
+    rows = RUNS[:20]
+    report = residual_report(rows, predict(rows))
+    assert set(report["by_dimension"]) >= {"tp", "pp", "dp", "micro batch", "hidden", "layers"}
+    assert {"compute", "tp", "bubble", "dp", "pp"} <= set(report["parts"])
+    total = sum(every for every, _ in report["parts"].values())
+    assert total == pytest.approx(1.0, abs=1e-6)
+
+
+def test_calibrations_out_of_their_physical_range_are_refused(tmp_path):
+    with pytest.raises(MeasurementError, match="compute_efficiency"):
+        Calibration(compute_efficiency=1.5)
+    with pytest.raises(MeasurementError, match="op_floor_us"):
+        Calibration(op_floor_us=float("nan"))
+    bad = tmp_path / "c.json"
+    bad.write_text('{"coefficients": {"compute_efficiency": 0.5}}')
+    with pytest.raises(MeasurementError, match="cannot read"):
+        Calibration.load(bad)
+    SHIPPED.save(bad, fitted_on="test")
+    assert Calibration.load(bad) == SHIPPED
+
+
+def _bench(*args):
+    return subprocess.run([sys.executable, str(ROOT / "bench/fidelity_public.py"), *args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=600,
+                          check=False)
+
+
+def test_bench_scores_any_csv_with_the_shipped_coefficients(tmp_path):
+    lines = BUNDLED_VTRAIN.read_text().splitlines()
+    small = tmp_path / "rows.csv"
+    small.write_text("\n".join(lines[:1] + lines[1:200:20]) + "\n")
+    out = _bench("--csv", str(small), "--fit-fraction", "0")
+    assert out.returncode == 0, out.stderr
+    last = out.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"public fidelity: MAPE [\d.]+ %, worst [\d.]+ %, tau -?[\d.]+ \(median "
+                        r"over groups\), best within 5 % in \d+/\d+ groups", last), last
+    assert len([ln for ln in out.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s", ln)]) == 10
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fit-fraction", "2"], "--fit-fraction must be in"),
+    (["--folds", "1"], "--folds must be at least 2"),
+    (["--csv", "/nonexistent.csv", "--fit-fraction", "0"], "error: cannot read"),
+])
+def test_bench_refuses_bad_arguments_before_any_work(args, message):
+    out = _bench(*args)
+    assert out.returncode == 2 and message in out.stderr
