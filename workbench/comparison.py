@@ -80,6 +80,9 @@ class Comparison:
         seed, congestion, order, measure, measure_options).
     graph, cluster
         The problem.
+    training : dict
+        Method -> the judged :class:`~workbench.judge.training.TrainingResult` of its strategy,
+        for a training problem (:mod:`workbench.compare_training`; empty otherwise).
 
     >>> import workbench as wb
     >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
@@ -97,6 +100,7 @@ class Comparison:
     settings: dict = field(default_factory=dict)
     graph: Any = None
     cluster: Any = None
+    training: dict = field(default_factory=dict)
     _own: dict = field(default_factory=dict, init=False)
 
     # ------------------------------------------------------------ settings as attributes
@@ -335,6 +339,21 @@ def _why_makespan(schedules: dict, methods) -> list:
     return out
 
 
+def _why_training(training: dict, methods) -> list:
+    """Each method's judged training step split by cause (its slowest rank), in words."""
+    out = []
+    for m in methods:
+        if m in training:
+            r = training[m]
+            b = r.breakdown()
+            parts = sorted(((k, v) for k, v in b.items() if k != "step" and v > 0),
+                           key=lambda kv: -kv[1])
+            out.append(f"{m} runs {r.plan.strategy.describe()}: "
+                       + ", ".join(f"{k} {v:,.4g} ms" for k, v in parts)
+                       + f"; peak {fmt_bytes(max(r.peak.values()))} a GPU")
+    return out
+
+
 def _why_max_load(plans: dict, cluster, methods) -> list:
     """Each method's busiest device and its share of the total load, in words."""
     from .simulate import device_loads
@@ -380,6 +399,7 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
 
         schedules = {m: simulate(pl, cluster) for m, pl in plans.items()}
     schedules = schedules or {}
+    training = df.training if is_comparison(df) else {}
     out = []
     for obj, col in (("makespan", "makespan_ms"), ("max_load", "max_load_ms")):
         if col not in table:
@@ -394,12 +414,15 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
         rv = float(ok[col].iloc[1]) if r else float("nan")
         margin = (rv / val - 1.0) if r and val > 0 else float("nan")
         if r:
-            why = [f"{w} wins {obj.replace('_', ' ')} at {val:.4g} ms, "
+            what = "the training step" if training else obj.replace("_", " ")
+            why = [f"{w} wins {what} at {val:.4g} ms, "
                    + (f"{100 * margin:.1f} % ahead of {r} ({rv:.4g} ms)" if margin > 1e-9
                       else f"tied with {r}")]
         else:
             why = [f"{w} is the only feasible plan ({val:.4g} ms)"]
-        if obj == "makespan":
+        if obj == "makespan" and training:
+            why += _why_training(training, (w, r))
+        elif obj == "makespan":
             why += _why_makespan(schedules, (w, r))
         elif plans and cluster is not None:
             why += _why_max_load(plans, cluster, (w, r))
