@@ -74,6 +74,12 @@ def default_methods(graph=None, cluster=None, *, candidates: Iterable[str] | Non
     >>> "expert" in default_methods(), "single" in default_methods()
     (False, True)
     """
+    if graph is not None and cluster is not None:
+        from .compare_training import training_problem
+        from .solvers.hybrid import STRATEGY_METHODS
+
+        if training_problem(graph, cluster) is not None:  # strategies, not op placements
+            return [m for m in STRATEGY_METHODS if candidates is None or m in candidates]
     names = list(SOLVERS) if candidates is None else list(candidates)
     out = [m for m in names if m in SOLVERS and not SOLVERS[m].needs
            and (objective is None or SOLVERS[m].objective == objective)]
@@ -172,7 +178,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
 
         return compare_training(graph, cluster, methods, problem=problem,
                                 global_batch=global_batch, time_limit=time_limit,
-                                progress=progress, settings={
+                                progress=progress, columns=COLUMNS, settings={
                                     "time_limit": time_limit, "params": {},
                                     "seed": seed, "congestion": congestion, "order": order,
                                     "measure": False, "measure_options": {}})

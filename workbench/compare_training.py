@@ -138,12 +138,13 @@ def _op_plan(m: str, found, result):
 
 
 def compare_training(graph, cluster, methods, *, problem, global_batch: int | None,
-                     time_limit: float | None, progress, settings: dict) -> Comparison:
+                     time_limit: float | None, progress, settings: dict,
+                     columns: list) -> Comparison:
     """The strategy methods of ``methods`` (default: all of them) on training problem
-    ``problem`` (:func:`training_problem`); see the module docstring."""
+    ``problem`` (:func:`training_problem`); see the module docstring. ``columns``: the
+    table's columns before :data:`TRAINING_COLUMNS` (:data:`workbench.compare.COLUMNS`)."""
     import pandas as pd
 
-    from .compare import COLUMNS
     from .judge.training import simulate_training
     from .solvers import SOLVERS
     from .solvers.hybrid import STRATEGY_METHODS, search_strategy
@@ -185,7 +186,7 @@ def compare_training(graph, cluster, methods, *, problem, global_batch: int | No
             progress(k + 1, len(methods), m)
     if bar is not None:
         bar.close()
-    df = pd.DataFrame(rows, columns=COLUMNS + TRAINING_COLUMNS)
+    df = pd.DataFrame(rows, columns=list(columns) + TRAINING_COLUMNS)
     lb = min((b for b in df["space_bound_ms"].astype(float) if math.isfinite(b)),
              default=math.nan)
     df["makespan_lb"] = lb
