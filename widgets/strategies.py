@@ -55,7 +55,7 @@ _PARTS = [("compute_ms", "compute", "ms"), ("recompute_ms", "recompute", "ms"),
           ("dp_ms", "DP", "ms"), ("optimizer_ms", "optimizer", "ms")]
 _MEM = [("peak_mem_bytes", "peak memory a GPU", "peak"), ("feasible", "fits", "fits"),
         ("mfu", "MFU", "pct"), ("judged", "judged / grid", "judged"),
-        ("solve_s", "search (s)", "s")]
+        ("solve_s", "search (s)", "s"), ("status", "status", "text")]
 
 
 def is_training(cmp) -> bool:

@@ -313,6 +313,7 @@ def _strategy_rows(t) -> list:
                              zip(t["peak_mem_bytes"], t["capacity_bytes"])]),
         ("fits", fits), ("MFU", [f"{100 * v:.1f} %" for v in t["mfu"].astype(float)]),
         ("judged / grid", [f"{a} / {b}" for a, b in zip(t["judged"], t["grid"])]),
+        ("status", t["status"].astype(str).tolist()),
         ("search (s)", [f"{v:.3g}" for v in t["solve_s"].astype(float)]),
     ]
 
