@@ -209,8 +209,9 @@ def _bar(progress, total: int):
 
 def check_training_args(problem, global_batch, measure, params=None) -> None:
     """What :func:`workbench.compare` refuses with a training option on the wrong problem."""
-    if params and problem is not None:
-        raise SolverError(f"params given for {', '.join(map(str, params))}: the strategy "
+    given = [m for m, p in (params or {}).items() if p]
+    if given and problem is not None:
+        raise SolverError(f"params given for {', '.join(map(str, given))}: the strategy "
                           f"methods of a training problem take no parameters")
     if global_batch is not None and problem is None:
         raise SolverError("global_batch applies to an LLM training problem only (gpt:... or "
