@@ -198,3 +198,14 @@ def test_board_shows_the_strategies_and_their_training_views(tmp_path):
     board.gantt_b_picker.value = "megatron"
     assert board.gantt_b.method == "megatron"
     assert math.isfinite(board.comparison.bounds["makespan_ms"])
+
+
+def test_a_training_problem_with_every_method_left_out_still_prints_and_reports(tmp_path,
+                                                                                 capsys):
+    rep = tmp_path / "r.html"
+    assert main(["compare", SPEC, "--cluster", "8xA100-80g", "--global-batch", "16",
+                 "--methods", "heft", "--report", str(rep)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("global batch 16 sequences") and out[1].startswith("left out heft")
+    html = rep.read_text()
+    assert "nothing wins" in html and "Left out heft" in html

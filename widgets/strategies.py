@@ -59,9 +59,9 @@ _MEM = [("peak_mem_bytes", "peak memory a GPU", "peak"), ("feasible", "fits", "f
 
 
 def is_training(cmp) -> bool:
-    """Whether ``cmp`` is a training comparison (it holds judged training results)."""
-    return bool(getattr(cmp, "training", None)) if cmp is not None and \
-        hasattr(type(cmp), "_is_comparison") else False
+    """Whether ``cmp`` is a training comparison (:mod:`workbench.compare_training`, even one
+    whose every method was left out)."""
+    return hasattr(type(cmp), "_is_comparison") and "training" in (cmp.settings or {})
 
 
 def ranked_methods(cmp) -> list:

@@ -341,7 +341,7 @@ def _print_strategies(cmp) -> None:
 
 
 def _print_table(df) -> None:
-    if getattr(df, "training", None):
+    if "training" in (getattr(df, "settings", None) or {}):  # a training comparison
         return _print_strategies(df)
     cols = ["method", "status", "makespan_ms", "makespan_gap", "max_load_ms", "comm_ms",
             "peak_mem_frac", "live_mem_frac", "fits", "devices_used", "solve_s"]

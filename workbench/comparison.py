@@ -393,6 +393,8 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
     """
     table, plans, graph, cluster, schedules = parts(df, plans=plans, graph=graph,
                                                     cluster=cluster, schedules=schedules)
+    if not len(table):  # every method left out: nothing wins
+        return []
     flags = row_flags(table, plans=plans, graph=graph)
     if schedules is None and plans and cluster is not None:
         from .simulate import simulate
