@@ -67,6 +67,11 @@ def test_compare_runs_the_strategy_methods_on_a_training_problem(problem, cmp):
     v = cmp.verdict()
     assert v[0]["winner"] == t.sort_values("makespan_ms", kind="stable")["method"].iloc[0]
     assert "training step" in v[0]["why"] and "compute" in v[0]["why"]
+    by = t.set_index("method")["strategy"]
+    if v[0]["runner_up"] is not None:  # the runner-up is the best *other* strategy
+        assert by[v[0]["runner_up"]] != by[v[0]["winner"]]
+    same = [m for m in by.index if m != v[0]["winner"] and by[m] == by[v[0]["winner"]]]
+    assert (f"({', '.join(same)}: the same strategy)" in v[0]["why"]) == bool(same)
 
 
 def test_a_method_whose_strategies_do_not_fit_shows_where_it_runs_out(problem):

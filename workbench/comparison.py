@@ -412,12 +412,18 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
         if not len(ok):
             continue
         w, val = str(ok["method"].iloc[0]), float(ok[col].iloc[0])
+        also = []
+        if training and "strategy" in ok:  # the runner-up: the best *other* strategy
+            same = (ok["strategy"] == ok["strategy"].iloc[0]).to_numpy()
+            also = [str(m) for m in ok["method"][same].iloc[1:]]
+            ok = ok[~same | (ok["method"].astype(str) == w).to_numpy()]
         r = str(ok["method"].iloc[1]) if len(ok) > 1 else None
         rv = float(ok[col].iloc[1]) if r else float("nan")
         margin = (rv / val - 1.0) if r and val > 0 else float("nan")
         if r:
             what = "the training step" if training else obj.replace("_", " ")
-            why = [f"{w} wins {what} at {val:.4g} ms, "
+            who = f"{w} ({', '.join(also)}: the same strategy)" if also else w
+            why = [f"{who} wins {what} at {val:.4g} ms, "
                    + (f"{100 * margin:.1f} % ahead of {r} ({rv:.4g} ms)" if margin > 1e-9
                       else f"tied with {r}")]
         else:
