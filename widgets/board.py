@@ -45,28 +45,45 @@ from .fit import CellFit
 from .figures.gantt import gantt_figure
 from .figures.memory import memory_figure
 from .figures.robust import robust_figure, robust_html
+from .strategies import (STRATEGY_CSS, breakdown_figure, is_training, ranked_methods,
+                         row_figures, strategy_table_html)
 from .tables import TABLE_CSS, results_table_html
 from .verdict import verdict_html
 from .views import FILL_CSS as VIEW_CSS
 from .views import fill, replace_figure
 
-FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + "</style>")
+FILL_CSS = VIEW_CSS.replace("</style>", TABLE_CSS + STRATEGY_CSS + "</style>")
 """CSS of the board: figures take their cell's width; the results table."""
 
 __all__ = ["CompareBoard", "default_graphs", "build_problem", "verdict_html", "QUICK_METHODS",
            "FILL_CSS"]
 
 QUICK_METHODS = ("single", "round_robin", "m_topo", "heft", "dpos", "m_etf", "celeritas",
-                 "pesto", "dp")
+                 "pesto", "dp", "megatron", "tarnawski", "ddp", "zero")
 """Candidates ticked by default: those of them that suit the opening problem
-(:func:`workbench.compare.default_methods` with ``objective="makespan"``)."""
+(:func:`workbench.compare.default_methods` with ``objective="makespan"``; on an LLM training
+problem the strategy methods, :mod:`workbench.compare_training`)."""
+
+
+def board_presets() -> list:
+    """The cluster presets the board offers: :data:`workbench.cluster.PRESETS` and the
+    8-GPU nodes of :data:`workbench.cluster.TRAINING_PRESETS` (where an LLM's strategies are
+    compared; the 64- and 512-GPU ones stay out of the op-placement list).
+
+    >>> [p for p in board_presets() if p.startswith("8xA100-")]
+    ['8xA100-nvlink', '8xA100-80g', '8xA100-40g']
+    """
+    from workbench.cluster import PRESETS, TRAINING_PRESETS
+
+    return [*PRESETS, *(k for k in TRAINING_PRESETS if k.startswith("8x"))]
 
 def default_graphs() -> dict:
     """Name -> graph source offered by the board: the layered pairs of the hard suite
     (:func:`workbench.workloads.hard_suite`, a :class:`~workbench.workloads.Workload` each: its
     memory pressure and preset come with it) first, then bundled samples by the names
     :func:`workbench.workloads.resolve` takes (and the training step of a transformer, which
-    no name describes, as a factory).
+    no name describes, as a factory), last an LLM training step (``gpt:1.3b``: on a GPU-node
+    preset its strategies are compared, :mod:`workbench.compare_training`).
 
     >>> names = list(default_graphs())
     >>> names[0]
@@ -85,6 +102,7 @@ def default_graphs() -> dict:
             samples.transformer(150, seed=0)),
         "pesto fig. 2 (7 ops)": "pesto_fig2",
         "diamond (4 ops)": "diamond",
+        "GPT 1.3B training step (strategies)": "gpt:1.3b",
     })
     return out
 
@@ -139,7 +157,6 @@ def _check_board_args(graphs, presets, preset, time_limit) -> None:
     """
     import math
 
-    from workbench.cluster import PRESETS
     from workbench.graph import OpGraph
     from workbench.workloads import Workload
 
@@ -153,7 +170,7 @@ def _check_board_args(graphs, presets, preset, time_limit) -> None:
         if bad:
             raise GraphError(f"CompareBoard: graph(s) {bad} are neither an OpGraph, a Workload, "
                              f"a spec string nor a function making a graph")
-    names = list(presets or PRESETS)
+    names = list(presets or board_presets())
     if preset is not None and preset not in names:
         raise SolverError(f"CompareBoard: preset {preset!r} is not one of {', '.join(names)}")
     if (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
@@ -190,7 +207,7 @@ class CompareBoard(W.VBox):
         :func:`default_graphs`, which opens on the hard pair ``layered300-4xV100``); see
         :func:`build_problem`.
     presets : list of str, optional
-        Cluster presets offered (default: all of :data:`workbench.cluster.PRESETS`).
+        Cluster presets offered (default: :func:`board_presets`).
     methods : list of str, optional
         Methods ticked at start (default: those of :data:`QUICK_METHODS` that suit the first
         graph on the initial preset, see :func:`workbench.compare.default_methods`: no method
@@ -219,17 +236,17 @@ class CompareBoard(W.VBox):
                  preset: str | None = None):
         super().__init__()
         import workbench as wb
-        from workbench.cluster import PRESETS
+        from workbench.solvers.hybrid import STRATEGY_METHODS
         from workbench.workloads import Workload
 
         _check_board_args(graphs, presets, preset, time_limit)
         self._graphs = dict(graphs or default_graphs())
-        presets = list(presets or PRESETS)
+        presets = list(presets or board_presets())
         first = next(iter(self._graphs.values()))
         if preset is None:
             preset = first.cluster if isinstance(first, Workload) else "4xV100-nvlink"
         preset = preset if preset in presets else presets[0]
-        avail = [m for m, info in wb.SOLVERS.items() if not info.needs]
+        avail = [m for m, info in wb.SOLVERS.items() if not info.needs] + list(STRATEGY_METHODS)
         if methods is None:  # the quick ones that suit the opening problem (none is run)
             methods = _opening_methods(first, preset)
         else:
@@ -258,6 +275,11 @@ class CompareBoard(W.VBox):
                                            description="time limit (s)",
                                            style={"description_width": "initial"},
                                            layout=W.Layout(width="200px"))
+        self.batch_box = W.BoundedIntText(value=0, min=0, max=10**7, step=8,
+                                          description="global batch (0: auto)",
+                                          style={"description_width": "initial"},
+                                          layout=W.Layout(width="200px"))
+        self.batch_box.add_class("wb-global-batch")
         self.robust_check = W.Checkbox(value=True, description="robustness (200 draws)",
                                        indent=False, layout=W.Layout(width="200px"))
         self.noise_picker = W.Dropdown(options=["profiled", "roofline"], value="profiled",
@@ -310,7 +332,7 @@ class CompareBoard(W.VBox):
         self.gantt_a_picker.observe(lambda ch: self._show("a", ch["new"]), "value")
         self.gantt_b_picker.observe(lambda ch: self._show("b", ch["new"]), "value")
         controls = W.HBox([W.VBox([self.graph_picker, self.preset_picker, self.time_box]),
-                           W.VBox([self.robust_check, self.noise_picker]),
+                           W.VBox([self.robust_check, self.noise_picker, self.batch_box]),
                            self.method_picker,
                            W.VBox([self.run_button, self.progress, self.status])])
         exports = W.HBox([self.export_dir, *self.export_buttons.values(), self.export_status])
@@ -320,12 +342,22 @@ class CompareBoard(W.VBox):
                          exports]
 
     def _on_graph(self, change) -> None:
-        """A hard-suite workload brings its own cluster preset along."""
+        """A hard-suite workload brings its own cluster preset along; an LLM training step
+        moves to a GPU-node preset and ticks the strategy methods."""
+        from workbench.solvers.hybrid import STRATEGY_METHODS
+        from workbench.transforms.parallel import PRESET_GPUS
         from workbench.workloads import Workload
 
         src = self._graphs[change["new"]]
         if isinstance(src, Workload) and src.cluster in self.preset_picker.options:
             self.preset_picker.value = src.cluster
+        if isinstance(src, str) and src.startswith(("gpt:", "llama:")):
+            if self.preset_picker.value not in PRESET_GPUS:
+                gpus = [p for p in self.preset_picker.options if p in PRESET_GPUS]
+                if gpus:
+                    self.preset_picker.value = gpus[0]
+            self.method_picker.value = tuple(m for m in STRATEGY_METHODS
+                                             if m in self.method_picker.options)
 
     def run(self, progress: Callable | None = None):
         """Compare the chosen methods; update table, bars and Gantts; return the table."""
@@ -353,10 +385,15 @@ class CompareBoard(W.VBox):
                 if progress is not None:
                     progress(done, total, method)
 
+            from workbench.compare_training import training_problem
+
+            training = training_problem(self.graph, self.cluster) is not None
             cmp = wb.compare(self.graph, self.cluster, methods=methods,
-                             time_limit=float(self.time_box.value), progress=tick)
+                             time_limit=float(self.time_box.value), progress=tick,
+                             global_batch=(int(self.batch_box.value) or None) if training
+                             else None)
             robust, self._robust_error = None, ""
-            if self.robust_check.value and cmp.plans:
+            if self.robust_check.value and cmp.plans and not training:
                 self.status.value = "replaying the plans under cost noise ..."
                 try:
                     robust = wb.robustness(cmp, noise=self.noise_picker.value, samples=200)
@@ -390,6 +427,8 @@ class CompareBoard(W.VBox):
 
     def _draw(self) -> None:
         df, cmp = self.table, self.comparison
+        if is_training(cmp):
+            return self._draw_training()
         self.table_view.value = results_table_html(cmp)
         self.verdict_view.value = verdict_html(cmp.verdict())
         # a new widget in the box, not an in-place swap of trace types: a swap made before
@@ -436,7 +475,50 @@ class CompareBoard(W.VBox):
     _muted = False
     _robust_error = ""
 
+    def _draw_training(self) -> None:
+        """A training comparison: the strategies side by side, the breakdown of every row,
+        and in slots A and B the pipeline Gantt and memory over time of the picked rows
+        (default: the fastest and the slowest)."""
+        cmp, df = self.comparison, self.table
+        self.table_view.value = strategy_table_html(cmp) + "".join(
+            f"<p class='note'>left out {_html.escape(m)}: {_html.escape(w)}</p>"
+            for m, w in cmp.left_out.items())
+        self.verdict_view.value = verdict_html(cmp.verdict())
+        self.bars = _figure_widget(breakdown_figure(cmp) if cmp.training else
+                                   _empty_figure("no strategy method ran"), "wb-compare")
+        self._bars_box.children = [self.bars]
+        self._robust_box.children = []
+        self.robust_view.value = ("<span class='note'>robustness: not for training "
+                                  "strategies yet</span>" if self.robust_check.value else "")
+        ranked = ranked_methods(cmp) if cmp.training else []
+        ga = ranked[0] if ranked else None
+        gb = ranked[-1] if len(ranked) > 1 else ga
+        self._muted = True
+        try:
+            for picker, value in ((self.gantt_a_picker, ga), (self.gantt_b_picker, gb)):
+                picker.options = ranked
+                picker.value = value
+        finally:
+            self._muted = False
+        self._show("a", ga)
+        self._show("b", gb)
+        bad = int((~df["feasible"].astype(bool)).sum()) if len(df) else 0
+        self.status.value = _html.escape(
+            f"{len(df)} strategies judged ({bad} out of memory)"
+            + (f"; left out: {', '.join(cmp.left_out)}" if cmp.left_out else ""))
+
     def _show(self, which: str, method) -> None:
+        training = self.comparison.training if self.comparison is not None else {}
+        if not self._muted and method in training:
+            view = self.gantt_a if which == "a" else self.gantt_b
+            shown = [v for v in (self.gantt_a_picker.value, self.gantt_b_picker.value, method)
+                     if v in training]
+            xmax = max(training[m].step_ms for m in shown)
+            view.show_training(self.comparison, method, xmax=xmax)
+            other = self.gantt_b if which == "a" else self.gantt_a
+            if other.method in training and other.xmax != xmax:
+                other.show_training(self.comparison, other.method, xmax=xmax)
+            return
         if self._muted or method is None or method not in self.schedules:
             return
         view = self.gantt_a if which == "a" else self.gantt_b
@@ -459,6 +541,16 @@ class CompareBoard(W.VBox):
 
         a, b = self._method(a), self._method(b or self.gantt_b_picker.value)
         cmp = self.comparison  # the diff judges both plans as the comparison did
+        if is_training(cmp):  # two judged strategies: fields, step parts, peak memory
+            from workbench.diff import training_diff
+
+            d = training_diff(cmp.training[a], cmp.training[b])
+            self.diff_view.value = (f"<b>{_html.escape(a)}</b> (a) against "
+                                    f"<b>{_html.escape(b)}</b> (b)"
+                                    + d.to_html(classes="results", float_format="{:.4g}".format))
+            self._diff_box.children = [_figure_widget(breakdown_figure(cmp, [a, b]),
+                                                      "wb-diff-breakdown")]
+            return d
         sched = cmp.schedules
         d = wb.diff(self.plans[a], self.plans[b], self.cluster, names=(a, b),
                     congestion=cmp.congestion, order=cmp.order,
@@ -500,6 +592,9 @@ class CompareBoard(W.VBox):
         from workbench.io import save_chrome_trace
 
         m = self._method(method)
+        if m not in self.schedules:
+            raise ValueError(f"{m} has no op-level schedule to trace (a training strategy: "
+                             f"its pipeline Gantt is in the board and the HTML report)")
         path = Path(path) if path else self._out(f"{self._stem()}-{m}.trace.json")
         path.parent.mkdir(parents=True, exist_ok=True)
         save_chrome_trace(self.schedules[m], path)
@@ -556,9 +651,22 @@ class _EmptyGantt:
         self.box = W.VBox([self.figure], layout=W.Layout(width="100%"))
         self.schedule = None
         self.xmax = None
+        self.method = None
+
+    def show_training(self, cmp, method: str, xmax: float | None = None) -> None:
+        """The pipeline Gantt and memory over time of ``method``'s judged strategy in a
+        training comparison (:func:`widgets.strategies.row_figures`), on ``xmax`` ms."""
+        self.schedule, self.xmax, self.method = None, xmax, method
+        gantt, mem = row_figures(cmp, method)
+        for f in (gantt, mem):
+            if xmax is not None:
+                f.update_xaxes(range=[0, xmax * 1.01])
+        self.figure = _figure_widget(gantt, *self._classes, "wb-training-gantt")
+        self.memory = _figure_widget(mem, "wb-memory", "wb-training-memory")
+        self.box.children = [self.figure, self.memory]
 
     def show(self, schedule, xmax: float | None = None) -> None:
-        self.schedule, self.xmax = schedule, xmax
+        self.schedule, self.xmax, self.method = schedule, xmax, None
         new = gantt_figure(schedule, height=None, xmax=xmax)
         if self.figure.layout.meta and self.figure.layout.meta.get("figure") == "gantt":
             replace_figure(self.figure, new)  # same trace types: updated in place

@@ -49,10 +49,11 @@ table.results th{background:#f5f5f5}table.results td:first-child{text-align:left
 """
 
 _PICKER_JS = """
-function wbPick(sel){document.querySelectorAll('.wb-one').forEach(function(d){
+function wbPick(sel){var g=sel.dataset.group||'wb-one';
+ document.querySelectorAll('.'+g).forEach(function(d){
  d.style.display=d.dataset.m===sel.value?'block':'none';
- if(d.style.display==='block'){var p=d.querySelector('.js-plotly-plot');
-  if(p&&window.Plotly)Plotly.Plots.resize(p);}});}
+ if(d.style.display==='block'&&window.Plotly){d.querySelectorAll('.js-plotly-plot')
+  .forEach(function(p){Plotly.Plots.resize(p);});}});}
 """
 
 
@@ -110,14 +111,12 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                 max_dag_ops: int = 5000, max_gantt_bars: int = 15000,
                 notes: str | None = None, robust=None) -> str:
     """The report as an HTML string (see :func:`write_report`)."""
-    from plotly.offline import get_plotlyjs
-
     from workbench.comparison import is_comparison, verdict
     from workbench.comparison import parts as unpack
 
     from .figures import (compare_figure, dag_figure, gantt_figure, gantt_multiples,
                           pipeline_figure, robust_figure, robust_html)
-    from .tables import TABLE_CSS, results_table_html
+    from .tables import results_table_html
     from .verdict import verdict_html
 
     cmp = table if is_comparison(table) else None
@@ -131,10 +130,20 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
                  f"{graph.n_edges} edges &middot; cluster <b>{esc(cluster.name)}</b>: "
                  f"{len(cluster.names)} devices ({esc(', '.join(cluster.names))}) &middot; "
                  f"written {stamp}</p>")
-    if cmp is not None:
+    from .strategies import is_training
+
+    if is_training(cmp):
+        tr = cmp.settings["training"]
+        tl = "no time limit" if cmp.time_limit is None else f"{cmp.time_limit:g} s per method"
+        parts.append(f"<p class='meta'>training step of {esc(tr['model'])} on {esc(tr['gpu'])} "
+                     f"GPUs, global batch {tr['global_batch']} sequences; each method's "
+                     f"strategy judged by the training judge; {tl}</p>")
+    elif cmp is not None:
         parts.append(f"<p class='meta'>{esc(_settings_line(cmp))}</p>")
     if notes:
         parts.append(f"<p class='note'>{esc(notes)}</p>")
+    if is_training(cmp):  # strategies side by side, the training views of the chosen one
+        return _page(title, parts + _training_parts(cmp, max_gantt_bars))
     schedules, errors = _schedules(cmp, plans, cluster)
     if table is not None and len(table):
         parts.append("<h2>Verdict</h2>")
@@ -208,12 +217,56 @@ def report_html(*, graph, cluster, table=None, plans: dict | None = None,
         parts.append(_fig_div(pipeline_figure(plans[best_ml], cluster), "pipeline"))
     for m, msg in errors.items():
         parts.append(f"<p class='note'>Plan {esc(m)} could not be simulated: {esc(msg)}</p>")
+    return _page(title, parts)
+
+
+def _page(title: str, parts: list) -> str:
+    """The self-contained page of the report's sections (plotly.js inlined once)."""
+    from plotly.offline import get_plotlyjs
+
+    from .strategies import STRATEGY_CSS
+    from .tables import TABLE_CSS
+
+    esc = _html.escape
     body = "\n".join(parts)
     return ("<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-            f"<title>{esc(title)}</title><style>{_CSS}{TABLE_CSS}</style>"
+            f"<title>{esc(title)}</title><style>{_CSS}{TABLE_CSS}{STRATEGY_CSS}</style>"
             f"<script type='text/javascript'>{get_plotlyjs()}</script>"
             f"<script>{_PICKER_JS}</script></head>"
             f"<body>\n{body}\n</body></html>\n")
+
+
+def _training_parts(cmp, max_bars: int) -> list:
+    """The sections of a training comparison: verdict, the strategies side by side, the
+    breakdown of every row, and the pipeline Gantt and memory over time of any row (a picker;
+    the winner first)."""
+    from .strategies import breakdown_figure, ranked_methods, row_figures, strategy_table_html
+    from .verdict import verdict_html
+
+    esc = _html.escape
+    parts = ["<h2>Verdict</h2>", verdict_html(cmp.verdict()),
+             "<h2>Strategies side by side</h2>", strategy_table_html(cmp)]
+    for m, why in cmp.left_out.items():
+        parts.append(f"<p class='note'>Left out {esc(m)}: {esc(why)}</p>")
+    if not cmp.training:
+        return parts
+    parts.append(_fig_div(breakdown_figure(cmp), "breakdown"))
+    order = ranked_methods(cmp)
+    parts.append("<h2>One strategy: pipeline and memory over time</h2>")
+    parts.append("<p class='note'>A lane per pipeline stage (one GPU each: the ranks of a "
+                 "stage run the same), micro-batches coloured, forward light, backward dark, "
+                 "recomputation hatched; gaps are the bubble. Under the stages, each GPU's "
+                 "NVLink and network traffic (TP collectives, pipeline sends, DP buckets). "
+                 "Then memory over time of each stage against the GPU's capacity.</p>")
+    opts = "".join(f"<option value='{esc(m)}'>{esc(m)}</option>" for m in order)
+    parts.append(f"<p>Strategy of <select id='train-pick' data-group='wb-train' "
+                 f"onchange='wbPick(this)'>{opts}</select></p>")
+    for k, m in enumerate(order):
+        divs = "".join(_fig_div(f, f"train-{k}-{j}")
+                       for j, f in enumerate(row_figures(cmp, m, max_bars=max_bars)))
+        parts.append(f"<div class='wb-train' data-m='{esc(m)}' style='display:"
+                     f"{'block' if k == 0 else 'none'}'>{divs}</div>")
+    return parts
 
 
 def write_report(path, graph, cluster, table=None, plans: dict | None = None, *,

@@ -269,7 +269,8 @@ def _run_compare(graph, cluster, args, methods):
 
     cmp = compare(graph, cluster, methods=methods, time_limit=args.time_limit, seed=args.seed,
                   progress=not args.json and sys.stderr.isatty(),
-                  measure=getattr(args, "measure", False))
+                  measure=getattr(args, "measure", False),
+                  global_batch=getattr(args, "global_batch", None))
     return cmp, cmp.plans
 
 
@@ -288,7 +289,60 @@ def _write_outputs(df, plans, graph, cluster, args, title: str) -> None:
                      title=title)
 
 
+def _strategy_rows(t) -> list:
+    """``(label, values)`` of a training comparison's table, one value per method."""
+    def ms(col):
+        return [f"{v:.4g}" for v in t[col].astype(float)]
+
+    fits = ["yes" if bool(f) else "out of memory" for f in t["feasible"]]
+    return [
+        ("tp", [f"{a}{'+sp' if b else ''}" for a, b in zip(t["tp"], t["sp"])]),
+        ("pp", t["pp"].astype(str).tolist()), ("dp", t["dp"].astype(str).tolist()),
+        ("micro-batch", t["mbs"].astype(str).tolist()),
+        ("micro-batches", t["n_micro"].astype(str).tolist()),
+        ("schedule", [f"{a}{f' v={b}' if b > 1 else ''}" for a, b in
+                      zip(t["schedule"], t["virtual"])]),
+        ("recompute", t["recompute"].astype(str).tolist()),
+        ("zero", t["zero"].astype(str).tolist()),
+        ("step (ms)", ms("makespan_ms")),
+        ("gap to bound", [f"{100 * g:+.1f} %" for g in t["makespan_gap"].astype(float)]),
+        *[(f"  {k}", ms(f"{c}_ms")) for k, c in
+          (("compute", "compute"), ("recompute", "recompute"), ("TP", "tp"), ("PP", "pp"),
+           ("bubble", "bubble"), ("DP", "dp"), ("optimizer", "optimizer"))],
+        ("peak memory/GPU", [f"{p / 2**30:.1f} of {c / 2**30:.0f} GiB" for p, c in
+                             zip(t["peak_mem_bytes"], t["capacity_bytes"])]),
+        ("fits", fits), ("MFU", [f"{100 * v:.1f} %" for v in t["mfu"].astype(float)]),
+        ("judged / grid", [f"{a} / {b}" for a, b in zip(t["judged"], t["grid"])]),
+        ("status", t["status"].astype(str).tolist()),
+        ("search (s)", [f"{v:.3g}" for v in t["solve_s"].astype(float)]),
+    ]
+
+
+def _print_strategies(cmp) -> None:
+    """A training comparison: the strategies side by side, one column per method."""
+    t = cmp.table
+    tr = cmp.settings["training"]
+    print(f"{tr['model']} on {cmp.cluster.name} ({tr['gpu']}), global batch "
+          f"{tr['global_batch']} sequences")
+    if len(t):
+        rows = _strategy_rows(t)
+        names = t["method"].astype(str).tolist()
+        w = max(len(k) for k, _ in rows)
+        cw = [max(len(n), *(len(v[i]) for _, v in rows)) for i, n in enumerate(names)]
+        print(f"{'':<{w}}  " + "  ".join(f"{n:>{c}}" for n, c in zip(names, cw)))
+        for k, vals in rows:
+            print(f"{k:<{w}}  " + "  ".join(f"{v:>{c}}" for v, c in zip(vals, cw)))
+        print(f"lower bound {cmp.bounds['makespan_ms']:.4g} ms: the least over the strategies "
+              f"the methods searched")
+    for _, r in t[~t["feasible"].astype(bool)].iterrows():
+        print(f"  {r['method']} does not fit: {r['violations']}")
+    for m, why in cmp.left_out.items():
+        print(f"left out {m}: {why}")
+
+
 def _print_table(df) -> None:
+    if "training" in (getattr(df, "settings", None) or {}):  # a training comparison
+        return _print_strategies(df)
     cols = ["method", "status", "makespan_ms", "makespan_gap", "max_load_ms", "comm_ms",
             "peak_mem_frac", "live_mem_frac", "fits", "devices_used", "solve_s"]
     cols += [c for c in ("measured_ms", "sim_error") if c in df]
@@ -319,8 +373,11 @@ def _cmd_compare(args) -> int:
                                  f"the option out for all methods")
         if len(set(methods)) != len(methods):
             raise WorkbenchError(f"--methods {args.methods!r} names a method twice")
+        from .solvers.hybrid import STRATEGY_METHODS
+
         for m in methods:
-            get(m)
+            if m not in STRATEGY_METHODS:
+                get(m)
     graph, cluster = _problem(args)
     if args.measure:
         _measurable(graph)
@@ -730,6 +787,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--report", help="write a self-contained HTML report")
     p.add_argument("--measure", action="store_true",
                    help="also measure each plan on local devices (TensorFlow)")
+    p.add_argument("--global-batch", type=_COUNT, help="sequences per step of an LLM training "
+                   "problem (gpt:..., llama:... on a GPU-node preset such as 8xA100-80g: "
+                   "strategies side by side; default four micro-batches per GPU)")
     p.set_defaults(fn=_cmd_compare)
 
     p = sub.add_parser("demo", help="every method on a bundled graph; table + HTML report")

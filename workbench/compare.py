@@ -74,6 +74,12 @@ def default_methods(graph=None, cluster=None, *, candidates: Iterable[str] | Non
     >>> "expert" in default_methods(), "single" in default_methods()
     (False, True)
     """
+    if graph is not None and cluster is not None:
+        from .compare_training import training_problem
+        from .solvers.hybrid import STRATEGY_METHODS
+
+        if training_problem(graph, cluster) is not None:  # strategies, not op placements
+            return [m for m in STRATEGY_METHODS if candidates is None or m in candidates]
     names = list(SOLVERS) if candidates is None else list(candidates)
     out = [m for m in names if m in SOLVERS and not SOLVERS[m].needs
            and (objective is None or SOLVERS[m].objective == objective)]
@@ -121,7 +127,8 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
             time_limit: float | None = 30.0, params: dict | None = None, seed: int | None = 0,
             congestion: bool = True, order: str | None = None,
             progress: bool | Callable = True, measure: bool = False,
-            measure_options: dict | None = None) -> Comparison:
+            measure_options: dict | None = None, global_batch: int | None = None
+            ) -> Comparison:
     """Run ``methods`` on ``graph``/``cluster`` and tabulate both objectives.
 
     Parameters
@@ -142,6 +149,10 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     measure : bool
         Also run each plan on local devices with :mod:`workbench.runtime` (TensorFlow needed)
         and add ``measured_ms``, ``measured_std_ms`` and ``sim_error`` (relative).
+    global_batch : int, optional
+        Sequences per step of an LLM training problem (``gpt:...``/``llama:...`` on a GPU-node
+        preset: :mod:`workbench.compare_training`, whose strategy methods it runs, side by
+        side with their breakdowns; default four micro-batches per GPU).
 
     Returns
     -------
@@ -153,9 +164,25 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     """
     import pandas as pd
 
+    from .compare_training import check_training_args, not_training, training_problem
+    from .solvers.hybrid import STRATEGY_METHODS
+
+    methods = None if methods is None else list(methods)
+    problem = training_problem(graph, cluster)
+    check_training_args(problem, global_batch, measure, params)
+    for m in methods or ():
+        if m not in STRATEGY_METHODS:
+            get(m)  # unknown names fail before any work is done
+    if problem is not None:  # strategies side by side (issue 43)
+        from .compare_training import compare_training
+
+        return compare_training(graph, cluster, methods, problem=problem,
+                                global_batch=global_batch, time_limit=time_limit,
+                                progress=progress, columns=COLUMNS, settings={
+                                    "time_limit": time_limit, "params": {},
+                                    "seed": seed, "congestion": congestion, "order": order,
+                                    "measure": False, "measure_options": {}})
     methods = list(default_methods() if methods is None else methods)
-    for m in methods:
-        get(m)  # unknown names fail before any work is done
     params = dict(params or {})
     for m in params:
         if m not in methods:
@@ -177,6 +204,8 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
         if bar is not None:
             bar.set_postfix_str(m)
         try:
+            if m in STRATEGY_METHODS:
+                raise NotApplicableError(not_training(graph, cluster))
             rows.append(_run_one(graph, cluster, m, settings, plans, schedules, proven, lb))
         except (NotApplicableError, InfeasibleError) as e:
             left_out[m] = " ".join(str(e).split())  # one line

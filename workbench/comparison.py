@@ -80,6 +80,9 @@ class Comparison:
         seed, congestion, order, measure, measure_options).
     graph, cluster
         The problem.
+    training : dict
+        Method -> the judged :class:`~workbench.judge.training.TrainingResult` of its strategy,
+        for a training problem (:mod:`workbench.compare_training`; empty otherwise).
 
     >>> import workbench as wb
     >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
@@ -97,6 +100,7 @@ class Comparison:
     settings: dict = field(default_factory=dict)
     graph: Any = None
     cluster: Any = None
+    training: dict = field(default_factory=dict)
     _own: dict = field(default_factory=dict, init=False)
 
     # ------------------------------------------------------------ settings as attributes
@@ -335,6 +339,21 @@ def _why_makespan(schedules: dict, methods) -> list:
     return out
 
 
+def _why_training(training: dict, methods) -> list:
+    """Each method's judged training step split by cause (its slowest rank), in words."""
+    out = []
+    for m in methods:
+        if m in training:
+            r = training[m]
+            b = r.breakdown()
+            parts = sorted(((k, v) for k, v in b.items() if k != "step" and v > 0),
+                           key=lambda kv: -kv[1])
+            out.append(f"{m} runs {r.plan.strategy.describe()}: "
+                       + ", ".join(f"{k} {v:,.4g} ms" for k, v in parts)
+                       + f"; peak {fmt_bytes(max(r.peak.values()))} a GPU")
+    return out
+
+
 def _why_max_load(plans: dict, cluster, methods) -> list:
     """Each method's busiest device and its share of the total load, in words."""
     from .simulate import device_loads
@@ -374,12 +393,15 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
     """
     table, plans, graph, cluster, schedules = parts(df, plans=plans, graph=graph,
                                                     cluster=cluster, schedules=schedules)
+    if not len(table):  # every method left out: nothing wins
+        return []
     flags = row_flags(table, plans=plans, graph=graph)
     if schedules is None and plans and cluster is not None:
         from .simulate import simulate
 
         schedules = {m: simulate(pl, cluster) for m, pl in plans.items()}
     schedules = schedules or {}
+    training = df.training if is_comparison(df) else {}
     out = []
     for obj, col in (("makespan", "makespan_ms"), ("max_load", "max_load_ms")):
         if col not in table:
@@ -390,16 +412,25 @@ def verdict(df, *, schedules: dict | None = None, plans: dict | None = None, clu
         if not len(ok):
             continue
         w, val = str(ok["method"].iloc[0]), float(ok[col].iloc[0])
+        also = []
+        if training and "strategy" in ok:  # the runner-up: the best *other* strategy
+            same = (ok["strategy"] == ok["strategy"].iloc[0]).to_numpy()
+            also = [str(m) for m in ok["method"][same].iloc[1:]]
+            ok = ok[~same | (ok["method"].astype(str) == w).to_numpy()]
         r = str(ok["method"].iloc[1]) if len(ok) > 1 else None
         rv = float(ok[col].iloc[1]) if r else float("nan")
         margin = (rv / val - 1.0) if r and val > 0 else float("nan")
         if r:
-            why = [f"{w} wins {obj.replace('_', ' ')} at {val:.4g} ms, "
+            what = "the training step" if training else obj.replace("_", " ")
+            who = f"{w} ({', '.join(also)}: the same strategy)" if also else w
+            why = [f"{who} wins {what} at {val:.4g} ms, "
                    + (f"{100 * margin:.1f} % ahead of {r} ({rv:.4g} ms)" if margin > 1e-9
                       else f"tied with {r}")]
         else:
             why = [f"{w} is the only feasible plan ({val:.4g} ms)"]
-        if obj == "makespan":
+        if obj == "makespan" and training:
+            why += _why_training(training, (w, r))
+        elif obj == "makespan":
             why += _why_makespan(schedules, (w, r))
         elif plans and cluster is not None:
             why += _why_max_load(plans, cluster, (w, r))

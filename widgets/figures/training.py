@@ -88,7 +88,9 @@ def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Fi
     return fig
 
 
-_LINK_COLORS = {"tp": "#ff7f0e", "pp": "#2ca02c", "dp": "#9467bd", "zero3": "#17becf"}
+_LINK_COLORS = {"tp": "#7f2704", "pp": "#00441b", "dp": "#3f007d", "zero3": "#005f5f"}
+"""Link traffic in dark shades, apart from the micro-batch colours of the task bars (seen in a
+screenshot: with the palette's orange, green and purple a TP collective read as micro-batch 1)."""
 
 
 def _link_lanes(result, ranks, fig) -> int:

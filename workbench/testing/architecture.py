@@ -36,7 +36,7 @@ LAYERS = (
     ("faces", ("cli", "__main__", "testing", "widgets")),
     ("sweeps", ("sweep",)),
     ("workloads", ("workloads",)),
-    ("compare", ("compare", "robustness", "comparison", "diff")),
+    ("compare", ("compare", "compare_training", "robustness", "comparison", "diff")),
     ("solvers and runtime", ("solvers", "solvers.pesto", "solvers.pipeline", "solvers.celeritas",
                              "solvers.list", "solvers.baselines", "runtime")),
     ("samples and formats", ("samples", "io")),

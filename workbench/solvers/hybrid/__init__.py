@@ -4,6 +4,8 @@
   (:mod:`.megatron`);
 * :func:`tarnawski` -- Tarnawski et al.'s stage-splitting DP at op granularity, with the
   hybrid degrees enumerated around it (:mod:`.tarnawski`);
+* :func:`search_strategy` -- any of :data:`STRATEGY_METHODS` by name (the two above, PyTorch
+  DDP and DeepSpeed ZeRO), as :func:`workbench.compare` runs them (:mod:`.methods`);
 * :func:`strategy_bound` -- the lower bound every method's gap is measured against
   (:mod:`.bound`).
 
@@ -14,7 +16,9 @@ Both return a :class:`SearchResult` whose ``plan`` the judge
 from .bound import bubble_factor, strategy_bound
 from .costs import OpVectors, op_vectors
 from .megatron import SearchResult, grid, megatron
+from .methods import STRATEGY_METHODS, StrategyMethod, search_strategy
 from .tarnawski import stage_split, tarnawski
 
-__all__ = ["OpVectors", "SearchResult", "bubble_factor", "grid", "megatron", "op_vectors",
-           "stage_split", "strategy_bound", "tarnawski"]
+__all__ = ["OpVectors", "STRATEGY_METHODS", "SearchResult", "StrategyMethod", "bubble_factor",
+           "grid", "megatron", "op_vectors", "search_strategy", "stage_split", "strategy_bound",
+           "tarnawski"]
