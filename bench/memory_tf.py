@@ -14,7 +14,7 @@ import json, sys, time
 import numpy as np
 from workbench import Plan, simulate, solve
 from workbench.runtime import extract
-from workbench.runtime.calibrate import local_cluster
+from workbench.cluster import local_cluster
 from workbench.runtime.runner import PlanSession
 from workbench.runtime._tf import tf
 

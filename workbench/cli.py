@@ -400,6 +400,7 @@ def _measurable(graph) -> None:
 def _cmd_run(args) -> int:
     """Solve a real TensorFlow model with several methods and measure each plan."""
     from . import samples, simulate, solve
+    from .cluster import local_cluster
     from .io.files import jsonable
 
     try:
@@ -434,7 +435,7 @@ def _cmd_run(args) -> int:
         cluster = runtime.fit_recv_overhead(graph, runtime.calibrate_links(args.devices),
                                             steps=args.steps, warmup=args.warmup)
     else:
-        cluster = runtime.local_cluster(args.devices)
+        cluster = local_cluster(args.devices)
     plans = {m: solve(graph, cluster, method=m, time_limit=args.time_limit)
              for m in args.methods.split(",")}
     res = runtime.measure_plans(graph, plans, steps=args.steps, warmup=args.warmup,

@@ -40,7 +40,8 @@ import numpy as np
 
 from .errors import ClusterError, InfeasibleError
 
-__all__ = ["Device", "Link", "Cluster", "PRESETS", "TRAINING_PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH"]
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "TRAINING_PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH",
+           "local_cluster"]
 
 GiB = float(2**30)
 _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
@@ -637,3 +638,18 @@ for _n in (8, 64, 512):
             lambda n=_n, g=_gpu, m=_mem, nv=_nv, nic=_nic, sp=_sp: _gpu_nodes(
                 n, memory=m * GiB, nvlink=nv * _GBps, nic=nic * _GBps, speed=sp,
                 name=f"{n}x{g}"))
+
+
+def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
+                  links: dict | None = None, name: str | None = None) -> Cluster:
+    """A cluster of ``n`` local devices ``cpu0..`` (or ``gpu0..`` with ``kind='gpu'``) whose
+    names the runner maps to TensorFlow devices; default links unless ``links`` are given.
+
+    >>> local_cluster(3).names
+    ['cpu0', 'cpu1', 'cpu2']
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ClusterError(f"a local cluster needs a whole number of devices >= 1, got {n!r}")
+    devices = [Device(f"{kind}{i}", kind, memory) for i in range(int(n))]
+    return Cluster(devices, links=links, name=name or f"local-{n}x{kind}",
+                   intra_host=Link(0.02, math.inf))
