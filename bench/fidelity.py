@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     from workbench.costs.roofline import with_device_costs
     from workbench.fidelity.changes import MODEL_CHANGES, OPTIONAL_CHANGES
     from workbench.fidelity.ladder import plan_key, step_spread, tick_share
-    from workbench.fidelity.residuals import residuals
+    from workbench.fidelity.trace_residuals import residuals
     from workbench.runtime.calibrate import fit_wakeup
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order

@@ -63,7 +63,7 @@ def fifo_cmp():
 
 
 def test_comparison_keeps_schedules_bounds_and_settings(fifo_cmp):
-    from workbench.bounds import lower_bounds
+    from workbench.judge.bounds import lower_bounds
     from workbench.comparison import Comparison
 
     cmp = fifo_cmp
@@ -148,7 +148,7 @@ def test_compare_and_robustness_import_one_way():
 def test_bounds_are_computed_once_per_comparison(monkeypatch):
     """compare() computes the problem's lower bounds once; every method whose plan keeps the
     problem's graph is judged against those (issue 24: they were computed N+1 times)."""
-    import workbench.bounds as bounds_mod
+    import workbench.judge.bounds as bounds_mod
 
     calls = []
     real = bounds_mod.lower_bounds

@@ -142,7 +142,7 @@ def test_pesto_ilp_uses_cpsat_by_default_pesto_the_papers_milp():
 
 def test_compare_shows_the_best_known_bound_and_gaps_to_it():
     import workbench as wb
-    from workbench.bounds import lower_bounds
+    from workbench.judge.bounds import lower_bounds
 
     g = samples.diamond()
     df = wb.compare(g, SLOW2, methods=["round_robin", "pesto_ilp"], progress=False,

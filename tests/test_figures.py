@@ -11,6 +11,7 @@ import pytest
 
 import workbench as wb
 from workbench.testing.timing import Stopwatch
+from workbench.judge.bounds import max_load_lower_bound
 from widgets.figures import (coarse_figure, coarse_graph, compare_figure, dag_figure,
                              gantt_figure, gantt_lanes, idle_gaps, layered_layout,
                              pipeline_figure, stage_table)
@@ -261,7 +262,7 @@ def test_pipeline_marks_the_bottleneck(training):
     stacked = df[["fwd_ms", "bwd_ms", "update_ms", "other_ms", "comm_ms"]].sum(axis=1)
     assert np.allclose(stacked, df["load_ms"])
     assert np.allclose(sorted(df["load_ms"]), sorted(loads[loads > 0]))
-    lb = wb.bounds.max_load_lower_bound(g, c)
+    lb = max_load_lower_bound(g, c)
     assert list(_trace(fig, "lower bound").y) == [lb] * len(df)
 
 
@@ -470,7 +471,7 @@ def test_placement_heatmap_bins_compute_by_device_and_depth():
 
 
 def test_changed_graph_rows_are_judged_on_their_own_graph():
-    from workbench.bounds import lower_bounds
+    from workbench.judge.bounds import lower_bounds
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("4xV100-nvlink")
     df = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)

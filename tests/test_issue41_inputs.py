@@ -398,7 +398,7 @@ def test_diff_arguments(cmp, kw, words):
 
 
 def test_residuals_without_a_plan():
-    from workbench.fidelity.residuals import residuals
+    from workbench.fidelity.trace_residuals import residuals
 
     with pytest.raises(RuntimeBridgeError, match="plan must be a Plan, got NoneType"):
         residuals(None, None)

@@ -64,7 +64,7 @@ def test_residuals_refuse_another_plans_schedule():
     import workbench.runtime as rt
     from workbench.cluster import local_cluster
     from workbench.fidelity.probes import probe_plan
-    from workbench.fidelity.residuals import residuals
+    from workbench.fidelity.trace_residuals import residuals
 
     g = rt.profile(rt.extract("mlp", 8, **rt.TINY["mlp"]), steps=2, warmup=1)
     cl = local_cluster(2)

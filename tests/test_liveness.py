@@ -9,7 +9,7 @@ import pytest
 from workbench import Plan, evaluate, simulate
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.liveness import live_peaks, live_upper_bound, memory_timeline, peak_moment
+from workbench.judge.liveness import live_peaks, live_upper_bound, memory_timeline, peak_moment
 
 
 def gpus(k: int, mem: float = 1e12, *, mode: str = "direct", cpus: int = 0) -> Cluster:

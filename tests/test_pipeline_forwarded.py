@@ -14,7 +14,7 @@ import pytest
 
 from workbench import Plan, compare, max_load, samples, simulate, solve
 from workbench.cluster import Cluster, Device, Link
-from workbench.costs.pipeline import forwarded_loads, plan_chain
+from workbench.costs.pipeline_costs import forwarded_loads, plan_chain
 from workbench.errors import NotApplicableError, PlanError, SolverError
 from workbench.solvers.pipeline.contraction import contract_for_dp
 from workbench.solvers.pipeline.ideals import lattice

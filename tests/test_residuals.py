@@ -9,7 +9,7 @@ from workbench import Cluster, Plan, samples, simulate
 from workbench.errors import RuntimeBridgeError
 from workbench.fidelity.ladder import ladder_stats, step_spread
 from workbench.fidelity.probes import probe_plan
-from workbench.fidelity.residuals import Residuals, median_timeline, residuals
+from workbench.fidelity.trace_residuals import Residuals, median_timeline, residuals
 from workbench.runtime.runner import Measurement
 
 

@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 
-from .costs.pipeline import plan_chain
+from .costs.pipeline_costs import plan_chain
 from .errors import GraphError
 from .judge.events import EventCore
 from .judge.loads import device_loads, max_load, receive_overheads
@@ -151,7 +151,7 @@ def memory_violation(schedule: Schedule, device) -> str:
     >>> print(memory_violation(simulate(Plan(g, {v: "gpu0" for v in g.ops}), c), c.devices[0]))
     memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
     """
-    from .liveness import peak_moment
+    from .judge.liveness import peak_moment
 
     m = peak_moment(schedule, device.name, top=3)
     what = ", ".join(f"{op} {b / 2**20:.1f} MiB" for op, b in m["tensors"])
@@ -165,13 +165,13 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     """Both objectives of ``plan`` with resources, named violations and gaps to lower bounds.
 
     Violations are memory over a device's capacity and colocation groups split over devices.
-    Memory is judged by the live model (:mod:`workbench.liveness`: parameters resident,
+    Memory is judged by the live model (:mod:`workbench.judge.liveness`: parameters resident,
     activations, stashes and received tensors while live), the one validated against measured
     peaks (docs/results-memory.md); a violation names the device, the moment of its peak and
     the largest tensors live then. ``peak_memory``/``memory_fraction`` keep the papers' static
     sum of op memory for reference.
     ``schedule`` (a simulation of this plan already made) and ``bounds``
-    (:func:`workbench.bounds.lower_bounds` of the plan's graph on ``cluster``) are used as given
+    (:func:`workbench.judge.bounds.lower_bounds` of the plan's graph on ``cluster``) are used as given
     instead of computed again: :func:`workbench.compare.compare` computes both once.
 
     >>> from workbench import samples, Cluster, Plan, evaluate
@@ -180,7 +180,7 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     >>> m.makespan_ms, m.feasible, m.devices_used
     (6.0, True, 1)
     """
-    from .bounds import lower_bounds
+    from .judge.bounds import lower_bounds
 
     if schedule is not None:
         check_schedule(plan, schedule, "evaluate: schedule")

@@ -16,7 +16,7 @@ names below load their module on first access.
 :func:`calibrate_model`     a :class:`~workbench.fidelity.model.JudgeModel` fitted to probe runs it
                             measures (the model itself lives in :mod:`workbench.fidelity`)
 :func:`traced_measurement`  a plan timed and traced, its trace the median timeline (for
-                            :func:`workbench.fidelity.residuals.residuals`)
+                            :func:`workbench.fidelity.trace_residuals.residuals`)
 :func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
 :func:`measure_plans`       several plans, failures reported per plan -> dict name -> Measurement
 :func:`apply_if_faster`     FastT's rollback guard: keep the current plan unless the new is faster

@@ -30,17 +30,11 @@ from dataclasses import replace
 
 from ..cluster import Cluster, Device, Link, local_cluster
 from ..errors import ClusterError, RuntimeBridgeError
-from ..fidelity.changes import (
-    MODEL_CHANGES,
-    OPTIONAL_CHANGES,
-    fit_wakeup_ms,
-    measurable_changes,
-    pointer_cluster,
-    same_process,
-)
-from ..fidelity.fitting import contention_factor, fit_link, fit_overhead
+from ..fidelity.changes import MODEL_CHANGES, fit_wakeup_ms
+from ..fidelity.fitting import fit_link, fit_overhead
 from ..fidelity.model import JudgeModel
 from ..fidelity.probes import idle_probe_plan, probe_plan
+from ..fidelity.named_changes import anchored_changes, check_changes, fit_measured
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .gpu import is_gpu_device, sync_op
 from .realtime import realtime as realtime_scheduling
@@ -359,74 +353,36 @@ def calibrate_model(graph, cluster: Cluster, *, changes: Iterable[str] = MODEL_C
     ...
     workbench.errors.RuntimeBridgeError: calibrate_model: unknown model change 'bogus' (known: contention_bench, handoff, rescale, live_memory, step_cost, shared_memory, recv_fit, overlap, contention, wakeup)
     """
-    from ..fidelity.fitting import overlap_slope
-    from ..fidelity.residuals import residuals
     from ..plan import Plan
+    from ..simulate import simulate
     from .runner import with_run_order
     from .tracing import traced_measurement
 
-    changes = tuple(changes)
-    known = MODEL_CHANGES + OPTIONAL_CHANGES
-    bad = [c for c in changes if c not in known]
-    if bad:
-        raise RuntimeBridgeError(f"calibrate_model: unknown model change {bad[0]!r} (known: "
-                                 f"{', '.join(known)})")
-    if "handoff" in changes and {"shared_memory", "recv_fit"} & set(changes):
-        raise RuntimeBridgeError("calibrate_model: change 'handoff' replaces 'shared_memory' and "
-                                 "'recv_fit'; name it without them")
-    slowdowns = [c for c in ("contention", "overlap", "contention_bench") if c in changes]
-    if len(slowdowns) > 1:
-        raise RuntimeBridgeError(f"calibrate_model: changes {slowdowns[0]!r} and "
-                                 f"{slowdowns[1]!r} model the same slowdown; name one of them")
-    changes = measurable_changes(changes, cluster)
+    changes = check_changes(changes, cluster)
     # the probe keeps one order in every run of it (calibration, interleaved rounds, predictions)
     probe = with_run_order(probe or probe_plan(graph, cluster, seed=seed), cluster)
-    run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program,
-           "cluster": cluster, "realtime": realtime}
-    meas = traced_measurement(probe, **run)
-    details: dict = {"probe_measured_ms": meas.median_ms}
-    model = JudgeModel(cluster, changes=(), probe=probe)
-    res = residuals(probe, meas, schedule=model.simulate(probe))
-    if not len(res.transfers):
+    if simulate(probe, cluster).n_transfers == 0:
         raise RuntimeBridgeError(f"the probe plan {probe.method!r} moves no tensor between "
                                  f"devices; use a cluster of two or more devices")
-    if "shared_memory" in changes and same_process(cluster):
-        bind = res.transfers[res.transfers["binding"]]["meas_ms"]
-        lat = float(max(0.0, bind.median())) if len(bind) else 0.0
-        cl = pointer_cluster(cluster.devices, lat, cluster.name)
-        model = replace(model, cluster=cl, congestion=False,
-                        changes=model.changes + ("shared_memory",))
-        details["tensor_latency_ms"] = lat
+    run = {"steps": steps, "warmup": warmup, "traces": traces, "program": program,
+           "cluster": cluster, "realtime": realtime}
+    meas, single, slope = traced_measurement(probe, **run), None, None
     if "contention" in changes or "overlap" in changes:
         first = cluster.names[0]
-        single = Plan(probe.graph, {v: first for v in probe.graph.ops}, method="probe-single")
-        ref = traced_measurement(single, **run)
-        factor = contention_factor(meas.trace, ref.trace)
-        slope = overlap_slope(meas.trace, ref.trace)
-        k = len(probe.devices_used())
-        if "contention" in changes:
-            model = replace(model, contention={k: factor},
-                            changes=model.changes + ("contention",))
-        else:
-            model = replace(model, overlap=slope, changes=model.changes + ("overlap",))
-        details.update(contention_factor=factor, overlap_slope=slope,
-                       single_measured_ms=ref.median_ms)
-    model = replace(model, details=details)
+        single = traced_measurement(Plan(probe.graph, {v: first for v in probe.graph.ops},
+                                         method="probe-single"), **run)
     if "contention_bench" in changes:
         from .contention import measure_contention
 
-        cont = measure_contention(graph, cluster, steps=steps, warmup=warmup, program=program,
-                                  realtime=realtime)
-        model = model.with_overlap_slope(cont["slope"])
+        slope = measure_contention(graph, cluster, steps=steps, warmup=warmup, program=program,
+                                   realtime=realtime)["slope"]
     if "handoff" in changes:  # before the anchors: step_cost is fitted with these costs
         from .handoff import measure_handoff
 
-        model = model.with_handoff(handoff or measure_handoff(cluster.names[:2],
-                                                              realtime=realtime))
-    # rescale and step_cost time all ops on the first device: logical CPU devices only (a GPU
-    # cluster's first device is the host, and not every op has a kernel on every device)
-    anchors = [c for c in ("rescale", "live_memory", "step_cost", "recv_fit") if c in changes
-               and (c == "recv_fit" or same_process(cluster))]
+        handoff = handoff or measure_handoff(cluster.names[:2], realtime=realtime)
+    model = fit_measured(cluster, probe, changes, probe_run=meas, single_run=single,
+                         contention_slope=slope, handoff=handoff)
+    anchors = anchored_changes(changes, cluster)
     timed = {"(probe)": meas.median_ms}
     if {"rescale", "step_cost", "live_memory"} & set(anchors):
         from .runner import measure_plans

@@ -1,11 +1,11 @@
 """Traced measurements: a plan timed, then traced several times, its trace the median timeline
-(what :func:`workbench.fidelity.residuals.residuals` lines up with a simulation).
+(what :func:`workbench.fidelity.trace_residuals.residuals` lines up with a simulation).
 """
 
 from __future__ import annotations
 
 from ..errors import RuntimeBridgeError
-from ..fidelity.residuals import median_timeline
+from ..fidelity.trace_residuals import median_timeline
 
 __all__ = ["traced_measurement"]
 

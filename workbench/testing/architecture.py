@@ -43,7 +43,7 @@ LAYERS = (
     ("fidelity", ("fidelity",)),
     ("samples and formats", ("samples", "io")),
     ("transforms", ("transforms",)),
-    ("judge", ("simulate", "judge", "bounds", "liveness", "pipeline", "_replay_jit")),
+    ("judge", ("simulate", "judge")),
     ("cost models", ("costs",)),
     ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors",
                "_lazy")),
