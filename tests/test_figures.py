@@ -278,7 +278,7 @@ def test_pipeline_stages_are_in_graph_order():
 def _compare_frame():
     g = wb.samples.transformer(80, seed=0)
     c = wb.Cluster.preset("2xV100-pcie")
-    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False).table
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "boom"}
     return df
@@ -356,8 +356,8 @@ def test_verdict_names_winners_and_explains_the_critical_path():
     from workbench.diff import critical_breakdown
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
-    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    df, plans = cmp.table, cmp.plans
     v = {x["objective"]: x for x in verdict(df, plans=plans, cluster=c, graph=g)}
     best = df.sort_values("makespan_ms").iloc[0]
     assert v["makespan"]["winner"] == best["method"]
@@ -418,8 +418,8 @@ def test_report_leaves_out_heavy_drawings(tmp_path):
 def test_report_picker_when_many_plans_and_footnoted_errors(tmp_path, problem):
     g, c, _, _ = problem
     methods = ["single", "round_robin", "m_topo", "heft"]
-    df = wb.compare(g, c, methods=methods, progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=methods, progress=False)
+    df, plans = cmp.table, cmp.plans
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "a long message " * 20}
     html = write_report(tmp_path / "r.html", g, c, df, plans, max_gantts=2).read_text()
@@ -474,8 +474,8 @@ def test_changed_graph_rows_are_judged_on_their_own_graph():
     from workbench.judge.bounds import lower_bounds
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("4xV100-nvlink")
-    df = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)
+    df, plans = cmp.table, cmp.plans
     fig = compare_figure(df, plans=plans, graph=g, cluster=c)
     assert fig.layout.meta["flags"]["os_dpos"] == ["changed_graph"]
     lb = dict(zip(_trace(fig, "makespan lower bound").y, _trace(fig, "makespan lower bound").x))
