@@ -43,7 +43,7 @@ error, pairwise order agreement (all pairs and those beyond the measured spread)
 whose predicted best is within the spread of the measured best, for all plans and for the
 multi-device plans alone (the single-device plan shares its placement with the profile and with
 ``rescale``'s reference). ``--residuals`` traces each model's worst plan and prints its error parts
-(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds``
+(:func:`workbench.fidelity.trace_residuals.residuals`). The plans' timed steps are interleaved in ``--rounds``
 passes so that a drifting machine slows all plans alike. Logical CPU devices share the machine's
 cores: use at most as many devices as idle cores (``--devices``, default 2). See
 ``docs/runtime.md``.

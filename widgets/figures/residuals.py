@@ -55,7 +55,7 @@ def residual_figure(res, *, top: int = 12, title: str | None = None,
     """Predicted vs measured Gantt and the residual table of ``res`` (module docstring)."""
     if not hasattr(res, "ops") or not hasattr(res, "groups"):
         raise ValueError(f"residual_figure needs a Residuals object (from "
-                         f"workbench.runtime.residuals), got {type(res).__name__}")
+                         f"workbench.fidelity.trace_residuals.residuals), got {type(res).__name__}")
     ops = res.ops
     devices = sorted(set(ops["device"]))
     colors = device_colors(devices)

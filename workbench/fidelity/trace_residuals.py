@@ -1,5 +1,5 @@
-"""The judge against reality (``runtime.residuals``): a traced run of a plan lined up with
-its simulated schedule.
+"""The judge against reality (:func:`residuals`): a traced run of a plan lined up with its
+simulated schedule.
 
 The runner's traced step (``RunOptions.FULL_TRACE`` step stats, :meth:`PlanSession.trace`)
 gives every op's measured start and end on its device. TensorFlow records no step stats for
