@@ -1,5 +1,5 @@
 """Tarnawski et al.'s methods on direct-mode clusters of any size (issue 46): activations
-forwarded stage to stage (:data:`workbench.costs.pipeline.FORWARDED`).
+forwarded stage to stage (:data:`workbench.costs.pipeline_costs.FORWARDED`).
 
 For every bundled model and multi-GPU preset, each of ``dp``, ``dpl``, ``pipedream``,
 ``ip_contig``, ``ip_noncontig`` is solved once; the table gives the judged max load

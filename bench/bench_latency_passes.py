@@ -4,7 +4,7 @@ training graphs since decision 63), beside the greedy
 baseline, on the MSR training workloads in the paper's memory-bound setting of Section 7
 (accelerator memory such that all accelerators together hold 1.6x the model).
 
-Prints per workload and setting: status, judged latency (``workbench.pipeline.latency``),
+Prints per workload and setting: status, judged latency (``workbench.judge.pipelined.latency``),
 whether the forward and backward parts of every accelerator are contiguous, the warm start
 and the wall time.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 from workbench import solve
 from workbench.cluster import Cluster, Device
 from workbench.io.msr import read_msr
-from workbench.pipeline import contiguity_violations, latency
+from workbench.judge.pipelined import contiguity_violations, latency
 
 MSR = Path(__file__).resolve().parent.parent / "sample_graphs" / "msr" / "throughput"
 

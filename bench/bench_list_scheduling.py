@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from workbench import Cluster, samples, simulate, solve
-from workbench.bounds import makespan_lower_bound
+from workbench.judge.bounds import makespan_lower_bound
 from workbench.errors import InfeasibleError
 
 METHODS = ["single", "round_robin", "m_topo", "m_etf", "m_sct", "heft", "dpos", "os_dpos"]

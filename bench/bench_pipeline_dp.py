@@ -39,7 +39,7 @@ from workbench import max_load, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.io.msr import read_msr
 from workbench.io.msr import expert_plan
-from workbench.pipeline import latency
+from workbench.judge.pipelined import latency
 from workbench.solvers.pipeline.dp import count_ideals
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from workbench import max_load, solve
 from workbench.io.msr import read_msr
-from workbench.pipeline import latency
+from workbench.judge.pipelined import latency
 
 MSR = Path(__file__).resolve().parents[1] / "sample_graphs" / "msr"
 PAPER = {("latency", "layer_gnmt_inference"): 225.6, ("latency", "op_bert3_inference"): 408.47,

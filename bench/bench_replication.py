@@ -22,7 +22,7 @@ from pathlib import Path
 from workbench import max_load, samples, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.io.msr import read_msr
-from workbench.costs.pipeline import default_allreduce_bandwidth
+from workbench.costs.pipeline_costs import default_allreduce_bandwidth
 
 MSR = Path(__file__).resolve().parent.parent / "sample_graphs" / "msr" / "throughput"
 

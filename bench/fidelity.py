@@ -20,7 +20,7 @@ model is first fitted with the traced slope (``overlap``) and with a per-tensor 
 overhead fitted to the random probe (``shared_memory``, ``recv_fit``), which the ``recv-fit``,
 ``traced``, ``base`` and ``contention`` rungs use. The probes are timed again in the same
 interleaved rounds as the plans and the model is re-anchored to those times
-(:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`: speed, live-memory slope, multi-device
+(:meth:`~workbench.fidelity.model.JudgeModel.reanchor`: speed, live-memory slope, multi-device
 step cost and, where fitted, receive overhead). Printed per plan: the fidelity ladder -- step time
 predicted with roofline costs, with profiled costs, by the calibrated model, and measured (median,
 spread = half the interquartile range) -- and the ablation and extension rungs (``_rung_models``):
@@ -43,7 +43,7 @@ error, pairwise order agreement (all pairs and those beyond the measured spread)
 whose predicted best is within the spread of the measured best, for all plans and for the
 multi-device plans alone (the single-device plan shares its placement with the profile and with
 ``rescale``'s reference). ``--residuals`` traces each model's worst plan and prints its error parts
-(:func:`workbench.runtime.residuals`). The plans' timed steps are interleaved in ``--rounds``
+(:func:`workbench.fidelity.trace_residuals.residuals`). The plans' timed steps are interleaved in ``--rounds``
 passes so that a drifting machine slows all plans alike. Logical CPU devices share the machine's
 cores: use at most as many devices as idle cores (``--devices``, default 2). See
 ``docs/runtime.md``.
@@ -156,16 +156,13 @@ def main(argv: list[str] | None = None) -> int:
     from workbench import Plan
     from workbench import runtime as rt
     from workbench.costs.roofline import with_device_costs
-    from workbench.runtime.calibrate import MODEL_CHANGES, OPTIONAL_CHANGES, fit_wakeup
-    from workbench.runtime.judging import (
-        plan_key,
-        residuals,
-        step_spread,
-        tick_share,
-        traced_measurement,
-    )
+    from workbench.fidelity.changes import MODEL_CHANGES, OPTIONAL_CHANGES
+    from workbench.fidelity.ladder import plan_key, step_spread, tick_share
+    from workbench.fidelity.trace_residuals import residuals
+    from workbench.runtime.calibrate import fit_wakeup
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import with_run_order
+    from workbench.runtime.tracing import traced_measurement
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--devices", type=int, default=2,
@@ -373,11 +370,11 @@ def _width(rung: str) -> int:
 
 def _rung_models(name, g, model, wake, handoff, bench_slope, res) -> dict:
     """The judge model of every rung after ``roofline`` and ``profiled`` (None where it cannot be
-    built), each re-anchored (:meth:`~workbench.runtime.calibrate.JudgeModel.reanchor`) to its
+    built), each re-anchored (:meth:`~workbench.fidelity.model.JudgeModel.reanchor`) to its
     probes timed in the plans' interleaved rounds (``res``), except ``probe-alone`` (the model
     as calibrated, its probes timed once at calibration). ``model`` is calibrated with the
     traced ``overlap`` slope and, where ``handoff`` (the micro-benchmarked
-    :class:`~workbench.runtime.handoff.HandoffCosts`, or None) is given, with ``shared_memory``
+    :class:`~workbench.fidelity.extras.HandoffCosts`, or None) is given, with ``shared_memory``
     and ``recv_fit``; ``bench_slope`` (the untraced slope of ``measure_contention``, or None)
     and ``handoff`` take their places in the default (the ``contention_bench`` and ``handoff``
     changes). The rungs: ``calibrated`` (the default changes), ``base`` (``contention`` in place
@@ -473,7 +470,7 @@ def _load() -> str:
 
 def _print_twins(rows) -> None:
     """The pairs of rows that are one plan (returned by two methods, timed in two sessions)."""
-    from workbench.runtime.judging import twin_pairs
+    from workbench.fidelity.ladder import twin_pairs
 
     twins = [(r["model"], r["plan"], q["plan"], abs(r["measured"] - q["measured"]),
               r["spread"] + q["spread"]) for r, q in twin_pairs(rows)]
@@ -485,7 +482,7 @@ def _print_twins(rows) -> None:
 
 def _print_ladder(rows) -> None:
     """The fidelity ladder: per rung, median/worst error and ranking agreement."""
-    from workbench.runtime.judging import ladder_stats
+    from workbench.fidelity.ladder import ladder_stats
 
     print(f"\n{'rung':11s} {'median':>7s} {'worst':>7s} {'worst plan':28s} {'pairs agree':>12s} "
           f"{'beyond spread':>14s} {'best in spread':>15s}")

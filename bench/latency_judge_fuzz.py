@@ -2,7 +2,7 @@
 
 Each of the first ``--cases`` contract cases (at most ``--max-ops`` ops) gets ``--per-case``
 random placements (every op on a device that can run it); the script counts those for which
-:func:`workbench.pipeline.latency` raises ``PlanError`` (subgraph invocations that wait on each
+:func:`workbench.judge.pipelined.latency` raises ``PlanError`` (subgraph invocations that wait on each
 other). ``--old-judge`` judges with the fast piece rule alone, as before issue 41.
 
     python bench/latency_judge_fuzz.py               # 0 of 1500
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    import workbench.pipeline as pipeline
+    from workbench.judge import pipelined as pipeline
     from workbench.errors import PlanError
     from workbench.plan import Plan
     from workbench.testing.contract import make_case

@@ -3,7 +3,7 @@ same seeds) with the current model; measured values are read from the measuremen
 import json, sys
 from workbench import Plan, simulate, solve
 from workbench.runtime import extract
-from workbench.runtime.calibrate import local_cluster
+from workbench.cluster import local_cluster
 from workbench.runtime.runner import with_run_order
 rows = [json.loads(l) for l in open(sys.argv[1])]
 out = open(sys.argv[2], "w")

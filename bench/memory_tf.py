@@ -14,7 +14,7 @@ import json, sys, time
 import numpy as np
 from workbench import Plan, simulate, solve
 from workbench.runtime import extract
-from workbench.runtime.calibrate import local_cluster
+from workbench.cluster import local_cluster
 from workbench.runtime.runner import PlanSession
 from workbench.runtime._tf import tf
 
@@ -67,7 +67,7 @@ def run(model, batch, sizes, methods, out):
             ps.warm(1)
             meas = measured_peaks(ps, inv)
         # the memory model on the measured timeline (op starts and ends of the traced step)
-        from workbench.liveness import live_intervals, live_peaks, shared_memory
+        from workbench.judge.liveness import live_intervals, live_peaks, shared_memory
         t0 = min(a for a, _ in LAST_TIMES.values())
         st = np.array([(LAST_TIMES.get(v, (t0, t0))[0] - t0) / 1e3 for v in g.ops])
         en = np.array([(LAST_TIMES.get(v, (t0, t0))[1] - t0) / 1e3 for v in g.ops])

@@ -6,7 +6,7 @@ devices) and each mode (normal priority, ``SCHED_FIFO``), in alternating blocks 
 drifting machine affects both modes alike, ``--steps`` timed steps after ``--warmup``; printed
 per plan and mode: the median, minimum, maximum, half the interquartile range, and the share of
 steps within 0.3 ms of a non-zero multiple of the scheduler's 4 ms tick
-(:func:`workbench.runtime.judging.tick_share`). On a loaded machine the normal-priority steps
+(:func:`workbench.fidelity.ladder.tick_share`). On a loaded machine the normal-priority steps
 of a sub-4 ms plan cluster at 4, 8, 12 ms; under ``SCHED_FIFO`` they should not.
 
 ``--hogs N`` starts N busy-loop processes at normal priority for the duration of the
@@ -46,8 +46,8 @@ def _stop_hogs(procs: list) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     import workbench as wb
-    from workbench import runtime as rt
-    from workbench.runtime.judging import step_spread, tick_share
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.ladder import step_spread, tick_share
     from workbench.runtime.realtime import realtime
     from workbench.runtime.runner import PlanSession
 
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if not granted:
         raise SystemExit("this machine refuses SCHED_FIFO (see the warning): nothing to compare")
     g = wb.samples.load_sample(args.model)
-    cluster = rt.local_cluster(args.devices)
+    cluster = local_cluster(args.devices)
     plans = {m: wb.solve(g, cluster, method=m, seed=0) for m in args.methods}
     hogs = _start_hogs(args.hogs)
     load0 = os.getloadavg()[0]

@@ -48,7 +48,7 @@ MSR = ["op_bert3_inference", "op_bert3_training", "layer_bert24_inference",
 
 
 def row(name: str, g, c, *, time_limit: float = 60.0) -> dict:
-    df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=time_limit)
+    df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=time_limit).table
     df = df.assign(feasible=df["feasible"].fillna(False).astype(bool),
                    error=df["error"].fillna("").astype(str))
     ok = df[(df["error"] == "") & df["makespan_ms"].notna()]

@@ -109,7 +109,7 @@ def _problem(args):
 
 def _cmd_info(args) -> int:
     from .analysis import critical_path, levels
-    from .bounds import lower_bounds
+    from .judge.bounds import lower_bounds
 
     graph, cluster = _problem(args)
     lv = levels(graph, cluster)
@@ -271,21 +271,21 @@ def _run_compare(graph, cluster, args, methods):
                   progress=not args.json and sys.stderr.isatty(),
                   measure=getattr(args, "measure", False),
                   global_batch=getattr(args, "global_batch", None))
-    return cmp, cmp.plans
+    return cmp
 
 
-def _write_outputs(df, plans, graph, cluster, args, title: str) -> None:
+def _write_outputs(cmp, graph, cluster, args, title: str) -> None:
     from .io import write_atomic
 
     if getattr(args, "csv", None):
-        write_atomic(args.csv, df.to_csv(index=False))
+        write_atomic(args.csv, cmp.table.to_csv(index=False))
     if getattr(args, "report", None):
         try:
             from widgets.report import write_report
         except ImportError as e:
             raise WorkbenchError(f"--report needs the widgets package of the workbench: {e}") \
                 from None
-        write_report(args.report, graph=graph, cluster=cluster, table=df, plans=plans,
+        write_report(args.report, graph=graph, cluster=cluster, table=cmp, plans=cmp.plans,
                      title=title)
 
 
@@ -340,9 +340,10 @@ def _print_strategies(cmp) -> None:
         print(f"left out {m}: {why}")
 
 
-def _print_table(df) -> None:
-    if "training" in (getattr(df, "settings", None) or {}):  # a training comparison
-        return _print_strategies(df)
+def _print_table(cmp) -> None:
+    if "training" in (cmp.settings or {}):  # a training comparison
+        return _print_strategies(cmp)
+    df = cmp.table
     cols = ["method", "status", "makespan_ms", "makespan_gap", "max_load_ms", "comm_ms",
             "peak_mem_frac", "live_mem_frac", "fits", "devices_used", "solve_s"]
     cols += [c for c in ("measured_ms", "sim_error") if c in df]
@@ -353,7 +354,7 @@ def _print_table(df) -> None:
         print(show.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for _, r in df[df["status"] == "error"].iterrows():
         print(f"  {r['method']}: {r['error']}")
-    for m, why in getattr(df, "left_out", {}).items():  # one line each, no row
+    for m, why in cmp.left_out.items():  # one line each, no row
         print(f"left out {m}: {why}")
     for _, r in df[(df["status"] != "error") & ~df["feasible"].fillna(True).astype(bool)].iterrows():
         print(f"  {r['method']} does not fit: {str(r['violations']).split('; ')[0]}")
@@ -381,12 +382,12 @@ def _cmd_compare(args) -> int:
     graph, cluster = _problem(args)
     if args.measure:
         _measurable(graph)
-    df, plans = _run_compare(graph, cluster, args, methods)
-    _write_outputs(df, plans, graph, cluster, args, f"{graph.name} on {cluster.name}")
+    cmp = _run_compare(graph, cluster, args, methods)
+    _write_outputs(cmp, graph, cluster, args, f"{graph.name} on {cluster.name}")
     if args.json:
-        print(json.dumps(jsonable(df.to_dict(orient="records"))))
+        print(json.dumps(jsonable(cmp.table.to_dict(orient="records"))))
     else:
-        _print_table(df)
+        _print_table(cmp)
     return 0
 
 
@@ -402,9 +403,9 @@ def _cmd_demo(args) -> int:
               f"{graph.total_memory() / 2**30:.2f} GiB, so no single device can hold it")
     print(f"graph {graph.name}: {graph.n_ops} ops, {graph.n_edges} edges, "
           f"CCR {graph.ccr(cluster):.2f}; cluster {cluster.name}: {', '.join(cluster.names)}")
-    df, plans = _run_compare(graph, cluster, args, None)
-    _print_table(df)
-    _write_outputs(df, plans, graph, cluster, args, f"Demo: {graph.name} on {cluster.name}")
+    cmp = _run_compare(graph, cluster, args, None)
+    _print_table(cmp)
+    _write_outputs(cmp, graph, cluster, args, f"Demo: {graph.name} on {cluster.name}")
     if args.report:
         print(f"report written to {os.path.abspath(args.report)}")
     return 0
@@ -457,6 +458,7 @@ def _measurable(graph) -> None:
 def _cmd_run(args) -> int:
     """Solve a real TensorFlow model with several methods and measure each plan."""
     from . import samples, simulate, solve
+    from .cluster import local_cluster
     from .io.files import jsonable
 
     try:
@@ -491,7 +493,7 @@ def _cmd_run(args) -> int:
         cluster = runtime.fit_recv_overhead(graph, runtime.calibrate_links(args.devices),
                                             steps=args.steps, warmup=args.warmup)
     else:
-        cluster = runtime.local_cluster(args.devices)
+        cluster = local_cluster(args.devices)
     plans = {m: solve(graph, cluster, method=m, time_limit=args.time_limit)
              for m in args.methods.split(",")}
     res = runtime.measure_plans(graph, plans, steps=args.steps, warmup=args.warmup,

@@ -40,7 +40,8 @@ import numpy as np
 
 from .errors import ClusterError, InfeasibleError
 
-__all__ = ["Device", "Link", "Cluster", "PRESETS", "TRAINING_PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH"]
+__all__ = ["Device", "Link", "Cluster", "PRESETS", "TRAINING_PRESETS", "GiB", "MAX_DEVICES", "REF_BANDWIDTH",
+           "local_cluster"]
 
 GiB = float(2**30)
 _GBps = 1e6  # 1 GB/s expressed in bytes per millisecond
@@ -437,12 +438,32 @@ class Cluster:
                     f"colocation group {g!r} ({len(members)} ops, e.g. {members[0]!r}) has no "
                     f"device that can run all of its ops")
 
-    def with_devices(self, devices: Iterable[Device]) -> "Cluster":
-        """Same links and mode, other devices."""
+    def with_devices(self, devices: Iterable[Device], *, bandwidth_scale: float = 1.0,
+                     latency_scale: float = 1.0, name: str | None = None) -> "Cluster":
+        """Same mode, other devices (links between devices that are gone dropped), every link's
+        bandwidth times ``bandwidth_scale`` and latency times ``latency_scale``: the one way a
+        cluster is varied (a sweep's cluster variations, robustness's cost draws, the
+        calibrated judge's speeds and overheads).
+
+        >>> c = Cluster.preset("2xV100-pcie")
+        >>> v = c.with_devices(c.devices[:1], bandwidth_scale=0.5, latency_scale=2, name="half")
+        >>> v.names, v.intra_host.bandwidth == c.intra_host.bandwidth / 2, v.name
+        (['gpu0'], True, 'half')
+        """
+        devices = list(devices)
         keep = {d.name for d in devices}
-        return Cluster(devices, intra_host=self.intra_host, inter_host=self.inter_host,
-                       host_link=self.host_link, mode=self.mode, name=self.name,
-                       links={k: v for k, v in self.links.items() if k[0] in keep and k[1] in keep})
+
+        def link(lk: Link) -> Link:
+            if bandwidth_scale == 1.0 and latency_scale == 1.0:
+                return lk
+            return replace(lk, latency=lk.latency * latency_scale,
+                           bandwidth=lk.bandwidth * bandwidth_scale)
+
+        return Cluster(devices, intra_host=link(self.intra_host),
+                       inter_host=link(self.inter_host), host_link=link(self.host_link),
+                       mode=self.mode, name=self.name if name is None else name,
+                       links={k: link(v) for k, v in self.links.items()
+                              if k[0] in keep and k[1] in keep})
 
     def with_memory(self, memory: float) -> "Cluster":
         """Same cluster with every device's memory set to ``memory`` bytes."""
@@ -637,3 +658,18 @@ for _n in (8, 64, 512):
             lambda n=_n, g=_gpu, m=_mem, nv=_nv, nic=_nic, sp=_sp: _gpu_nodes(
                 n, memory=m * GiB, nvlink=nv * _GBps, nic=nic * _GBps, speed=sp,
                 name=f"{n}x{g}"))
+
+
+def local_cluster(n: int = 2, *, kind: str = "cpu", memory: float = math.inf,
+                  links: dict | None = None, name: str | None = None) -> Cluster:
+    """A cluster of ``n`` local devices ``cpu0..`` (or ``gpu0..`` with ``kind='gpu'``) whose
+    names the runner maps to TensorFlow devices; default links unless ``links`` are given.
+
+    >>> local_cluster(3).names
+    ['cpu0', 'cpu1', 'cpu2']
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ClusterError(f"a local cluster needs a whole number of devices >= 1, got {n!r}")
+    devices = [Device(f"{kind}{i}", kind, memory) for i in range(int(n))]
+    return Cluster(devices, links=links, name=name or f"local-{n}x{kind}",
+                   intra_host=Link(0.02, math.inf))

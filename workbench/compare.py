@@ -12,9 +12,9 @@ Examples
 >>> import workbench as wb
 >>> g, c = wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie")
 >>> cmp = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
->>> cmp.set_index("method")["makespan_ms"].round(2).to_dict()
+>>> cmp.table.set_index("method")["makespan_ms"].round(2).to_dict()
 {'single': 6.0, 'round_robin': 5.02, 'm_topo': 5.02}
->>> list(cmp.columns[:4]), type(cmp.table).__name__
+>>> list(cmp.table.columns[:4]), type(cmp.table).__name__
 (['method', 'family', 'objective', 'status'], 'DataFrame')
 >>> round(cmp.schedules["m_topo"].makespan, 6) == float(cmp.table["makespan_ms"].iloc[2])
 True
@@ -42,17 +42,17 @@ COLUMNS = ["method", "family", "objective", "status", "makespan_ms", "max_load_m
            "error", "proven_bound"]
 """Columns of :func:`compare`'s table (``measure=True`` adds ``measured_ms``,
 ``measured_std_ms`` and ``sim_error``). ``makespan_lb``/``max_load_lb`` are the best bounds
-known for the problem (the same in every row: :mod:`workbench.bounds` and every solver's proven
+known for the problem (the same in every row: :mod:`workbench.judge.bounds` and every solver's proven
 bound, see :func:`proven_bound`); ``makespan_gap``/``max_load_gap`` each method's distance to
 them; ``proven_bound`` the method's own proven bound of its objective (NaN if none).
 ``peak_mem_frac`` is the fullest device's static sum of op memory over its capacity,
 ``live_mem_frac`` the same for the peak of live memory over the simulated step
-(:mod:`workbench.liveness`): a plan can fit by one and not by the other."""
+(:mod:`workbench.judge.liveness`): a plan can fit by one and not by the other."""
 
 
 ONE_DEVICE = ("single",)
 """Methods that put every op on one device by design: they cannot serve a problem that no
-single device holds (:func:`workbench.bounds.min_devices` above 1)."""
+single device holds (:func:`workbench.judge.bounds.min_devices` above 1)."""
 
 
 def default_methods(graph=None, cluster=None, *, candidates: Iterable[str] | None = None,
@@ -84,7 +84,7 @@ def default_methods(graph=None, cluster=None, *, candidates: Iterable[str] | Non
     out = [m for m in names if m in SOLVERS and not SOLVERS[m].needs
            and (objective is None or SOLVERS[m].objective == objective)]
     if graph is not None and cluster is not None and set(out) & set(ONE_DEVICE):
-        from .bounds import min_devices
+        from .judge.bounds import min_devices
 
         if min_devices(graph, cluster) > 1:
             out = [m for m in out if m not in ONE_DEVICE]
@@ -190,7 +190,7 @@ def compare(graph, cluster, methods: Iterable[str] | None = None, *,
     settings = {"methods": methods, "time_limit": time_limit, "params": params, "seed": seed,
                 "congestion": congestion, "order": order, "measure": measure,
                 "measure_options": dict(measure_options or {})}
-    from .bounds import lower_bounds
+    from .judge.bounds import lower_bounds
 
     lb = lower_bounds(graph, cluster)  # once: every method whose plan keeps the graph reuses it
     rows, plans, schedules, proven = [], {}, {}, {}
@@ -269,7 +269,7 @@ def _run_one(graph, cluster, m: str, settings: dict, plans: dict, schedules: dic
 def _best_bounds(df, lb: dict, proven: dict) -> dict:
     """Put the best known bound of each objective in every row and each method's gap to it;
     returns the bounds (see :attr:`Comparison.bounds`). ``lb``: the problem's analytic
-    :func:`~workbench.bounds.lower_bounds`, computed once per comparison."""
+    :func:`~workbench.judge.bounds.lower_bounds`, computed once per comparison."""
     from .plan import _gap
 
     out = {"min_devices": lb["min_devices"], "analytic": lb, "proven": dict(proven)}

@@ -6,16 +6,15 @@ it again (and possibly differently): the ``table`` (one row per method, the colu
 into (under the comparison's own ``order`` and ``congestion``), the problem's ``bounds``
 (computed once) and the ``settings`` it was called with.
 
-It behaves like its table wherever a DataFrame is read (``cmp["method"]``, ``cmp.iloc[0]``,
-``len(cmp)``, ``cmp.to_csv()``, ...) and renders as it in a notebook; where a real DataFrame
-is needed (``pd.concat``, ``isinstance`` checks) use ``cmp.table``.
+It is a plain result object, as PyVRP's ``Result`` is: its ``table`` is the DataFrame
+(``cmp.table["method"]``, ``cmp.table.to_csv()``); in a notebook it shows that table.
 
 This module sits below :mod:`workbench.compare` and :mod:`workbench.robustness` (both import
 it, it imports neither) and imports no view.
 
 A row's flags say why its number must be read with care:
 
-- ``infeasible``: the plan is out of memory (its live peak, :mod:`workbench.liveness`, exceeds a
+- ``infeasible``: the plan is out of memory (its live peak, :mod:`workbench.judge.liveness`, exceeds a
   device's capacity) or splits a colocation group (``feasible`` False); ranked after every plan
   that fits;
 - ``time_limit``: the solver stopped at its time limit, optimality is not proven;
@@ -30,10 +29,10 @@ Examples
 >>> import workbench as wb
 >>> cmp = wb.compare(wb.samples.diamond(), wb.Cluster.preset("2xV100-pcie"),
 ...                  methods=["single", "m_topo"], progress=False, order="fifo")
->>> list(cmp["method"]), len(cmp), sorted(cmp.schedules), cmp.settings["order"]
+>>> list(cmp.table["method"]), len(cmp.table), sorted(cmp.schedules), cmp.settings["order"]
 (['single', 'm_topo'], 2, ['m_topo', 'single'], 'fifo')
->>> round(cmp.schedules["m_topo"].makespan, 6) == float(cmp.set_index("method").loc["m_topo",
-...                                                                   "makespan_ms"])
+>>> round(cmp.schedules["m_topo"].makespan, 6) == float(
+...     cmp.table.set_index("method").loc["m_topo", "makespan_ms"])
 True
 >>> cmp.verdict()[0]["winner"], cmp.flags()
 ('m_topo', {'single': [], 'm_topo': []})
@@ -72,9 +71,9 @@ class Comparison:
         simulated once under ``settings["order"]`` and ``settings["congestion"]``.
     bounds : dict
         ``makespan_ms``/``max_load_ms``: the best bound known for the problem (the analytic
-        ones of :func:`workbench.bounds.lower_bounds` and every solver's proven bound, what the
+        ones of :func:`workbench.judge.bounds.lower_bounds` and every solver's proven bound, what the
         table's ``*_lb`` columns hold); ``min_devices``; ``analytic`` (the
-        :func:`~workbench.bounds.lower_bounds` dict) and ``proven`` (objective -> best proven).
+        :func:`~workbench.judge.bounds.lower_bounds` dict) and ``proven`` (objective -> best proven).
     settings : dict
         The options :func:`workbench.compare` was called with (methods, time_limit, params,
         seed, congestion, order, measure, measure_options).
@@ -147,34 +146,10 @@ class Comparison:
         """The winner of each objective and why (:func:`verdict`), from the kept schedules."""
         return verdict(self)
 
-    # ------------------------------------------------------------ behave like the table
-    def __getattr__(self, name):
-        # only called when normal lookup fails: forward to the table (not during unpickling,
-        # when the fields are not set yet, nor for dunder names)
-        if name.startswith("__") or name in ("table", "_own"):
-            raise AttributeError(name)
-        return getattr(self.table, name)
-
-    def __getitem__(self, key):
-        return self.table[key]
-
-    def __setitem__(self, key, value):
-        self.table[key] = value
-
-    def __len__(self) -> int:
-        return len(self.table)
-
-    def __iter__(self):
-        return iter(self.table)
-
-    def __contains__(self, key) -> bool:
-        return key in self.table
-
-    def __array__(self, dtype=None, copy=None):
-        return np.asarray(self.table, dtype=dtype)
-
+    # ------------------------------------------------------------ shown as its table
     def __repr__(self) -> str:
-        return repr(self.table)
+        n = 0 if self.table is None else len(self.table)
+        return f"Comparison of {n} method(s):\n{self.table!r}"
 
     def _repr_html_(self):
         return self.table._repr_html_()
@@ -275,7 +250,7 @@ def own_bounds(df, *, plans: dict | None = None, graph=None, cluster=None) -> di
     bound known for the problem there). A method that solved a changed graph (see
     :func:`row_flags`) is judged on that graph: with ``plans`` and ``cluster`` (a
     :class:`Comparison` has both) its bound is computed on its own graph
-    (:func:`workbench.bounds.lower_bounds`, once per Comparison), as a bound of the original
+    (:func:`workbench.judge.bounds.lower_bounds`, once per Comparison), as a bound of the original
     graph does not hold for it.
 
     >>> import pandas as pd
@@ -289,7 +264,7 @@ def own_bounds(df, *, plans: dict | None = None, graph=None, cluster=None) -> di
     changed = changed_graph(table, plans, graph) if plans else set()
     recomputed = {}
     if cluster is not None:
-        from .bounds import lower_bounds
+        from .judge.bounds import lower_bounds
 
         for m in changed:
             if m in plans:

@@ -362,7 +362,7 @@ class Schedule:
     (zero-duration ops run at one instant in a definite order). ``peak_memory``: per device the
     static sum of its ops' ``memory``; ``peak_live_memory``: per device the peak of live memory
     over the step (parameters resident, activations and stashes only while live; see
-    :mod:`workbench.liveness`).
+    :mod:`workbench.judge.liveness`).
     """
 
     graph: Any

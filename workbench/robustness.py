@@ -13,7 +13,7 @@ events: ops (each after its inputs and after the previous op of its device) and 
 after its producer -- or, in host mode, the upload it downloads -- and, with congestion, after
 the previous transfer of its channel, in the FIFO order the judge gave them on the nominal
 costs). Its makespan under any costs is the longest path, computed for all draws at once by a
-compiled loop (:mod:`workbench._replay_jit`). On the nominal costs it equals
+compiled loop (:mod:`workbench.judge._replay_jit`). On the nominal costs it equals
 :func:`workbench.simulate` *exactly* (every op's and transfer's end, checked when the replay is
 built). Under a draw it is the plan as deployed: the orders the plan (or, for a plan without
 one, the judge's FIFO on the nominal costs) fixed are kept, as an executor that follows a
@@ -207,7 +207,7 @@ class Replay:
 
     def run(self, dur: np.ndarray) -> tuple:
         """Makespan per draw and the node ends of the last draw (see :func:`replay`)."""
-        from ._replay_jit import replay
+        from .judge._replay_jit import replay
 
         return replay(self.order, self.indptr, self.preds, dur, self.n_ops)
 
@@ -240,7 +240,7 @@ class Replay:
 def _transfers(plan, cluster, dev: list) -> tuple:
     """Transfers as :func:`workbench.simulate` creates them, in its creation order per op, and
     each op's data predecessors (op indices, or ``n + k`` for transfer ``k``)."""
-    from .costs.pipeline import op_shares
+    from .costs.pipeline_costs import op_shares
 
     g = plan.graph
     gc, cc = g.c, cluster.c
@@ -273,7 +273,7 @@ def _transfers(plan, cluster, dev: list) -> tuple:
                 for v in consumers:
                     data[v].append(node)
 
-    from .costs.pipeline import next_hops, plan_chain
+    from .costs.pipeline_costs import next_hops, plan_chain
 
     chain = None if host_mode else plan_chain(plan, cluster)
     if chain is not None:  # forwarded along the stages, as the judge sends them
@@ -443,7 +443,7 @@ def _check_nominal(rep: Replay, sk: np.ndarray) -> None:
 def _load_terms(plan, cluster, dev: np.ndarray) -> list:
     """The communication terms of :func:`workbench.device_loads` as groups of edges whose
     largest cost is charged to a device: ``(lat, nbinv, f, chan, group starts, charge)``."""
-    from .costs.pipeline import chain_hops, op_shares, plan_chain
+    from .costs.pipeline_costs import chain_hops, op_shares, plan_chain
 
     g = plan.graph
     gc, cc = g.c, cluster.c
@@ -869,10 +869,6 @@ def robustness(comparison, cluster=None, *, noise="profiled", samples: int = 200
 def perturbed_problem(graph, cluster, draws: Draws, s: int) -> tuple:
     """Graph and cluster with draw ``s``'s costs: compute scaled per op and kind, every link's
     latency and inverse bandwidth by the draw's geometric-mean channel factors."""
-    from dataclasses import replace
-
-    from .cluster import Cluster
-
     comp = draws.compute[s]
     names, kinds = draws.names, draws.kinds
 
@@ -883,13 +879,7 @@ def perturbed_problem(graph, cluster, draws: Draws, s: int) -> tuple:
     lf = float(np.exp(np.log(draws.lat[s]).mean()))
     bf = float(np.exp(np.log(draws.bw[s]).mean()))
 
-    def link(lk):
-        return replace(lk, latency=lk.latency * lf, bandwidth=lk.bandwidth / bf)
-
-    c = Cluster(cluster.devices, intra_host=link(cluster.intra_host),
-                inter_host=link(cluster.inter_host), host_link=link(cluster.host_link),
-                links={k: link(v) for k, v in cluster.links.items()}, mode=cluster.mode,
-                name=cluster.name)
+    c = cluster.with_devices(cluster.devices, bandwidth_scale=1.0 / bf, latency_scale=lf)
     return graph.map_ops(scale), c
 
 

@@ -44,7 +44,8 @@ import math
 
 import numpy as np
 
-from .costs.pipeline import plan_chain
+from .costs.pipeline_costs import plan_chain
+from .errors import GraphError
 from .judge.events import EventCore
 from .judge.loads import device_loads, max_load, receive_overheads
 from .judge.policies import ORDERS, POLICIES, resolve_order
@@ -54,7 +55,8 @@ from .plan import Metrics, Plan, Schedule, check_schedule
 __all__ = ["simulate", "max_load", "device_loads", "evaluate", "memory_violation",
            "receive_overheads", "ORDERS"]
 
-def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None = None) -> Schedule:
+def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None = None,
+             op_times=None) -> Schedule:
     """Simulate ``plan`` on ``cluster`` and return the realised :class:`Schedule`.
 
     Parameters
@@ -65,6 +67,11 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         Transfers on one channel queue behind each other (FIFO) when True.
     order : {"plan", "fifo", "rank"} or None
         How each device picks its next op; None = the plan's order if it has one, else FIFO.
+    op_times : array of float, optional
+        Each op's compute time (ms, graph order ``plan.graph.ops``) on the device the plan puts
+        it on, used in place of ``cluster.op_times`` (the cluster's links, receive overheads
+        and the ``"rank"`` policy's priorities are kept): a calibrated judge hands the
+        simulator the times its model gives (:func:`workbench.fidelity.extras.simulate_overlap`).
 
     Raises
     ------
@@ -72,7 +79,8 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
         If the plan does not fit the graph/cluster, ``order="plan"`` without an order, or an
         order that deadlocks (an op waits for one queued after it on the same device).
     GraphError
-        If a time overflows (costs near 1e308 ms add up to ``inf``), naming the op.
+        If a time overflows (costs near 1e308 ms add up to ``inf``), naming the op, or
+        ``op_times`` is not one non-negative time per op.
 
     Notes
     -----
@@ -86,17 +94,19 @@ def simulate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return _simulate(plan, cluster, congestion, order)
+        return _simulate(plan, cluster, congestion, order, op_times)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _simulate(plan: Plan, cluster, congestion: bool, order: str | None) -> Schedule:
+def _simulate(plan: Plan, cluster, congestion: bool, order: str | None,
+              op_times=None) -> Schedule:
     order = resolve_order(plan, order)
     g = plan.graph
     dev = plan.device_array(cluster)
-    dur = cluster.op_times(g)[np.arange(g.c.n), dev]
+    dur = (cluster.op_times(g)[np.arange(g.c.n), dev] if op_times is None
+           else _given_times(g, op_times))
     if cluster.c.recv_overhead.any():
         dur = dur + receive_overheads(g, cluster, dev)
     dur = dur.tolist()
@@ -111,6 +121,26 @@ def _simulate(plan: Plan, cluster, congestion: bool, order: str | None) -> Sched
     return build_schedule(plan, cluster, dev, core)
 
 
+def _given_times(g, op_times) -> np.ndarray:
+    """``op_times`` checked: one time >= 0 per op of ``g`` (graph order), as ``Cluster.op_times``
+    gives them.
+
+    >>> from workbench import samples
+    >>> _given_times(samples.diamond(), [1, 2, 3])
+    Traceback (most recent call last):
+    ...
+    workbench.errors.GraphError: simulate: op_times has 3 times for a graph of 4 ops
+    """
+    t = np.asarray(op_times, dtype=float)
+    if t.shape != (g.c.n,):
+        raise GraphError(f"simulate: op_times has {t.size} times for a graph of {g.c.n} ops")
+    bad = np.flatnonzero(np.isnan(t) | (t < 0))
+    if len(bad):
+        raise GraphError(f"simulate: op_times of op {g.c.names[bad[0]]!r} is {float(t[bad[0]])!r}; "
+                         f"give a time >= 0")
+    return t
+
+
 def memory_violation(schedule: Schedule, device) -> str:
     """The violation text of ``device`` (a :class:`~workbench.cluster.Device`) out of memory
     in ``schedule``: its live peak, the moment, the capacity and the largest tensors live then.
@@ -121,7 +151,7 @@ def memory_violation(schedule: Schedule, device) -> str:
     >>> print(memory_violation(simulate(Plan(g, {v: "gpu0" for v in g.ops}), c), c.devices[0]))
     memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
     """
-    from .liveness import peak_moment
+    from .judge.liveness import peak_moment
 
     m = peak_moment(schedule, device.name, top=3)
     what = ", ".join(f"{op} {b / 2**20:.1f} MiB" for op, b in m["tensors"])
@@ -135,13 +165,13 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     """Both objectives of ``plan`` with resources, named violations and gaps to lower bounds.
 
     Violations are memory over a device's capacity and colocation groups split over devices.
-    Memory is judged by the live model (:mod:`workbench.liveness`: parameters resident,
+    Memory is judged by the live model (:mod:`workbench.judge.liveness`: parameters resident,
     activations, stashes and received tensors while live), the one validated against measured
     peaks (docs/results-memory.md); a violation names the device, the moment of its peak and
     the largest tensors live then. ``peak_memory``/``memory_fraction`` keep the papers' static
     sum of op memory for reference.
     ``schedule`` (a simulation of this plan already made) and ``bounds``
-    (:func:`workbench.bounds.lower_bounds` of the plan's graph on ``cluster``) are used as given
+    (:func:`workbench.judge.bounds.lower_bounds` of the plan's graph on ``cluster``) are used as given
     instead of computed again: :func:`workbench.compare.compare` computes both once.
 
     >>> from workbench import samples, Cluster, Plan, evaluate
@@ -150,7 +180,7 @@ def evaluate(plan: Plan, cluster, *, congestion: bool = True, order: str | None 
     >>> m.makespan_ms, m.feasible, m.devices_used
     (6.0, True, 1)
     """
-    from .bounds import lower_bounds
+    from .judge.bounds import lower_bounds
 
     if schedule is not None:
         check_schedule(plan, schedule, "evaluate: schedule")

@@ -44,7 +44,7 @@ from .samples import HARD_DEFAULTS, layered  # noqa: E402  (the generator is a s
 
 def memory_footprint(graph: OpGraph, cluster: Cluster) -> float:
     """What one device needs to run the whole graph, by the judge's live model: the live peak
-    (:mod:`workbench.liveness`) of every op on the first device of ``cluster`` that runs them
+    (:mod:`workbench.judge.liveness`) of every op on the first device of ``cluster`` that runs them
     all, in FIFO order; the static sum of op memory when no device runs every op.
 
     Memory pressures are set from it (issue 42: the static sum misses activations in flight and

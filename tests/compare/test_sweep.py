@@ -130,7 +130,7 @@ def test_a_cell_has_compare_columns_and_the_sweep_columns():
     row = run_cell(cell.as_dict())
     g = wb.samples.transformer(80)
     c = wb.Cluster.preset("2xV100-pcie").with_memory(0.6 * g.total_memory())
-    ref = wb.compare(g, c, ["m_etf"], progress=False).iloc[0]
+    ref = wb.compare(g, c, ["m_etf"], progress=False).table.iloc[0]
     for col in wb.compare.__globals__["COLUMNS"]:
         if col in ("solve_s",):
             continue

@@ -50,7 +50,7 @@ def test_every_rung_is_computed_from_the_same_rounds(capsys):
     # 'traced', 'base' and 'contention' rungs), then the default model: the untraced slope and
     # the micro-benchmarked hand-off costs in their places, re-anchored to the probes timed in
     # the rounds
-    from workbench.runtime.calibrate import MODEL_CHANGES
+    from workbench.fidelity.changes import MODEL_CHANGES
 
     assert ("calibrated model (shared_memory, overlap, rescale, live_memory, step_cost, "
             "recv_fit)") in out

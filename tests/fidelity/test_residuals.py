@@ -7,13 +7,9 @@ import pytest
 
 from workbench import Cluster, Plan, samples, simulate
 from workbench.errors import RuntimeBridgeError
-from workbench.runtime.judging import (
-    Residuals,
-    ladder_stats,
-    median_timeline,
-    residuals,
-    step_spread,
-)
+from workbench.fidelity.ladder import ladder_stats, step_spread
+from workbench.fidelity.probes import probe_plan
+from workbench.fidelity.trace_residuals import Residuals, median_timeline, residuals
 from workbench.runtime.runner import Measurement
 
 
@@ -97,8 +93,8 @@ def test_ladder_counts_disagreements_beyond_spread():
 
 def test_ladder_counts_one_plan_from_two_methods_as_twins_not_a_pair():
     import workbench as wb
-    from workbench.runtime.calibrate import local_cluster
-    from workbench.runtime.judging import plan_key
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.ladder import plan_key
     from workbench.runtime.runner import with_run_order
 
     g, cl = samples.load_sample("resnet_small"), local_cluster(2)
@@ -153,13 +149,13 @@ def mlp(rt):
 
 @tf_only
 def test_traced_run_lines_up_with_simulation(rt, mlp):
-    from workbench.runtime.calibrate import local_cluster
+    from workbench.cluster import local_cluster
 
     cl = local_cluster(2)
-    plan = rt.probe_plan(mlp, cl, seed=1)   # random placement: many cross-device tensors,
+    plan = probe_plan(mlp, cl, seed=1)   # random placement: many cross-device tensors,
     # some consumed by an op with that tensor as its only input (always binding)
     m = rt.traced_measurement(plan, cluster=cl, steps=3, warmup=1, traces=3)
-    r = rt.residuals(plan, m, cl)
+    r = residuals(plan, m, cl)
     assert isinstance(r, Residuals)
     assert r.ops["meas_ms"].notna().all()            # every op of the step was traced
     assert set(r.ops["device"]) == {"cpu0", "cpu1"}
@@ -171,8 +167,10 @@ def test_traced_run_lines_up_with_simulation(rt, mlp):
 
 @tf_only
 def test_calibrated_model_changes_are_switchable(rt, mlp):
-    from workbench.runtime.calibrate import MODEL_CHANGES, calibrate_model, local_cluster
-    from workbench.runtime.handoff import HandoffCosts
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.changes import MODEL_CHANGES
+    from workbench.fidelity.extras import HandoffCosts
+    from workbench.runtime.calibrate import calibrate_model
 
     cl = local_cluster(2)
     none = calibrate_model(mlp, cl, changes=(), steps=3, warmup=1, traces=3)
@@ -193,7 +191,7 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
     with pytest.raises(RuntimeBridgeError, match="no fitted contention factor"):
         full.with_contention()
     probe = full.probe   # probe_plan's placement, in the order it was run
-    assert probe.placement == rt.probe_plan(mlp, cl).placement and probe.order is not None
+    assert probe.placement == probe_plan(mlp, cl).placement and probe.order is not None
     # round six's per-tensor costs: a latency from the traced probe and a receive overhead
     # fitted so that the model predicts the probe's measured step (unless even no overhead
     # predicts it too slow)
@@ -209,7 +207,8 @@ def test_calibrated_model_changes_are_switchable(rt, mlp):
 
 
 def test_refit_recv_matches_the_probe_and_keeps_other_changes():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
 
     g = samples.diamond()
     probe = Plan(g, {"a": "cpu0", "b": "cpu1", "c": "cpu1", "d": "cpu0"}, method="probe")
@@ -225,7 +224,9 @@ def test_refit_recv_matches_the_probe_and_keeps_other_changes():
 
 
 def test_contention_slows_only_plans_on_that_many_devices():
-    from workbench.runtime.calibrate import JudgeModel, contention_factor, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.fitting import contention_factor
+    from workbench.fidelity.model import JudgeModel
 
     g = samples.diamond()
     one = Plan(g, {v: "cpu0" for v in g.ops})
@@ -240,7 +241,7 @@ def test_contention_slows_only_plans_on_that_many_devices():
 
 
 def test_traced_measurement_needs_a_trace():
-    from workbench.runtime.judging import traced_measurement
+    from workbench.runtime.tracing import traced_measurement
 
     g, c, p, s = _diamond()
     with pytest.raises(RuntimeBridgeError, match="traces must be >= 1"):
@@ -248,7 +249,7 @@ def test_traced_measurement_needs_a_trace():
 
 
 def test_busy_overlap_counts_time_another_device_computes():
-    from workbench.runtime.judging import busy_overlap
+    from workbench.fidelity.extras import busy_overlap
 
     # d0 runs [0, 2] and [2, 4]; d1 runs [1, 3]; d2 runs [0, 4]
     ov = busy_overlap([0, 0, 1, 2], [0.0, 2.0, 1.0, 0.0], [2.0, 4.0, 3.0, 4.0])
@@ -259,7 +260,7 @@ def test_busy_overlap_counts_time_another_device_computes():
 
 
 def test_overlap_slope_from_overlapping_ops_only():
-    from workbench.runtime.judging import overlap_slope
+    from workbench.fidelity.fitting import overlap_slope
 
     alone = {"a": ("d0", 0.0, 1.0), "b": ("d0", 1.0, 2.0), "c": ("d0", 2.0, 3.0)}
     # a and b overlap fully and take 1.4x; c runs alone at 3x (preempted): not counted
@@ -270,8 +271,9 @@ def test_overlap_slope_from_overlapping_ops_only():
 
 
 def test_overlap_change_slows_only_concurrent_ops():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster
-    from workbench.runtime.judging import simulate_overlap
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.extras import simulate_overlap
+    from workbench.fidelity.model import JudgeModel
 
     g = samples.diamond()
     one = Plan(g, {v: "cpu0" for v in g.ops})
@@ -296,7 +298,8 @@ def test_overlap_change_slows_only_concurrent_ops():
 
 
 def test_contention_and_overlap_are_exclusive():
-    from workbench.runtime.calibrate import calibrate_model, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.runtime.calibrate import calibrate_model
 
     with pytest.raises(RuntimeBridgeError, match="'contention' and 'overlap'"):
         calibrate_model(samples.diamond(), local_cluster(2), changes=["contention", "overlap"])
@@ -304,7 +307,8 @@ def test_contention_and_overlap_are_exclusive():
 
 @tf_only
 def test_calibrated_model_fits_the_overlap_slope(rt, mlp):
-    from workbench.runtime.calibrate import calibrate_model, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.runtime.calibrate import calibrate_model
 
     m = calibrate_model(mlp, local_cluster(2), changes=("shared_memory", "overlap"), steps=3,
                         warmup=1, traces=3)
@@ -323,7 +327,8 @@ def test_calibrated_model_fits_the_overlap_slope(rt, mlp):
 
 
 def test_with_run_order_fixes_the_order_a_plan_runs_in():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
     from workbench.runtime.runner import execution_chains, with_run_order
 
     g = samples.diamond()
@@ -338,7 +343,7 @@ def test_with_run_order_fixes_the_order_a_plan_runs_in():
 
 
 def test_woken_ops_mark_handoffs_after_idling_and_device_starts():
-    from workbench.runtime.judging import woken_ops
+    from workbench.fidelity.extras import woken_ops
 
     g, c, _, s = _diamond()
     woken = dict(zip(g.ops, woken_ops(g, s, idle_ms=0.0)))
@@ -353,13 +358,10 @@ def test_woken_ops_mark_handoffs_after_idling_and_device_starts():
 def test_wakeup_is_fitted_to_the_idle_probe_only():
     from dataclasses import replace
 
-    from workbench.runtime.calibrate import (
-        JudgeModel,
-        fit_wakeup,
-        idle_probe_plan,
-        local_cluster,
-        probe_plan,
-    )
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import idle_probe_plan, probe_plan
+    from workbench.runtime.calibrate import fit_wakeup
     from workbench.runtime.runner import with_run_order
 
     g = _unit_pesto()
@@ -382,7 +384,7 @@ def test_wakeup_is_fitted_to_the_idle_probe_only():
 
 
 def test_handoff_idle_is_the_receivers_idle_time_before_a_binding_input():
-    from workbench.runtime.judging import handoff_idle
+    from workbench.fidelity.extras import handoff_idle
 
     g, c, _, s = _diamond()
     idle = dict(zip(g.ops, handoff_idle(g, s)))
@@ -396,9 +398,9 @@ def test_handoff_idle_is_the_receivers_idle_time_before_a_binding_input():
 
 
 def test_handoff_change_charges_send_receive_and_idle_dependent_latency():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster
-    from workbench.runtime.handoff import HandoffCosts
-    from workbench.runtime.judging import sent_tensors
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.extras import HandoffCosts, sent_tensors
+    from workbench.fidelity.model import JudgeModel
 
     g = _unit_pesto()
     cl = local_cluster(2)
@@ -418,7 +420,8 @@ def test_handoff_change_charges_send_receive_and_idle_dependent_latency():
 
 
 def test_handoff_excludes_the_changes_it_replaces():
-    from workbench.runtime.calibrate import calibrate_model, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.runtime.calibrate import calibrate_model
 
     with pytest.raises(RuntimeBridgeError, match="'handoff' replaces"):
         calibrate_model(None, local_cluster(2), changes=["shared_memory", "handoff"])
@@ -426,7 +429,8 @@ def test_handoff_excludes_the_changes_it_replaces():
 
 @tf_only
 def test_handoff_costs_are_measured_between_logical_devices(rt):
-    from workbench.runtime.handoff import IDLE_CAP_MS, measure_handoff
+    from workbench.fidelity.extras import IDLE_CAP_MS
+    from workbench.runtime.handoff import measure_handoff
 
     h = measure_handoff(repeats=5, trials=1, segments=4)
     for v in (h.send_ms, h.recv_ms, h.latency_ms, h.slope):
@@ -487,7 +491,9 @@ def test_handoff_ping_pong_passes_time_each_point_once_per_pass(monkeypatch):
 
 
 def test_rescale_anchors_the_single_device_speed_and_composes():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster, reference_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import reference_plan
 
     g = _unit_pesto()
     cl = local_cluster(2)
@@ -506,7 +512,8 @@ def test_rescale_anchors_the_single_device_speed_and_composes():
 
 @tf_only
 def test_contention_is_measured_untraced_with_every_device_busy(rt, mlp):
-    from workbench.runtime.calibrate import JudgeModel, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
     from workbench.runtime.contention import measure_contention
 
     c = measure_contention(mlp, local_cluster(2), steps=3, warmup=1, blocks=2)
@@ -522,7 +529,9 @@ def test_contention_is_measured_untraced_with_every_device_busy(rt, mlp):
 
 @tf_only
 def test_rescale_contention_bench_and_step_cost_are_named_changes(rt, mlp):
-    from workbench.runtime.calibrate import calibrate_model, local_cluster, reference_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.probes import reference_plan
+    from workbench.runtime.calibrate import calibrate_model
 
     cl = local_cluster(2)
     m = calibrate_model(mlp, cl, changes=("shared_memory", "contention_bench", "rescale",
@@ -540,7 +549,9 @@ def test_rescale_contention_bench_and_step_cost_are_named_changes(rt, mlp):
 
 
 def test_step_cost_adds_a_constant_to_multi_device_steps_only():
-    from workbench.runtime.calibrate import JudgeModel, local_cluster, one_op_probe, reference_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import one_op_probe, reference_plan
 
     g = _unit_pesto()
     cl = local_cluster(2)
@@ -563,10 +574,10 @@ def test_step_cost_is_the_median_of_several_one_op_probes():
     """Each one-op probe moves another op (a session of its own when timed); the step cost is
     the median of their differences, so one probe session in a slow state (GNMT, round seven:
     42.7 ms) does not set it; with ``anchor_sessions=1`` the first probe alone (round seven)."""
-    from workbench.runtime.calibrate import (
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import (
         STEP_PROBES,
-        JudgeModel,
-        local_cluster,
         one_op_probe,
         one_op_probes,
         probe_plan,
@@ -612,7 +623,9 @@ def test_step_cost_is_the_median_of_several_one_op_probes():
 def _resnet_small_anchoring():
     """resnet_small, two logical CPU devices and an unfitted model with the anchoring changes
     ``rescale``, ``live_memory`` and ``step_cost``."""
-    from workbench.runtime.calibrate import JudgeModel, local_cluster, probe_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import probe_plan
 
     g = samples.load_sample("resnet_small")
     cl = local_cluster(2)
@@ -626,7 +639,7 @@ def test_the_reference_is_timed_in_three_sessions_and_anchored_to_their_median()
     slope and step cost are anchored to their median, so one session in a slow state (GNMT,
     round eight: 450.5 ms where the same placement ran 416.6-424.5 ms in other sessions) sets
     none of them; with ``anchor_sessions=1`` the first session alone (round seven)."""
-    from workbench.runtime.calibrate import REFERENCES, reference_plan
+    from workbench.fidelity.probes import REFERENCES, reference_plan
 
     g, cl, m = _resnet_small_anchoring()
     probes = m.probe_plans()
@@ -653,7 +666,9 @@ def test_the_reference_is_timed_in_three_sessions_and_anchored_to_their_median()
 
 
 def test_reanchor_refits_rescale_step_cost_and_recv_to_the_round_times():
-    from workbench.runtime.calibrate import PROBES, JudgeModel, local_cluster, probe_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import PROBES, probe_plan
     from workbench.runtime.runner import Measurement
 
     g = _unit_pesto()
@@ -705,7 +720,9 @@ def test_reanchor_refits_rescale_step_cost_and_recv_to_the_round_times():
 
 @tf_only
 def test_default_model_reanchors_to_its_probes_timed_with_the_plans(rt, mlp):
-    from workbench.runtime.calibrate import MODEL_CHANGES, calibrate_model, local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.changes import MODEL_CHANGES
+    from workbench.runtime.calibrate import calibrate_model
     from workbench.runtime.runner import with_run_order
 
     cl = local_cluster(2)
@@ -738,8 +755,10 @@ def _unit_pesto():
 
 
 def test_live_bytes_follow_the_order_the_ops_run_in():
-    from workbench.runtime.calibrate import local_cluster, order_probe, reference_live_bytes
-    from workbench.runtime.judging import live_bytes
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.changes import reference_live_bytes
+    from workbench.fidelity.extras import live_bytes
+    from workbench.fidelity.probes import order_probe
 
     g = samples.diamond()   # a -> b, a -> c, b -> d, c -> d; 10 MB tensors
     # one device, a b c d: b's output waits for d while c runs
@@ -757,7 +776,7 @@ def test_live_bytes_follow_the_order_the_ops_run_in():
 
 
 def test_live_memory_is_fitted_to_the_order_probe_and_reanchored():
-    from workbench.runtime.calibrate import (
+    from workbench.fidelity.probes import (
         PROBES,
         REFERENCES,
         SPLIT_PROBES,
@@ -801,11 +820,11 @@ def test_plans_on_several_devices_get_the_slope_of_the_split_order_probes():
     devices (resnet_small's list-scheduled two-device plans ran 2-4 % over their prediction
     without live memory, while its order probe ran 8-9 % over the reference). The split pair
     fits their own slope; ``live_split=False`` is round seven's single slope for every plan."""
-    from workbench.runtime.calibrate import (
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import (
         SPLIT_PROBES,
-        JudgeModel,
         idle_probe_plan,
-        local_cluster,
         probe_plan,
         split_order_probes,
     )
@@ -861,8 +880,10 @@ def test_live_memory_beyond_the_cache_counts_and_a_probe_with_less_live_fits_too
     faster than the reference in runs of its own: the fit takes the slope from a gap of either
     sign, as long as it goes the way the live memory does; uncapped (the bench's 'uncapped'
     rung) tensors beyond the cache count, capped (the default) they are hidden."""
-    from workbench.runtime.calibrate import JudgeModel, local_cluster, reference_plan
-    from workbench.runtime.judging import live_bytes
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.extras import live_bytes
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import reference_plan
 
     g, cl = _fan_graph(), local_cluster(2)
     ref = reference_plan(g, cl)
@@ -896,7 +917,9 @@ def test_gnmt_order_probe_fits_the_way_its_live_memory_goes():
     of its own) it fits, uncapped, a slope under which the FIFO order (the ``single`` plan, 120
     MB more live) is predicted slower, as it ran there (4.5-8 ms of 196-200 ms); capped at the
     cache (the default) nothing is fitted."""
-    from workbench.runtime.calibrate import JudgeModel, local_cluster, order_probe, reference_plan
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.model import JudgeModel
+    from workbench.fidelity.probes import order_probe, reference_plan
     from workbench.runtime.runner import with_run_order
 
     g, cl = samples.load_sample("gnmt"), local_cluster(2)

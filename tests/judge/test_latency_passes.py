@@ -1,5 +1,5 @@
 """latency_ip with separate forward/backward contiguity for training graphs (Tarnawski et al.,
-Section 4.2), against brute force under the judge (:func:`workbench.pipeline.latency`)."""
+Section 4.2), against brute force under the judge (:func:`workbench.judge.pipelined.latency`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from workbench import Plan, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import SolverError
 from workbench.graph import OpGraph
-from workbench.pipeline import contiguity_violations, latency
+from workbench.judge.pipelined import contiguity_violations, latency
 
 
 def training_chain(n: int, *, skip: bool = False) -> OpGraph:

@@ -9,7 +9,7 @@ import pytest
 from workbench import Plan, evaluate, simulate
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.liveness import live_peaks, live_upper_bound, memory_timeline, peak_moment
+from workbench.judge.liveness import live_peaks, live_upper_bound, memory_timeline, peak_moment
 
 
 def gpus(k: int, mem: float = 1e12, *, mode: str = "direct", cpus: int = 0) -> Cluster:
@@ -125,7 +125,7 @@ def test_compare_table_and_board_table_show_both_memories():
     g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}, "memory": 10.0}),
                           ("b", {"compute": {"gpu": 2.0}}), ("c", {"compute": {"gpu": 1.0}})],
                          [("a", "b", {"bytes": 100.0}), ("b", "c", {"bytes": 40.0})])
-    df = wb.compare(g, gpus(1, mem=100.0), methods=["single"], progress=False)
+    df = wb.compare(g, gpus(1, mem=100.0), methods=["single"], progress=False).table
     row = df.set_index("method").loc["single"]
     assert row["peak_mem_frac"] == pytest.approx(0.1)
     assert row["live_mem_frac"] == pytest.approx(1.5)

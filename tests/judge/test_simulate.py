@@ -4,7 +4,7 @@ import pytest
 
 from workbench import (Cluster, Device, Link, OpGraph, Plan, PlanError, device_loads, evaluate,
                        max_load, simulate)
-from workbench.bounds import lower_bounds, min_devices
+from workbench.judge.bounds import lower_bounds, min_devices
 
 
 def two_into_one():

@@ -62,7 +62,7 @@ def test_suite_pairs_separate_the_methods(name, min_fit: int = 4):
     footprint; the memory-aware methods re-solve a plan the judge finds out of memory)."""
     g, c = workload(name).build()
     df = wb.compare(g, c, methods=METHODS, progress=False, time_limit=20,
-                    params={m: {"memory_model": "live"} for m in METHODS})
+                    params={m: {"memory_model": "live"} for m in METHODS}).table
     ok = df[(df["error"] == "") & df["feasible"]]
     assert len(ok) >= min_fit
     best, worst = ok["makespan_ms"].min(), ok["makespan_ms"].max()

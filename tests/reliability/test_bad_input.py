@@ -613,7 +613,7 @@ def test_outputs_commit_together(tmp_path, capsys, monkeypatch):
     csv.write_text("old")
     report.write_text("old")
 
-    def fail_after_csv(df, plans, graph, cluster, args, title):
+    def fail_after_csv(cmp, graph, cluster, args, title):
         write_atomic(args.csv, "new")
         raise OutputError("report failed")
 

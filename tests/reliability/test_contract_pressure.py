@@ -17,7 +17,7 @@ import pytest
 import workbench as wb
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.pipeline import latency
+from workbench.judge.pipelined import latency
 from workbench.samples import to_training
 from workbench.solvers.pipeline import latency as pipeline_latency
 from workbench.testing import timing
@@ -52,12 +52,12 @@ def test_generator_draws_the_escape(seed):
 def test_contract_catches_the_old_greedy(seed, monkeypatch):
     """The old greedy's plan, judged by the old judge (the fast rule alone), raised; the
     judge now cuts its accelerators into pieces that run in order (issue 41)."""
-    from workbench import pipeline
+    from workbench.judge import pipelined
 
     monkeypatch.setattr(pipeline_latency, "_over_memory_device", _old_fallback)
     o = run_method(make_case(seed), "greedy_latency", time_limit=1.0)
     assert o.verdict == "pass", o.detail
-    monkeypatch.setattr(pipeline, "_pieces_acyclic", lambda *a: True)
+    monkeypatch.setattr(pipelined, "_pieces_acyclic", lambda *a: True)
     o = run_method(make_case(seed), "greedy_latency", time_limit=1.0)
     assert o.verdict == "fail" and "PlanError" in o.detail and "cycle" in o.detail
 
@@ -183,7 +183,7 @@ def test_judge_cuts_mutually_waiting_pieces():
 def test_judge_accepts_every_placement():
     """Random placements (each op on a device that can run it) of pressure and other cases:
     the latency judge always finds pieces that run one after another."""
-    from workbench.pipeline import _pieces_acyclic
+    from workbench.judge.pipelined import _pieces_acyclic
 
     seen = 0
     for s in range(60):
@@ -205,13 +205,13 @@ def test_judge_accepts_every_placement():
 
 @pytest.mark.parametrize("seed,method", OLD_JUDGE_ESCAPES)
 def test_contract_catches_the_old_judge(seed, method, monkeypatch):
-    from workbench import pipeline
+    from workbench.judge import pipelined
 
     case = make_case(seed)
     assert case.desc["family"] == "pressure" and case.desc["training"]
     assert case.desc["memory"] == "starved"
     assert run_method(case, method, time_limit=1.0).verdict == "pass"
-    monkeypatch.setattr(pipeline, "_pieces_acyclic", lambda *a: True)  # the fast rule alone
+    monkeypatch.setattr(pipelined, "_pieces_acyclic", lambda *a: True)  # the fast rule alone
     o = run_method(case, method, time_limit=1.0)
     assert o.verdict == "fail" and "cycle" in o.detail, o.detail
 

@@ -62,16 +62,18 @@ def test_same_placement_other_order_is_another_plan(cmp):
 def test_residuals_refuse_another_plans_schedule():
     pytest.importorskip("tensorflow")
     import workbench.runtime as rt
-    from workbench.runtime.calibrate import local_cluster
+    from workbench.cluster import local_cluster
+    from workbench.fidelity.probes import probe_plan
+    from workbench.fidelity.trace_residuals import residuals
 
     g = rt.profile(rt.extract("mlp", 8, **rt.TINY["mlp"]), steps=2, warmup=1)
     cl = local_cluster(2)
-    plan = rt.probe_plan(g, cl, seed=1)
-    other = rt.probe_plan(g, cl, seed=2)
+    plan = probe_plan(g, cl, seed=1)
+    other = probe_plan(g, cl, seed=2)
     m = rt.traced_measurement(plan, cluster=cl, steps=2, warmup=1, traces=2)
-    assert rt.residuals(plan, m, schedule=wb.simulate(plan, cl)).method == plan.method
+    assert residuals(plan, m, schedule=wb.simulate(plan, cl)).method == plan.method
     with pytest.raises(PlanError, match="residuals: schedule is not a simulation of plan"):
-        rt.residuals(plan, m, schedule=wb.simulate(other, cl))
+        residuals(plan, m, schedule=wb.simulate(other, cl))
 
 
 def test_compare_figure_refuses_another_comparisons_robustness(cmp):

@@ -303,7 +303,7 @@ def test_keras_optimizer_and_size_keywords(keras_, kw, words):
 # ---------------------------------------------------------------------- runtime helpers
 @pytest.mark.parametrize("n", [2.5, True, "2", 0])
 def test_local_cluster_counts(n):
-    from workbench.runtime.calibrate import local_cluster
+    from workbench.cluster import local_cluster
 
     with pytest.raises(ClusterError, match="whole number of devices"):
         local_cluster(n)
@@ -398,7 +398,7 @@ def test_diff_arguments(cmp, kw, words):
 
 
 def test_residuals_without_a_plan():
-    from workbench.runtime.judging import residuals
+    from workbench.fidelity.trace_residuals import residuals
 
     with pytest.raises(RuntimeBridgeError, match="plan must be a Plan, got NoneType"):
         residuals(None, None)
@@ -484,9 +484,10 @@ def test_whatif_panel_without_a_graph():
 ])
 def test_runner_counts(keras_, kw, words):
     from workbench import runtime as rt
+    from workbench.cluster import local_cluster
 
     g = wb.samples.load_sample("mlp")
-    c = rt.local_cluster(2)
+    c = local_cluster(2)
     plan = wb.solve(g, c, method="single")
     args = {"steps": 1, "warmup": 0, "cluster": c, **kw}
     with pytest.raises(RuntimeBridgeError, match=words):

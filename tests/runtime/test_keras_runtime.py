@@ -9,6 +9,7 @@ import pytest
 pytest.importorskip("tensorflow")
 
 import workbench as wb
+from workbench.cluster import local_cluster
 from workbench.errors import PlanError, RuntimeBridgeError
 
 pytestmark = pytest.mark.tf
@@ -220,7 +221,7 @@ def test_keras_encoder_by_name_rebuilds_and_runs(rt, tmp_path):
     h = load_graph(path)
     program = extraction.program_for(h)
     assert set(program.step_nodes) == set(g.ops)
-    cluster = rt.local_cluster(2)
+    cluster = local_cluster(2)
     h = rt.profile(h, steps=2, warmup=1)
     plans = {m: wb.solve(h, cluster, method=m) for m in ("single", "heft")}
     res = rt.measure_plans(h, plans, steps=2, warmup=1, cluster=cluster)
@@ -248,7 +249,7 @@ def test_keras_applications_extract_profile_run(rt, name):
     names = {lay.name for lay in keras_model_from_spec(name, input_shape=(32, 32)).layers}
     recorded = {g.op(v)["layer"] for v in g.ops if g.op(v).get("layer")}
     assert len(recorded) > 50 and recorded <= names
-    cluster = rt.local_cluster(2)
+    cluster = local_cluster(2)
     plan = wb.solve(g, cluster, method="m_topo")
     assert len(plan.devices_used()) == 2
     m = rt.run_plan(plan, steps=2, warmup=1, cluster=cluster)

@@ -10,8 +10,8 @@ import warnings
 import pytest
 
 from workbench.errors import RuntimeBridgeError
+from workbench.fidelity.ladder import tick_share
 from workbench.runtime import realtime as rtmod
-from workbench.runtime.judging import tick_share
 from workbench.runtime.realtime import realtime, thread_ids
 
 RT = (os.SCHED_FIFO, os.SCHED_RR)

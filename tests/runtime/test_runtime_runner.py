@@ -10,7 +10,9 @@ import pytest
 pytest.importorskip("tensorflow")
 
 from workbench import Plan
+from workbench.cluster import local_cluster
 from workbench.errors import PlanError, RuntimeBridgeError
+from workbench.fidelity.probes import probe_plan
 
 pytestmark = pytest.mark.tf
 
@@ -173,7 +175,7 @@ def test_each_device_runs_one_op_at_a_time(rt, inception):
     import workbench as wb
 
     g = inception
-    cl = rt.local_cluster(2)
+    cl = local_cluster(2)
     plan = wb.solve(g, cl, method="round_robin")
     assert plan.order is None
     chains, source = rt.execution_chains(plan, cluster=cl)
@@ -216,8 +218,8 @@ def test_session_threads_are_per_session(rt):
 def test_fit_recv_overhead(rt, mlp):
     import workbench as wb
 
-    cl = rt.local_cluster(2)
-    probe = rt.probe_plan(mlp, cl, seed=3)
+    cl = local_cluster(2)
+    probe = probe_plan(mlp, cl, seed=3)
     assert len(probe.devices_used()) == 2
     for members in mlp.colocation_groups.values():
         assert len({probe.placement[v] for v in members}) == 1
@@ -233,7 +235,7 @@ def test_fit_recv_overhead(rt, mlp):
     else:
         assert wb.simulate(probe, cl).makespan >= info["probe_measured_ms"]
     with pytest.raises(RuntimeBridgeError, match="moves no tensor"):
-        rt.fit_recv_overhead(mlp, rt.local_cluster(1), steps=1, warmup=0)
+        rt.fit_recv_overhead(mlp, local_cluster(1), steps=1, warmup=0)
 
 
 def test_two_hosts_on_distributed_servers(rt, mlp):

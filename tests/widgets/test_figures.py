@@ -11,6 +11,7 @@ import pytest
 
 import workbench as wb
 from workbench.testing.timing import Stopwatch
+from workbench.judge.bounds import max_load_lower_bound
 from widgets.figures import (coarse_figure, coarse_graph, compare_figure, dag_figure,
                              gantt_figure, gantt_lanes, idle_gaps, layered_layout,
                              pipeline_figure, stage_table)
@@ -261,7 +262,7 @@ def test_pipeline_marks_the_bottleneck(training):
     stacked = df[["fwd_ms", "bwd_ms", "update_ms", "other_ms", "comm_ms"]].sum(axis=1)
     assert np.allclose(stacked, df["load_ms"])
     assert np.allclose(sorted(df["load_ms"]), sorted(loads[loads > 0]))
-    lb = wb.bounds.max_load_lower_bound(g, c)
+    lb = max_load_lower_bound(g, c)
     assert list(_trace(fig, "lower bound").y) == [lb] * len(df)
 
 
@@ -277,7 +278,7 @@ def test_pipeline_stages_are_in_graph_order():
 def _compare_frame():
     g = wb.samples.transformer(80, seed=0)
     c = wb.Cluster.preset("2xV100-pcie")
-    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False).table
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "boom"}
     return df
@@ -355,8 +356,8 @@ def test_verdict_names_winners_and_explains_the_critical_path():
     from workbench.diff import critical_breakdown
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("2xV100-pcie")
-    df = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=["single", "round_robin", "m_topo"], progress=False)
+    df, plans = cmp.table, cmp.plans
     v = {x["objective"]: x for x in verdict(df, plans=plans, cluster=c, graph=g)}
     best = df.sort_values("makespan_ms").iloc[0]
     assert v["makespan"]["winner"] == best["method"]
@@ -417,8 +418,8 @@ def test_report_leaves_out_heavy_drawings(tmp_path):
 def test_report_picker_when_many_plans_and_footnoted_errors(tmp_path, problem):
     g, c, _, _ = problem
     methods = ["single", "round_robin", "m_topo", "heft"]
-    df = wb.compare(g, c, methods=methods, progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=methods, progress=False)
+    df, plans = cmp.table, cmp.plans
     df.loc[len(df)] = {**df.iloc[0].to_dict(), "method": "broken", "status": "error",
                        "error": "a long message " * 20}
     html = write_report(tmp_path / "r.html", g, c, df, plans, max_gantts=2).read_text()
@@ -470,11 +471,11 @@ def test_placement_heatmap_bins_compute_by_device_and_depth():
 
 
 def test_changed_graph_rows_are_judged_on_their_own_graph():
-    from workbench.bounds import lower_bounds
+    from workbench.judge.bounds import lower_bounds
 
     g, c = wb.samples.transformer(80, seed=0), wb.Cluster.preset("4xV100-nvlink")
-    df = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)
-    plans = df.plans
+    cmp = wb.compare(g, c, methods=["m_topo", "os_dpos"], progress=False)
+    df, plans = cmp.table, cmp.plans
     fig = compare_figure(df, plans=plans, graph=g, cluster=c)
     assert fig.layout.meta["flags"]["os_dpos"] == ["changed_graph"]
     lb = dict(zip(_trace(fig, "makespan lower bound").y, _trace(fig, "makespan lower bound").x))

@@ -3,8 +3,8 @@ colour, with the diagonal (perfect prediction) and a band of +-``band`` relative
 ranking each side gives and, above the plot, a comment on any disagreement
 (:func:`fidelity_comment`).
 
-Input is the DataFrame of ``workbench.compare(..., measure=True)`` (columns ``method``,
-``makespan_ms``, ``measured_ms`` and optionally ``measured_std_ms``).
+Input is the Comparison of ``workbench.compare(..., measure=True)``, or its table (columns
+``method``, ``makespan_ms``, ``measured_ms`` and optionally ``measured_std_ms``).
 
 Examples
 --------
@@ -31,6 +31,9 @@ __all__ = ["fidelity_figure", "fidelity_comment"]
 def fidelity_figure(df, *, band: float = 0.15, title: str | None = None,
                     fig: go.Figure | None = None) -> go.Figure:
     """Scatter of simulated (x) against measured (y) step time (see the module docstring)."""
+    from workbench.comparison import parts
+
+    df = parts(df)[0]
     need = {"method", "makespan_ms", "measured_ms"}
     if not need <= set(df.columns):
         raise ValueError(f"fidelity_figure needs columns {', '.join(sorted(need))} (missing "

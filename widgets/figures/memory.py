@@ -1,5 +1,5 @@
 """Memory over time of a simulated schedule: per device its live memory (a step line, from
-:func:`workbench.liveness.memory_timeline`), its static sum of op memory (dotted) and its
+:func:`workbench.judge.liveness.memory_timeline`), its static sum of op memory (dotted) and its
 capacity (dashed, where finite and at most twice the larger of the two, so the curves stay
 readable), so a plan that fits by one and not by the other shows.
 
@@ -22,7 +22,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from workbench.liveness import memory_timeline
+from workbench.judge.liveness import memory_timeline
 
 from ._common import device_colors, fmt_bytes
 

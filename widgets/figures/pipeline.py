@@ -76,11 +76,11 @@ def pipeline_figure(plan, cluster, *, lower_bound: float | None = None,
     plan : Plan
     cluster : Cluster
     lower_bound : float, optional
-        Max-load lower bound drawn as a dashed line (default: :mod:`workbench.bounds`).
+        Max-load lower bound drawn as a dashed line (default: :mod:`workbench.judge.bounds`).
     fig : Figure, optional
         Cleared and drawn into.
     """
-    from workbench.bounds import max_load_lower_bound
+    from workbench.judge.bounds import max_load_lower_bound
 
     df = stage_table(plan, cluster)
     labels = [f"stage {s}<br>{d}" for s, d in zip(df["stage"], df["device"])]

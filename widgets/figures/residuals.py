@@ -1,8 +1,8 @@
 """Predicted against measured: one plan's simulated and traced timelines on one time axis, and
 its residual table sorted by contribution to the step-time error.
 
-Input is a :class:`workbench.runtime.judging.Residuals` (from
-:func:`workbench.runtime.judging.residuals`). Top panel: a lane pair per device,
+Input is a :class:`workbench.fidelity.trace_residuals.Residuals` (from
+:func:`workbench.fidelity.trace_residuals.residuals`). Top panel: a lane pair per device,
 ``cpu0 predicted`` above ``cpu0 measured``, ops as bars coloured by device, the measured
 critical path outlined in red. Bottom panel: the error groups (op type, link, waiting, path
 shift, session) as horizontal bars of their residual, largest first.
@@ -11,7 +11,7 @@ Examples
 --------
 >>> from workbench import samples, Plan, Cluster, simulate
 >>> from workbench.runtime.runner import Measurement
->>> from workbench.runtime.judging import residuals
+>>> from workbench.fidelity.trace_residuals import residuals
 >>> g, c = samples.diamond(), Cluster.preset("2xV100-pcie")
 >>> p = Plan(g, {"a": "gpu0", "b": "gpu0", "c": "gpu1", "d": "gpu0"})
 >>> s = simulate(p, c)
@@ -55,7 +55,7 @@ def residual_figure(res, *, top: int = 12, title: str | None = None,
     """Predicted vs measured Gantt and the residual table of ``res`` (module docstring)."""
     if not hasattr(res, "ops") or not hasattr(res, "groups"):
         raise ValueError(f"residual_figure needs a Residuals object (from "
-                         f"workbench.runtime.residuals), got {type(res).__name__}")
+                         f"workbench.fidelity.trace_residuals.residuals), got {type(res).__name__}")
     ops = res.ops
     devices = sorted(set(ops["device"]))
     colors = device_colors(devices)

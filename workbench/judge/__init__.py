@@ -6,9 +6,14 @@
 * :mod:`~workbench.judge.schedule`: the :class:`~workbench.plan.Schedule` built from a run;
 * :mod:`~workbench.judge.loads`: the pipelined loads and max-load;
 * :mod:`~workbench.judge.training`: parallel training plans (micro-batch schedules,
-  collectives from :mod:`~workbench.judge.collectives`, memory over time).
+  collectives from :mod:`~workbench.judge.collectives`, memory over time);
+* :mod:`~workbench.judge.liveness`: memory over time (what is live when), the one memory model;
+* :mod:`~workbench.judge.bounds`: lower bounds of both objectives;
+* :mod:`~workbench.judge.pipelined`: the pipelining paper's latency judge (subgraph
+  invocations) and its hierarchical loads;
+* :mod:`~workbench.judge._replay_jit`: the compiled longest-path replay of robustness.
 
-The package imports only the model layer (graph, cluster, plan, errors, analysis, liveness,
+The package imports only the model layer (graph, cluster, plan, errors, analysis,
 :mod:`workbench.costs`), never solvers, transforms, compare or widgets. Use it through
 :func:`workbench.simulate`:
 

@@ -13,7 +13,7 @@ over the channel ``src -> dst`` (``src * n_devices + dst``), or in host mode upl
 ``n_devices + dst``) by each staged destination. Every transfer is scaled by the replica
 shares of its producer and (the largest of) its consumers (:func:`workbench.costs.op_shares`).
 With a ``chain`` (a pipelined plan's stage order, ``direct`` mode), a tensor is forwarded hop by
-hop along it instead (:data:`workbench.costs.pipeline.FORWARDED`): one transfer per (producing
+hop along it instead (:data:`workbench.costs.pipeline_costs.FORWARDED`): one transfer per (producing
 op, size, fixed ``comm``, direction) over each hop up to its farthest consumer, handed to the
 consumers of every device it reaches on the way.
 
@@ -41,7 +41,7 @@ from collections import deque
 
 import numpy as np
 
-from ..costs.pipeline import next_hops, op_shares
+from ..costs.pipeline_costs import next_hops, op_shares
 from ..errors import GraphError, PlanError
 
 __all__ = ["EventCore", "overflowed_order"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..costs.pipeline import forwarded_loads, op_shares, plan_chain
+from ..costs.pipeline_costs import forwarded_loads, op_shares, plan_chain
 from ..plan import Plan
 
 __all__ = ["device_loads", "max_load", "receive_overheads"]
@@ -33,8 +33,8 @@ def device_loads(plan: Plan, cluster) -> np.ndarray:
 
     A plan for a ``direct``-mode cluster that carries ``info["chain"]`` (the stage order of
     a pipelined split) has its tensors forwarded stage to stage along that chain
-    (:data:`workbench.costs.pipeline.FORWARDED`): each hop a tensor crosses is paid once by its
-    sender and once by its receiver (:func:`workbench.costs.pipeline.forwarded_loads`).
+    (:data:`workbench.costs.pipeline_costs.FORWARDED`): each hop a tensor crosses is paid once by its
+    sender and once by its receiver (:func:`workbench.costs.pipeline_costs.forwarded_loads`).
 
     >>> from workbench import samples, Cluster, Plan
     >>> g = samples.diamond()

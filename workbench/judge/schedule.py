@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..liveness import live_intervals, live_peaks, shared_memory
+from .liveness import live_intervals, live_peaks, shared_memory
 from ..plan import Schedule
 
 __all__ = ["build_schedule", "critical_path"]

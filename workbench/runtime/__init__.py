@@ -1,6 +1,8 @@
 """The TensorFlow bridge: op graphs of real models, profiling, link calibration, runner.
 
-TensorFlow is imported lazily: importing :mod:`workbench.runtime` does not import it, and the
+This package only measures (runs programs, times them, reads allocator statistics); what is
+fitted to the measurements, the calibrated judge, is :mod:`workbench.fidelity`. TensorFlow is
+imported lazily: importing :mod:`workbench.runtime` does not import it, and the
 names below load their module on first access.
 
 ==========================  ==================================================================
@@ -11,9 +13,10 @@ names below load their module on first access.
 :func:`profile`             measured per-op times written into the graph's compute costs
 :func:`calibrate_links`     fitted ``latency + bytes/bandwidth`` link per device pair -> Cluster
 :func:`fit_recv_overhead`   the devices' receive overhead fitted to a measured probe run
-:func:`calibrate_model`     a JudgeModel (shared-memory links, overlap, re-anchoring, receive overhead)
-:func:`residuals`           a traced run lined up with its simulation, error split by cause
-:func:`local_cluster`       Cluster of local devices named as the runner expects (``cpu0``..)
+:func:`calibrate_model`     a :class:`~workbench.fidelity.model.JudgeModel` fitted to probe runs it
+                            measures (the model itself lives in :mod:`workbench.fidelity`)
+:func:`traced_measurement`  a plan timed and traced, its trace the median timeline (for
+                            :func:`workbench.fidelity.trace_residuals.residuals`)
 :func:`run_plan`            apply a Plan to the real program, measure step time -> Measurement
 :func:`measure_plans`       several plans, failures reported per plan -> dict name -> Measurement
 :func:`apply_if_faster`     FastT's rollback guard: keep the current plan unless the new is faster
@@ -37,7 +40,6 @@ __all__ = [
     "MODELS",
     "TINY",
     "Decision",
-    "JudgeModel",
     "LocalServers",
     "Measurement",
     "Program",
@@ -47,14 +49,10 @@ __all__ = [
     "calibrate_model",
     "execution_chains",
     "extract",
-    "fit_link",
     "fit_recv_overhead",
-    "local_cluster",
     "measure_plans",
-    "probe_plan",
     "profile",
     "program_of",
-    "residuals",
     "run_plan",
     "traced_measurement",
 ]
@@ -63,10 +61,8 @@ _WHERE = {
     "extract": "extraction", "build_program": "extraction", "Program": "extraction",
     "program_of": "extraction",
     "profile": "profiling",
-    "calibrate_links": "calibrate", "fit_link": "calibrate", "local_cluster": "calibrate",
-    "fit_recv_overhead": "calibrate", "probe_plan": "calibrate",
-    "calibrate_model": "calibrate", "JudgeModel": "calibrate",
-    "residuals": "judging", "traced_measurement": "judging",
+    "calibrate_links": "calibrate", "fit_recv_overhead": "calibrate",
+    "calibrate_model": "calibrate", "traced_measurement": "tracing",
     "run_plan": "runner", "measure_plans": "runner", "apply_if_faster": "runner",
     "Measurement": "runner", "Decision": "runner", "execution_chains": "runner",
     "LocalServers": "distributed",

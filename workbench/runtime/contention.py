@@ -10,7 +10,7 @@ the slowdown directly: the program's single-device step (the ``rescale`` referen
 and timed while ``devices - 1`` copies of it run at the same time in their own sessions, on
 their own devices, in alternating blocks. The ratio minus one is the slope of the ``overlap``
 change (an op slowed by that fraction when another device computes for its whole run;
-:func:`workbench.runtime.judging.simulate_overlap`).
+:func:`workbench.fidelity.extras.simulate_overlap`).
 """
 
 from __future__ import annotations
@@ -19,23 +19,9 @@ import statistics
 import threading
 
 from ..errors import RuntimeBridgeError
+from ..fidelity.probes import reference_plan
 
-__all__ = ["measure_contention", "reference_plan"]
-
-
-def reference_plan(graph, cluster):
-    """The single-device reference of the ``rescale`` change and of :func:`measure_contention`:
-    every op on the cluster's first device, chained in the graph's topological order.
-
-    >>> from workbench import samples, Cluster
-    >>> reference_plan(samples.diamond(), Cluster.preset("2xV100-pcie")).order
-    {'gpu0': ['a', 'b', 'c', 'd']}
-    """
-    from ..plan import Plan
-
-    first = cluster.names[0]
-    return Plan(graph, {v: first for v in graph.ops}, order={first: graph.topological_order()},
-                method="reference")
+__all__ = ["measure_contention"]
 
 
 def _timed(session, steps: int, k: int, out: dict, errs: list) -> None:

@@ -40,18 +40,15 @@ chains, the median over :data:`PASSES` passes (see ``latency(idle)``).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import RuntimeBridgeError
+from ..fidelity.extras import IDLE_CAP_MS, HandoffCosts
 from ._tf import closing_reported, new_session, tf, tf_device, timed_runs
 from .realtime import realtime as realtime_scheduling
 
-__all__ = ["IDLE_CAP_MS", "PASSES", "HandoffCosts", "measure_handoff"]
-
-IDLE_CAP_MS = 1.0
-"""Idle periods longer than this cost no more than this one (the line is not extrapolated)."""
+__all__ = ["PASSES", "measure_handoff"]
 
 _SIZE = 32          # matmul operand side (a few microseconds per op, like the small models)
 _N = 200            # tensors per send / receive benchmark
@@ -59,34 +56,6 @@ _IDLE_KS = (1, 16, 64, 160, 320)  # ops per ping-pong segment (idle periods ~3 u
 
 PASSES = 3
 """Passes of the ping-pong sweep; each point is the median of its passes (see the module)."""
-
-
-@dataclass(frozen=True)
-class HandoffCosts:
-    """Per-tensor costs of a cross-device hand-off (ms); see the module docstring.
-
-    ``points``: the ping-pong measurements ``(idle_ms, handoff_ms)`` the line was fitted to
-    (each the median of its passes); ``pass_points``: every pass's, in the order they ran.
-
-    >>> h = HandoffCosts(send_ms=0.002, recv_ms=0.002, latency_ms=0.003, slope=0.04)
-    >>> round(float(h.latency(0.1)), 4), round(float(h.latency(5.0)), 4)   # idle capped at 1 ms
-    (0.007, 0.043)
-    """
-
-    send_ms: float
-    recv_ms: float
-    latency_ms: float
-    slope: float
-    points: tuple = field(default=(), compare=False)
-    pass_points: tuple = field(default=(), compare=False)
-
-    def latency(self, idle_ms):
-        """Hand-off delay (ms) after the receiver idled ``idle_ms`` (scalar or array)."""
-        return self.latency_ms + self.slope * np.minimum(np.maximum(idle_ms, 0.0), IDLE_CAP_MS)
-
-    def to_dict(self) -> dict:
-        return {"send_ms": self.send_ms, "recv_ms": self.recv_ms,
-                "handoff_latency_ms": self.latency_ms, "handoff_slope": self.slope}
 
 
 def _matmul_chain(t, x, w, k: int, dev: str):

@@ -126,7 +126,7 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
 
     ``memory_model``: ``"static"`` (default) -- the method as published, on the papers' static
     sum of op memory; ``"live"`` -- a memory-aware method whose plan the judge's live model
-    (:mod:`workbench.liveness`) finds out of memory is re-solved with the capacities it
+    (:mod:`workbench.judge.liveness`) finds out of memory is re-solved with the capacities it
     constrains tightened (:func:`_tighten`; up to :data:`TIGHTEN_ROUNDS` more solves). Either
     way a plan still out of memory gets status ``out_of_memory`` (:func:`judge_memory`).
 
@@ -234,7 +234,7 @@ def _tighten(info, graph, cluster, kw: dict, plan, budget: Budget):
 
 
 def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
-    """Mark ``plan`` ``out_of_memory`` when the judge's live model (:mod:`workbench.liveness`)
+    """Mark ``plan`` ``out_of_memory`` when the judge's live model (:mod:`workbench.judge.liveness`)
     finds a device over its capacity; record which memory model the method kept.
 
     Methods keep the papers' static model (a device's ops' ``memory`` summed), which is not an
@@ -244,7 +244,7 @@ def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
     ``out_of_memory`` (its own status kept in ``stats["solver_status"]``) and
     ``stats["out_of_memory"]``, the judge's violations. A plan already ``infeasible`` (the
     method knew it broke its own memory constraint) keeps that status. The simulation is only
-    run when :func:`~workbench.liveness.live_upper_bound` exceeds some capacity.
+    run when :func:`~workbench.judge.liveness.live_upper_bound` exceeds some capacity.
 
     >>> from workbench import samples, Cluster, solve
     >>> g = samples.diamond()
@@ -254,7 +254,7 @@ def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
     >>> print(plan.stats["out_of_memory"][0])
     memory on gpu0: 0.028 GiB live at 3.000 ms > 0.014 GiB capacity (resident 0.000 GiB, live then: a 9.5 MiB, b 9.5 MiB, c 9.5 MiB)
     """
-    from ..liveness import live_upper_bound
+    from ..judge.liveness import live_upper_bound
 
     plan.stats.setdefault("memory_model", "static" if memory_aware else "none")
     if plan.status in ("infeasible", "out_of_memory", "error"):

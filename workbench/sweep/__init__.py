@@ -3,7 +3,7 @@
 A spec (TOML or dict, see :mod:`workbench.sweep.spec`) expands into cells; :func:`run` runs
 them on a local cluster of worker processes (or an existing Dask scheduler), writes each chunk
 of rows atomically into a results folder, and skips the cells already there on a rerun;
-:func:`load` reads the folder back as one DataFrame; :mod:`workbench.sweep.analysis` gives
+:func:`load` reads the folder back as one DataFrame; :mod:`workbench.sweep.sweep_analysis` gives
 win/tie/loss tables, performance profiles and parameter curves (figures in
 ``widgets.figures.sweep``). See docs/sweeps.md.
 
@@ -31,7 +31,7 @@ if _missing := [m for m in ("distributed", "pyarrow") if _absent(m)]:
     raise SweepError(f"sweeps need {' and '.join(_missing)}, which the core install leaves out: "
                      "install the `sweep` extra (pip install -e '.[sweep]'; `make lab` and "
                      "`make test` include it)")
-from .analysis import (
+from .sweep_analysis import (
     by_parameter,
     markdown_table,
     objective_matrix,

@@ -60,12 +60,6 @@ def load_workload(spec: str):
     return resolve(spec)
 
 
-def _scaled(link, bw: float, lat: float):
-    from ..cluster import Link
-
-    return Link(link.latency * lat, link.bandwidth * bw, link.r2)
-
-
 def make_cluster(preset: str, graph, own=None, *, devices: int = 0, bandwidth_scale: float = 1.0,
                  latency_scale: float = 1.0, memory_fraction: float = math.nan):
     """A preset (or ``"own"``: the workload's cluster) varied as a sweep asks.
@@ -103,14 +97,9 @@ def make_cluster(preset: str, graph, own=None, *, devices: int = 0, bandwidth_sc
     if not math.isnan(memory_fraction):
         total = graph.total_memory()
         devs = [replace(d, memory=total * memory_fraction) for d in devs]
-    keep = {d.name for d in devs}
-    return Cluster(devs, intra_host=_scaled(base.intra_host, bandwidth_scale, latency_scale),
-                   inter_host=_scaled(base.inter_host, bandwidth_scale, latency_scale),
-                   host_link=_scaled(base.host_link, bandwidth_scale, latency_scale),
-                   links={k: _scaled(v, bandwidth_scale, latency_scale)
-                          for k, v in base.links.items() if k[0] in keep and k[1] in keep},
-                   mode=base.mode, name=base.name if len(devs) == len(base) else
-                   f"{base.name}[{len(devs)}]")
+    return base.with_devices(devs, bandwidth_scale=bandwidth_scale, latency_scale=latency_scale,
+                             name=base.name if len(devs) == len(base) else
+                             f"{base.name}[{len(devs)}]")
 
 
 @functools.lru_cache(maxsize=1)

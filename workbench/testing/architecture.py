@@ -29,6 +29,7 @@ PACKAGES = ("workbench", "widgets")
 ROOMS = ("workbench.solvers.pesto", "workbench.solvers.pipeline", "workbench.solvers.celeritas",
          "workbench.solvers.list", "workbench.solvers.baselines", "workbench.solvers",
          "workbench.io", "workbench.costs", "workbench.transforms", "workbench.runtime",
+         "workbench.fidelity",
          "workbench.sweep", "workbench.testing", "workbench.judge", "widgets")
 """Packages drawn as one box each (longest prefix wins); other modules are their own box."""
 
@@ -39,9 +40,10 @@ LAYERS = (
     ("compare", ("compare", "compare_training", "robustness", "comparison", "diff")),
     ("solvers and runtime", ("solvers", "solvers.pesto", "solvers.pipeline", "solvers.celeritas",
                              "solvers.list", "solvers.baselines", "runtime")),
+    ("fidelity", ("fidelity",)),
     ("samples and formats", ("samples", "io")),
     ("transforms", ("transforms",)),
-    ("judge", ("simulate", "judge", "bounds", "liveness", "pipeline", "_replay_jit")),
+    ("judge", ("simulate", "judge")),
     ("cost models", ("costs",)),
     ("model", ("orders", "analysis", "plan", "graph", "cluster", "budget", "_native", "errors",
                "_lazy")),

@@ -16,14 +16,14 @@ memory too small for any split (``starved``) or ``tight``.
   there is none (``error``; any other library error from the method, e.g. a ``PlanError`` about
   a plan it built itself, is a contract failure);
 * memory is respected unless the status is ``infeasible`` or ``out_of_memory``, memory as the
-  judge counts it (the live model of :mod:`workbench.liveness`, not the static sum the methods
+  judge counts it (the live model of :mod:`workbench.judge.liveness`, not the static sum the methods
   constrain: the cases' tensors are up to 20 MB against op memory up to 2 MB, so the two
   differ), and ``out_of_memory`` only where the judge finds a device over its capacity;
-* makespan and max-load are finite and >= the lower bounds of :mod:`workbench.bounds`;
+* makespan and max-load are finite and >= the lower bounds of :mod:`workbench.judge.bounds`;
 * ``optimal`` means the predicted objective equals the judge's value;
 * a per-device order never deadlocks (the simulator runs it);
 * the plan's single-sample latency under the subgraph-invocation model
-  (:func:`workbench.pipeline.latency`) is finite: the judge cuts every placement into pieces
+  (:func:`workbench.judge.pipelined.latency`) is finite: the judge cuts every placement into pieces
   whose invocations run one after another (issue 41: it raised ``PlanError`` about a cycle);
 * the wall time stays within ``1.2 x time_limit + 1 s`` for methods that take a time limit,
   in load-scaled seconds (:class:`~workbench.testing.timing.Stopwatch`: the wall time over the
@@ -334,7 +334,7 @@ def _params(case: Case, method: str, time_limit: float | None, extra: dict | Non
 
 
 def _judge(plan, cluster, objective: str) -> float:
-    from ..pipeline import latency
+    from ..judge.pipelined import latency
     from ..simulate import max_load, simulate
 
     if objective == "max_load":

@@ -142,11 +142,11 @@ def test_pesto_ilp_uses_cpsat_by_default_pesto_the_papers_milp():
 
 def test_compare_shows_the_best_known_bound_and_gaps_to_it():
     import workbench as wb
-    from workbench.bounds import lower_bounds
+    from workbench.judge.bounds import lower_bounds
 
     g = samples.diamond()
     df = wb.compare(g, SLOW2, methods=["round_robin", "pesto_ilp"], progress=False,
-                    time_limit=10)
+                    time_limit=10).table
     own = lower_bounds(g, SLOW2)["makespan_ms"]
     row = df.set_index("method")
     proven = row.loc["pesto_ilp", "proven_bound"]
@@ -157,7 +157,7 @@ def test_compare_shows_the_best_known_bound_and_gaps_to_it():
     assert (df["makespan_ms"] >= df["makespan_lb"] - 1e-9).all()
     off = wb.compare(g, SLOW2, methods=["pesto_ilp"], progress=False, time_limit=10,
                      congestion=False, params={"pesto_ilp": {"congestion": True}})
-    assert off["makespan_lb"].iloc[0] == pytest.approx(own)  # congested bound not used
+    assert off.table["makespan_lb"].iloc[0] == pytest.approx(own)  # congested bound not used
 
 
 def test_hint_names_each_variable_once_host_mode_diamond():

@@ -189,7 +189,7 @@ def test_large_lattice_is_solved_quickly():
 @pytest.mark.parametrize("mode", [True, "full_duplex"])
 @pytest.mark.parametrize("seed", range(4))
 def test_interleaved_dp_equals_brute_force(mode, seed):
-    from workbench.pipeline import pipelined_time
+    from workbench.judge.pipelined import pipelined_time
 
     g = uniform(samples.random_dag(6, edge_prob=0.4, seed=10 + seed))
     c = host(2, 1, bw=2e5)
@@ -200,7 +200,7 @@ def test_interleaved_dp_equals_brute_force(mode, seed):
 
 
 def test_full_duplex_is_between_compute_and_half_duplex():
-    from workbench.pipeline import pipelined_time
+    from workbench.judge.pipelined import pipelined_time
 
     g = uniform(samples.transformer(30, seed=4))
     c = host(3, 0, bw=1e5)
@@ -244,7 +244,7 @@ def brute_force_supernodes(g: OpGraph, c: Cluster, metric) -> float:
 @pytest.mark.parametrize("mode", [False, "full_duplex"])
 @pytest.mark.parametrize("seed,bw", [(25, 3e6), (22, 1e7), (23, 1e7)])
 def test_gpipe_dp_equals_brute_force(mode, seed, bw):
-    from workbench.pipeline import pipelined_time
+    from workbench.judge.pipelined import pipelined_time
 
     g = samples.to_training(samples.random_dag(5, edge_prob=0.5, seed=seed))
     c = host(2, 1, bw=bw)
@@ -293,7 +293,7 @@ def shuffled_training_graph(seed: int, n: int = 5) -> OpGraph:
 
 @pytest.mark.parametrize("seed", [0, 2, 5, 11])
 def test_backward_contiguous_dp_equals_brute_force(seed):
-    from workbench.pipeline import contiguity_violations
+    from workbench.judge.pipelined import contiguity_violations
 
     g = shuffled_training_graph(seed)
     c = host(2, 1)
@@ -354,7 +354,7 @@ def test_pruning_is_exact(seed):
 @pytest.mark.parametrize("mode", [True, "full_duplex"])
 @pytest.mark.parametrize("seed", range(2))
 def test_interleaved_ips_match_dp_and_brute_force(mode, seed):
-    from workbench.pipeline import pipelined_time
+    from workbench.judge.pipelined import pipelined_time
 
     g = uniform(samples.random_dag(6, edge_prob=0.4, seed=10 + seed))
     c = host(2, 1, bw=2e5)

@@ -17,7 +17,7 @@ from workbench.budget import Budget
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import SolverError, TimeLimitError
 from workbench.graph import OpGraph
-from workbench.costs.pipeline import pipeline_model
+from workbench.costs.pipeline_costs import pipeline_model
 from workbench.solvers.pipeline.dp import contract_for_dp
 from workbench.solvers.pipeline.kernel import PY_MAX_IDEALS, solve_lattice
 from workbench.solvers.pipeline.ideals import linear_order, lattice, linear_lattice

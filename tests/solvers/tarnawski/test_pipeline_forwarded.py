@@ -14,7 +14,7 @@ import pytest
 
 from workbench import Plan, compare, max_load, samples, simulate, solve
 from workbench.cluster import Cluster, Device, Link
-from workbench.costs.pipeline import forwarded_loads, plan_chain
+from workbench.costs.pipeline_costs import forwarded_loads, plan_chain
 from workbench.errors import NotApplicableError, PlanError, SolverError
 from workbench.solvers.pipeline.contraction import contract_for_dp
 from workbench.solvers.pipeline.ideals import lattice
@@ -146,14 +146,14 @@ def test_compare_leaves_out_what_a_method_cannot_serve_in_one_line():
     with pytest.raises(NotApplicableError, match="identical accelerators"):
         solve(g, mixed, method="dp")
     cmp = compare(g, mixed, methods=["dp", "single", "m_topo"], progress=False)
-    assert list(cmp["method"]) == ["single", "m_topo"]
+    assert list(cmp.table["method"]) == ["single", "m_topo"]
     assert set(cmp.left_out) == {"dp"} and "\n" not in cmp.left_out["dp"]
     assert "identical accelerators" in cmp.left_out["dp"]
     # the presets every pipelined method now serves
     served = compare(samples.transformer(24), Cluster.preset("8xA100-nvlink"),
                      methods=["dp", "dpl", "pipedream"], progress=False)
-    assert list(served["status"]) != ["error"] * 3 and not served.left_out
-    assert np.isfinite(served["max_load_ms"]).all()
+    assert list(served.table["status"]) != ["error"] * 3 and not served.left_out
+    assert np.isfinite(served.table["max_load_ms"]).all()
 
 
 def test_robustness_replays_forwarded_plans_exactly():

@@ -12,7 +12,7 @@ import pytest
 from workbench import Cluster, Plan, solve
 from workbench.errors import SolverError
 from workbench.graph import OpGraph
-from workbench.pipeline import hierarchical_loads
+from workbench.judge.pipelined import hierarchical_loads
 
 # the preset's links: inside a host 0.01 ms + bytes / 45 GB/s, across hosts 0.03 ms + bytes / 11 GB/s
 

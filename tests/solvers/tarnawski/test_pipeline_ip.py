@@ -8,7 +8,7 @@ import pytest
 from workbench import Plan, max_load, samples, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.graph import OpGraph
-from workbench.pipeline import hierarchical_loads, latency, latency_pieces
+from workbench.judge.pipelined import hierarchical_loads, latency, latency_pieces
 
 
 def host(k: int, l_: int = 1, mem: float = 1e12) -> Cluster:
@@ -139,7 +139,7 @@ def _class_brute_force(g: OpGraph, c: Cluster, metric) -> float:
 @pytest.mark.parametrize("mode", [False, "full_duplex"])
 @pytest.mark.parametrize("seed,bw", [(25, 3e6), (22, 1e7)])
 def test_gpipe_ips_equal_dp_and_brute_force(mode, seed, bw):
-    from workbench.pipeline import pipelined_time
+    from workbench.judge.pipelined import pipelined_time
 
     g = samples.to_training(samples.random_dag(5, edge_prob=0.5, seed=seed))
     c = host(2, 1)

@@ -9,7 +9,7 @@ import pytest
 from workbench import max_load, solve
 from workbench.io.msr import read_msr
 from workbench.io.msr import expert_plan
-from workbench.pipeline import latency
+from workbench.judge.pipelined import latency
 
 MSR = Path(__file__).resolve().parents[3] / "sample_graphs" / "msr"
 pytestmark = pytest.mark.skipif(not MSR.is_dir(), reason=f"MSR workloads not found at {MSR}")

@@ -12,8 +12,8 @@ from workbench import Plan, evaluate, max_load, samples, simulate, solve
 from workbench.cluster import Cluster, Device, Link
 from workbench.errors import GraphError, PlanError
 from workbench.graph import OpGraph
-from workbench.pipeline import load_parts, pipelined_time, replica_graph
-from workbench.costs.pipeline import (
+from workbench.judge.pipelined import load_parts, pipelined_time, replica_graph
+from workbench.costs.pipeline_costs import (
     allreduce_chunk_ms,
     default_allreduce_bandwidth,
     op_shares,

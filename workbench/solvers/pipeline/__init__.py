@@ -10,7 +10,7 @@
 * :mod:`.metis`: ``metis`` (k-way graph partitioning, the paper's partitioning baseline).
 * :mod:`.units`: what the programs share (units, their placement, the Section 4.2 rows).
 * Their shared accounting (what a transfer costs a stage) is the judge's:
-  :mod:`workbench.costs.pipeline`.
+  :mod:`workbench.costs.pipeline_costs`.
 
 Imports go one way: the entry modules (``ip`` above ``latency``, ``local_search`` and
 ``metis``, these above ``dp``) over the engines (``gpipe``, ``hierarchy``, ``latency_cpsat``,

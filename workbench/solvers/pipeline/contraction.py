@@ -10,7 +10,7 @@ Appendix B): the forward graph the DP of :mod:`workbench.solvers.pipeline.dp` ru
 * ``contract_branches=True`` (the PipeDream baseline) merges every biconnected component of the
   forward graph at its edge tails, so the graph becomes a path.
 * Transfers become hyperedges over supernodes: the judge's nested transfer tiers
-  (:func:`workbench.costs.pipeline.transfer_tiers`), exact for any per-edge costs.
+  (:func:`workbench.costs.pipeline_costs.transfer_tiers`), exact for any per-edge costs.
 
 Examples
 --------
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import GraphError, InfeasibleError, SolverError
-from ...costs.pipeline import out_costs, transfer_tiers
+from ...costs.pipeline_costs import out_costs, transfer_tiers
 
 __all__ = ["BACKWARD_KINDS", "DPProblem", "class_keys", "contract_for_dp", "device_kinds"]
 
@@ -106,7 +106,7 @@ def device_kinds(cluster) -> tuple[str, list[int], list[int], float]:
 
 
 def _out_costs(graph, cluster, acc_devs: list[int] | None = None) -> np.ndarray:
-    """Per op: the paper's ``c_u`` (see :func:`workbench.costs.pipeline.out_costs`)."""
+    """Per op: the paper's ``c_u`` (see :func:`workbench.costs.pipeline_costs.out_costs`)."""
     return out_costs(graph, cluster)
 
 
@@ -145,7 +145,7 @@ def contract_for_dp(graph, cluster, *, contract_branches: bool = False,
                     forwarded: bool = False) -> DPProblem:
     """Contract ``graph`` for the DP (Section 5.3 and Appendix B of the paper).
     ``forwarded``: transfers charged at the slowest link of a ``direct``-mode cluster (the
-    hops of :data:`workbench.costs.pipeline.FORWARDED`).
+    hops of :data:`workbench.costs.pipeline_costs.FORWARDED`).
 
     Made once per graph, cluster and options (kept on the graph, which is immutable): the IPs
     ask for it in their units and in each DP warm start, seconds apiece on 36,000 ops.

@@ -25,7 +25,7 @@ How it works
   and its consumers is split by ``S``) are updated incrementally per pair in float64, and one
   pass relaxes every device count. No float32 anywhere: the value is exact up to float64
   rounding of sums (see the kernel's docstring).
-* **Accounting** (from the judge, :mod:`workbench.costs.pipeline`): each op's out-edges become
+* **Accounting** (from the judge, :mod:`workbench.costs.pipeline_costs`): each op's out-edges become
   nested hyperedges (the consumers of its dearest edges, increments of cost), so the DP's value
   equals :func:`workbench.simulate.max_load` of its split for any per-edge costs; with one cost
   per op (the MSR workloads) this is the paper's ``c_u``. Clusters outside the paper's model
@@ -66,10 +66,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...bounds import max_load_lower_bound
+from ...judge.bounds import max_load_lower_bound
 from ...budget import Budget
 from ...errors import InfeasibleError, SolverError, TimeLimitError
-from ...costs.pipeline import (
+from ...costs.pipeline_costs import (
     check_finite_costs,
     contiguous_optimum_status,
     default_allreduce_bandwidth,
@@ -218,7 +218,7 @@ def _plan_from_stages(p: DPProblem, res: DPResult, cluster, method: str, acc_dev
         value = float(dl.max())
     graph = p.graph
     if replicas:  # the judge sees the replica ops and their all-reduce (Appendix C.2)
-        from ...pipeline import replica_graph
+        from ...judge.pipelined import replica_graph
 
         info["replicas"] = replicas
         info["allreduce_bandwidth"] = allreduce_bandwidth
@@ -445,32 +445,32 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
     interleave : bool
         Appendix C.1: ``True``: a device's load is max(compute, communication) instead of
         the sum; ``"full_duplex"``: max(in-transfers, compute, out-transfers). Judged by
-        :func:`workbench.pipeline.pipelined_time`.
+        :func:`workbench.judge.pipelined.pipelined_time`.
     replicate : bool
         Appendix C.2: a stage may be replicated over several accelerators; time per sample is
         load / r plus the all-reduce term (r - 1) * weights / (r * allreduce_bandwidth).
-        ``plan.graph`` is then the replica graph of :func:`workbench.pipeline.replica_graph`
+        ``plan.graph`` is then the replica graph of :func:`workbench.judge.pipelined.replica_graph`
         (each op of a replicated stage once per replica, with the ring all-reduce of the
         stage's weights on the links), on which :func:`workbench.max_load` equals
         ``predicted["max_load_ms"]``; ``info["replicas"]`` lists each stage's devices.
     allreduce_bandwidth : float or None
         Bytes per ms of the all-reduce term. ``None`` (default): a ring all-reduce over the
         slowest accelerator link, as the judge charges it
-        (:func:`workbench.costs.pipeline.default_allreduce_bandwidth`: a quarter of that
+        (:func:`workbench.costs.pipeline_costs.default_allreduce_bandwidth`: a quarter of that
         link's bandwidth); ``inf``: free synchronisation (an explicit choice).
     hierarchical : bool
         Appendix C.3: accelerators grouped in hosts, transfers inside a host over the
         ``intra_host`` link and across hosts over ``inter_host``; exact DP over segments and
         prefixes (:mod:`workbench.solvers.pipeline.hierarchy`), judged by
-        :func:`workbench.pipeline.hierarchical_loads`. Small lattices only.
+        :func:`workbench.judge.pipelined.hierarchical_loads`. Small lattices only.
     objective : {"pipedream", "gpipe"}
         Appendix A: ``"pipedream"`` minimises max(FW + BW) per device (the default, the max
         load); ``"gpipe"`` minimises max FW + max BW by a DP over Pareto fronts
         (:mod:`workbench.solvers.pipeline.gpipe`; ``predicted["time_per_sample_ms"]``, judged
-        by :func:`workbench.pipeline.pipelined_time`). Small lattices only.
+        by :func:`workbench.judge.pipelined.pipelined_time`). Small lattices only.
     backward_contiguous : bool
         Training graphs (Section 5.3): only splits whose backward part on every device is
-        contiguous too (checked by :func:`workbench.pipeline.contiguity_violations`).
+        contiguous too (checked by :func:`workbench.judge.pipelined.contiguity_violations`).
     time_limit : float, Budget or None
         Seconds (or a :class:`~workbench.budget.Budget`) for the whole call: the DPL bound, the
         exact DP and, with unequal memories, the second pass share one deadline. When it

@@ -12,7 +12,7 @@ forward part split into ideals, backward ops following their colour class).
 
 A stage's forward (backward) load is the compute of its forward (backward) ops plus the
 transfers of tensors produced by forward (backward) ops, combined as ``interleave`` says
-(Appendix C.1); :func:`workbench.pipeline.pipelined_time` with ``objective="gpipe"`` is the judge.
+(Appendix C.1); :func:`workbench.judge.pipelined.pipelined_time` with ``objective="gpipe"`` is the judge.
 Written in Python for clarity (fronts have variable size): meant for lattices of up to about a
 thousand ideals; larger ones are refused with a SolverError naming the count.
 
@@ -20,7 +20,7 @@ Examples
 --------
 >>> from workbench import samples, solve
 >>> from workbench.cluster import Cluster, Device, Link
->>> from workbench.pipeline import pipelined_time
+>>> from workbench.judge.pipelined import pipelined_time
 >>> g = samples.to_training(samples.random_dag(6, edge_prob=0.4, seed=1))
 >>> c = Cluster([Device("gpu0"), Device("gpu1"), Device("cpu0", "cpu")], mode="host",
 ...             host_link=Link(0.0, 1e7))
@@ -40,7 +40,7 @@ import numpy as np
 
 from ...budget import Budget
 from ...errors import InfeasibleError, TimeLimitError
-from ...costs.pipeline import transfer_tiers
+from ...costs.pipeline_costs import transfer_tiers
 from ...plan import Plan
 from .contraction import contract_for_dp, device_kinds
 from .ideals import enumerate_ideals

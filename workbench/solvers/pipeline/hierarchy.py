@@ -15,7 +15,7 @@ over *segments* as well as prefixes:
   ``T``;
 * the outer DP ``F[h, I] = min(F[h-1, I], min_J max(F[h-1, J], inner(J, I)))``.
 
-This is exact for the accounting of :func:`workbench.pipeline.hierarchical_loads` (the judge;
+This is exact for the accounting of :func:`workbench.judge.pipelined.hierarchical_loads` (the judge;
 per-op costs ``c_u``, Section 3), at a cost of one inner DP per pair of ideals (the
 ``O(|I|)`` factor of the paper), so it is meant for graphs with up to a few hundred ideals;
 larger lattices are refused with a SolverError naming the count.
@@ -24,7 +24,7 @@ Examples
 --------
 >>> from workbench import Cluster, solve
 >>> from workbench.graph import OpGraph
->>> from workbench.pipeline import hierarchical_loads
+>>> from workbench.judge.pipelined import hierarchical_loads
 >>> ops = [(v, {"compute": {"gpu": 10.0}}) for v in "abcd"]
 >>> edges = [("a", "b", {"bytes": 1e8}), ("b", "c", {"bytes": 1e6}), ("c", "d", {"bytes": 1e8})]
 >>> g = OpGraph.from_ops(ops, edges)
@@ -45,7 +45,7 @@ import numpy as np
 
 from ...budget import Budget
 from ...errors import InfeasibleError, SolverError, TimeLimitError
-from ...pipeline import hierarchical_costs
+from ...judge.pipelined import hierarchical_costs
 from ...plan import Plan
 from .contraction import contract_for_dp
 from .ideals import enumerate_ideals
@@ -84,7 +84,7 @@ def solve_hierarchical(graph, cluster, *, max_ideals: int = 2_000, time_limit=No
                        method: str = "dp") -> Plan:
     """Optimal contiguous split over the hosts and accelerators of ``cluster`` (see the module
     text); ``predicted["max_load_ms"]`` is the largest
-    :func:`~workbench.pipeline.hierarchical_loads` value of the returned plan. ``time_limit``:
+    :func:`~workbench.judge.pipelined.hierarchical_loads` value of the returned plan. ``time_limit``:
     seconds or a :class:`~workbench.budget.Budget`; TimeLimitError when it runs out (no
     complete split exists before the last ideal)."""
     t0 = time.perf_counter()

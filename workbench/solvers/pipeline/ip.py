@@ -5,7 +5,7 @@
   (``z ≥ x``, ``z_v ≤ z_u`` and ``z_v ≤ x_v - x_u + 1`` on every edge ``(u, v)``).
   Colour classes are contracted first (colocation); the contiguous program works on the DP's
   contracted forward graph, so it searches exactly the DP's space. Warm start: the DP split.
-* Loads are the judge's (:mod:`workbench.costs.pipeline`): per-device compute with
+* Loads are the judge's (:mod:`workbench.costs.pipeline_costs`): per-device compute with
   ``Device.speed``, nested transfer tiers (exact for any per-edge costs), per-device memory
   (``inf`` = no constraint), CPUs paying for transfers in ``direct`` mode. Times are scaled by
   the warm start's value and memory by each device's capacity, so costs up to ~1e15 ms solve.
@@ -40,9 +40,9 @@ import math
 import numpy as np
 
 from ..._lazy import lazy_module
-from ...bounds import max_load_lower_bound
+from ...judge.bounds import max_load_lower_bound
 from ...budget import Budget
-from ...costs.pipeline import contiguous_optimum_status, pipeline_model
+from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
 from ..milp import solve_milp
@@ -60,7 +60,7 @@ __all__ = ["ip_contig", "ip_noncontig"]
 # ----------------------------------------------------------------------------- max-load IP
 def _judge(objective: str, hierarchical: bool, interleave):
     """The evaluator an IP variant is judged by (and optimises)."""
-    from ...pipeline import hierarchical_loads, pipelined_time
+    from ...judge.pipelined import hierarchical_loads, pipelined_time
     from ...simulate import max_load
 
     if hierarchical:
@@ -530,7 +530,7 @@ def _dp_warm(graph, cluster, budget: Budget, interleave=False, objective: str = 
     """The best (by ``judge``) of the DP variant for these options, the linearised DP and the
     exact DP, each within its share of ``budget`` (:func:`.dp.warm_splits`; the greedy latency
     split as a last resort); None if none can serve the cluster."""
-    from ...pipeline import pipelined_time
+    from ...judge.pipelined import pipelined_time
 
     judge = judge or (lambda pl, cl: pipelined_time(pl, cl, interleave=interleave))
     extra = {"interleave": interleave} if interleave else {}
@@ -568,16 +568,16 @@ def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
     with different speeds and memories, and finite CPU memory; the time limit bounds the
     whole call (the DP warm start gets part of it). ``interleave`` as in ``dp`` (App. C.1:
     ``True`` or ``"full_duplex"``; then ``predicted`` is
-    :func:`workbench.pipeline.pipelined_time` with that option).
+    :func:`workbench.judge.pipelined.pipelined_time` with that option).
 
     ``hierarchical=True`` (App. C.3): transfers cost the cluster's ``intra_host`` link inside
-    a host and ``inter_host`` across hosts, as :func:`workbench.pipeline.hierarchical_loads`
+    a host and ``inter_host`` across hosts, as :func:`workbench.judge.pipelined.hierarchical_loads`
     charges them (the judge of this option; ``predicted["max_load_ms"]`` is its largest load);
     every host's set is contiguous too, so the program searches the space of
     ``dp(hierarchical=True)``. Any host sizes, speeds and memories; SolverError where the
     across-hosts cost of an op is below the inside one. ``objective="gpipe"`` (App. A):
     minimise ``max FW + max BW`` (``predicted["time_per_sample_ms"]``, judged by
-    :func:`workbench.pipeline.pipelined_time` with ``objective="gpipe"``); combines with
+    :func:`workbench.judge.pipelined.pipelined_time` with ``objective="gpipe"``); combines with
     ``interleave``, not with ``hierarchical``. ``symmetry`` as in ``ip_noncontig``.
 
     >>> from workbench import Cluster, solve

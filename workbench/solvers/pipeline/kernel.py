@@ -220,7 +220,7 @@ def boundary_costs(p, lat: Lattice) -> np.ndarray:
     """Per ideal ``I`` of ``lat``: the summed cost of the hyperedges of ``p`` with supernodes
     both in ``I`` and outside it -- the tensors that cross the boundary between the stages up
     to ``I`` and those after it when activations are forwarded stage to stage
-    (:data:`workbench.costs.pipeline.FORWARDED`). A stage ``I \\ J`` then pays
+    (:data:`workbench.costs.pipeline_costs.FORWARDED`). A stage ``I \\ J`` then pays
     ``bnd[J] + bnd[I]`` (it receives and sends what crosses each of its two boundaries), which
     the DP charges exactly. Each ideal from one of its covering edges (``I = J + v``), updating
     only ``v``'s hyperedges.

@@ -1,5 +1,5 @@
 """Single-sample latency (Tarnawski et al., NeurIPS 2020, Section 4): the latency IP and the
-paper's greedy baseline, judged by :func:`workbench.pipeline.latency`.
+paper's greedy baseline, judged by :func:`workbench.judge.pipelined.latency`.
 
 * ``latency_ip``: the IP of Fig. 3 (``q = 1``) and Fig. 4 (``q`` contiguous subgraphs per
   accelerator, run one after another). Per accelerator its own speed and memory; CPUs are one
@@ -15,7 +15,7 @@ Examples
 --------
 >>> from workbench import samples, Cluster, solve
 >>> from workbench.cluster import Device, Link
->>> from workbench.pipeline import latency
+>>> from workbench.judge.pipelined import latency
 >>> c = Cluster([Device(f"gpu{i}", "gpu", 1e9) for i in range(2)] + [Device("cpu0", "cpu")],
 ...             mode="host", host_link=Link(0.0, 1e6))
 >>> g = samples.two_branch()
@@ -35,7 +35,7 @@ import numpy as np
 
 from ..._lazy import lazy_module
 from ...budget import Budget
-from ...costs.pipeline import contiguous_optimum_status, pipeline_model
+from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
 from ..milp import solve_milp
@@ -115,7 +115,7 @@ def _over_memory_device(v: int, cpus: list, acc: list, used_acc: int, ok) -> int
 def greedy_latency(graph, cluster) -> Plan:
     """The greedy baseline of Section 7: contiguous, memory-feasible, blind to time. Status
     ``infeasible`` when some block fits neither an accelerator nor a CPU."""
-    from ...pipeline import latency
+    from ...judge.pipelined import latency
 
     model = pipeline_model(cluster, method="greedy_latency", identical=False, any_mode=True)
     U, p = greedy_units(graph, cluster)
@@ -268,7 +268,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
         :data:`workbench.budget.SHARES`), the model build checks it, CP-SAT or HiGHS gets what
         is left; ``plan.stats["budget"]`` says where it went.
     """
-    from ...pipeline import latency
+    from ...judge.pipelined import latency
 
     budget = Budget.of(time_limit, name="latency_ip")
     if q < 1:
@@ -373,7 +373,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
 
 def _via_cpsat(graph, cluster, U, slots, ncpu, q, caps, lb, T, warm, wval, greedy,
                budget: Budget, workers, seed) -> Plan:
-    from ...pipeline import latency
+    from ...judge.pipelined import latency
     from .latency_cpsat import solve_latency_cpsat
 
     allowed = {(v, j) for v in range(U.n) for j, (d, _r) in enumerate(slots)
@@ -462,7 +462,7 @@ def _best_warm(cands, U, cluster, acc, cpus, per_acc, caps, separate_passes):
     """The candidate of least judged latency that the program can take as a warm start (on
     the latency model's CPU slots, at most ``per_acc`` pieces per accelerator, within memory,
     passes contiguous with ``separate_passes``), and its latency; ``(None, inf)`` if none."""
-    from ...pipeline import latency
+    from ...judge.pipelined import latency
 
     warm, wval = None, math.inf
     for c in cands:
@@ -479,7 +479,7 @@ def _best_warm(cands, U, cluster, acc, cpus, per_acc, caps, separate_passes):
 def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
     """``plan`` with its CPU ops on the latency model's CPU slots; None when some accelerator
     needs more than ``q`` subgraphs."""
-    from ...pipeline import latency_pieces
+    from ...judge.pipelined import latency_pieces
 
     dev = plan.device_array(cluster)
     staged = np.array([d.kind != "cpu" for d in cluster.devices])
@@ -503,7 +503,7 @@ def _to_slots(plan, U, cluster, acc, cpus, q) -> Plan | None:
 def _pass_violations(plan, cluster) -> bool:
     """True when some accelerator's forward or backward part of ``plan`` is not contiguous
     (the rows of :func:`pass_rows` would reject it as a warm start)."""
-    from ...pipeline import contiguity_violations
+    from ...judge.pipelined import contiguity_violations
 
     acc = {d.name for d in cluster.devices if d.kind != "cpu"}
     bad = contiguity_violations(plan, part="forward") + contiguity_violations(plan,
@@ -595,7 +595,7 @@ def _build(U, cluster, slots, ncpu, acc_slots, q, caps, lbs, T, H, warm, budget)
 def _warm_slot(U, plan, cluster, slots, allowed) -> np.ndarray | None:
     """Slot of every unit in ``plan`` (pieces of an accelerator in order); None when some unit's
     slot is not in ``allowed`` (a set or dict of ``(unit, slot)``)."""
-    from ...pipeline import latency_pieces
+    from ...judge.pipelined import latency_pieces
 
     dev = plan.device_array(cluster)
     staged = np.array([d.kind != "cpu" for d in cluster.devices])
@@ -616,7 +616,7 @@ def _warm_slot(U, plan, cluster, slots, allowed) -> np.ndarray | None:
 
 def _warm_values(U, plan, cluster, slots, ncpu, acc_slots, q, T, x, lat, tot, st, fi, cin,
                  cout, z) -> dict | None:
-    from ...pipeline import latency
+    from ...judge.pipelined import latency
 
     total, finish, _piece = latency(plan, cluster, detail=True)
     slot = _warm_slot(U, plan, cluster, slots, x)

@@ -7,7 +7,7 @@ enforced constraints (``start_j >= L_a`` only if the tensor of ``a`` enters slot
 its large-neighbourhood search finds the paper's GNMT optimum in seconds where HiGHS stalls.
 
 Two departures from the paper's program (decision 41), both to match the judge
-(:func:`workbench.pipeline.latency`):
+(:func:`workbench.judge.pipelined.latency`):
 
 * A unit of several colocated ops placed on a CPU: the paper sums their CPU times; the judge
   runs each op as soon as its own inputs are ready (the CPUs are a pool with enough cores). The
@@ -23,7 +23,7 @@ rounded coefficients), so CP-SAT starts from it at once.
 
 CP-SAT needs integers: times are scaled so the warm start's latency is about ``resolution``
 units (default 1e6) and rounded; memory is in bytes (rounded up, capacities down). The plan's
-value is always the judge's (:func:`workbench.pipeline.latency`); ``optimal`` is claimed only
+value is always the judge's (:func:`workbench.judge.pipelined.latency`); ``optimal`` is claimed only
 when CP-SAT proves it *and* no coefficient was rounded, otherwise the rounded model's proof
 gives status ``feasible`` with the bound less the largest rounding error.
 """
@@ -296,7 +296,7 @@ class _OpView:
     (a subgraph waits for every input, as the judge's does)."""
 
     def __init__(self, U, cluster):
-        from ...costs.pipeline import out_costs
+        from ...costs.pipeline_costs import out_costs
 
         g = U.graph
         gc = g.c

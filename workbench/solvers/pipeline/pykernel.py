@@ -52,7 +52,7 @@ def stage_load(comp, cin, cout, mem, r, mode, replicate, sync_inv):
 
     A replica does ``1 / r`` of the stage's compute and transfers, and the ring all-reduce of
     the stage's weights, ``syn = (r - 1) * mem / (r * B)`` (App. C.2), travels the same links
-    as its activations, as the judge (:func:`workbench.pipeline.pipelined_time` on the replica
+    as its activations, as the judge (:func:`workbench.judge.pipelined.pipelined_time` on the replica
     graph) charges it: added to the communication under ``mode`` 1, half on each channel under
     ``mode`` 2 (the ring sends and receives as much; issue 29).
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...costs.pipeline import check_finite_costs, out_costs, transfer_tiers
+from ...costs.pipeline_costs import check_finite_costs, out_costs, transfer_tiers
 from ...errors import SolverError
 from ...plan import Plan
 from .contraction import class_keys, contract_for_dp
@@ -42,7 +42,7 @@ class Units:
     forward (``q = 0``) and backward (``q = 1``) ops, and ``hpass[h]`` the pass of hyperedge
     ``h``'s producing ops (hyperedges of different passes are kept apart).
     ``hier=True`` (hosts, App. C.3): costs are the per-op ``c_u`` inside a host (``hyper``)
-    and across hosts (``hslow``), as :func:`workbench.pipeline.hierarchical_loads` charges.
+    and across hosts (``hslow``), as :func:`workbench.judge.pipelined.hierarchical_loads` charges.
     ``slowest=True``: tiers at the slowest link (forwarded hops, ``direct`` mode)."""
 
     def __init__(self, graph, cluster, owner: np.ndarray, nunits: int, *, tiers: bool = True,
@@ -68,7 +68,7 @@ class Units:
         hyper: dict = {}
         slow = None
         if hier:
-            from ...pipeline import hierarchical_costs
+            from ...judge.pipelined import hierarchical_costs
 
             c, slow = hierarchical_costs(graph, cluster)
             cheaper = np.flatnonzero(slow < c - 1e-12 * np.maximum(1.0, c))

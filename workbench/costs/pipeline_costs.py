@@ -1,7 +1,7 @@
 """The accounting of the pipelining paper (Tarnawski et al., NeurIPS 2020), as the judge uses it,
 and the cluster shapes that accounting can express.
 
-Part of the judge: :func:`workbench.simulate.max_load` and :func:`workbench.pipeline.latency`
+Part of the judge: :func:`workbench.simulate.max_load` and :func:`workbench.judge.pipelined.latency`
 charge transfers this way, and the pipelined solvers (``dp``, ``dpl``, ``pipedream``, the IPs)
 import these helpers from here, so solver and judge cannot drift apart. Nothing here imports a
 solver.
@@ -93,7 +93,7 @@ def pipeline_model(cluster, *, method: str, identical: bool = True,
     With ``identical=True`` (the DP family) the accelerators must share one speed and the CPUs
     another; ``cpus_pay=False`` also refuses direct-mode clusters with CPUs (a model that never
     charges a CPU for transfers). ``any_mode=True`` skips the ``direct``-mode checks (the
-    latency model of :func:`workbench.pipeline.latency` stages every transfer through the host
+    latency model of :func:`workbench.judge.pipelined.latency` stages every transfer through the host
     whatever the mode). ``forward=True`` (methods that emit a stage order,
     ``plan.info["chain"]``) accepts ``direct``-mode clusters of any size: with more than two
     devices the model is ``forwarded`` (:data:`FORWARDED`) and every device, CPUs included,
@@ -263,7 +263,7 @@ def op_shares(graph) -> np.ndarray | None:
     charges a transfer ``cost x share(producer)`` to its sender and
     ``cost x share(producer) x share(consumer)`` to each receiving device: averaged over the
     stream, a replica sends and receives its ``1 / R`` of the samples, and a device fed by all
-    ``R`` replicas receives every sample once (see :func:`workbench.pipeline.replica_graph`).
+    ``R`` replicas receives every sample once (see :func:`workbench.judge.pipelined.replica_graph`).
 
     >>> from workbench.graph import OpGraph
     >>> g = OpGraph.from_ops([("a", {"compute": {"gpu": 1.0}}),
@@ -299,7 +299,7 @@ def default_allreduce_bandwidth(cluster) -> float:
 
     The paper charges ``(R - 1) * W / (R * B)`` per sample (Appendix C.2, ``W`` the stage's
     weights); the judge runs a ring all-reduce (``2 (R - 1)`` steps, each replica sending and
-    receiving ``W / R`` bytes per step, :func:`workbench.pipeline.replica_graph`) and charges,
+    receiving ``W / R`` bytes per step, :func:`workbench.judge.pipelined.replica_graph`) and charges,
     as for every transfer, the send and the receive to the device: ``4 (R - 1) / R * W / bw``.
     Both agree with ``B = bw / 4``, ``bw`` the slowest link an accelerator has (host mode: its
     link to host DRAM; direct mode: the slowest link between two accelerators). Link latency

@@ -9,7 +9,7 @@
 Examples
 --------
 >>> from workbench import samples, Cluster
->>> from workbench.bounds import lower_bounds
+>>> from workbench.judge.bounds import lower_bounds
 >>> lower_bounds(samples.diamond(), Cluster.preset("2xV100-pcie"))
 {'makespan_ms': 4.0, 'max_load_ms': 3.0, 'min_devices': 1}
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .analysis import upward_rank
+from ..analysis import upward_rank
 
 __all__ = ["lower_bounds", "makespan_lower_bound", "max_load_lower_bound", "min_devices"]
 

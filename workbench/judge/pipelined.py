@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import PlanError
-from .costs.pipeline import allreduce_chunk_ms, op_shares, out_costs, transfer_tiers
-from .plan import Plan
+from ..errors import PlanError
+from ..costs.pipeline_costs import allreduce_chunk_ms, op_shares, out_costs, transfer_tiers
+from ..plan import Plan
 
 __all__ = ["contiguity_violations", "hierarchical_costs", "hierarchical_loads",
            "latency", "latency_of", "latency_pieces", "load_parts", "out_costs", "pipelined_time",
@@ -181,13 +181,13 @@ def replica_graph(graph, placement: dict, replicas: dict, cluster, *,
     the devices of the stage's replicas (the first is that device). Op ``v`` of a stage on
     ``R`` replicas becomes ``v@r`` on replica ``r`` with ``1 / R`` of its compute, all of its
     memory (the weights are replicated) and node attribute ``share = 1 / R`` (see
-    :func:`workbench.costs.pipeline.op_shares`); every edge into, out of or inside the stage
+    :func:`workbench.costs.pipeline_costs.op_shares`); every edge into, out of or inside the stage
     links each replica to each holder of the other end (inside a stage, each replica to
     itself). The replicas' weights ``W`` (the stage's memory) are then summed by a ring
     all-reduce on the links: ops ``allreduce[d]@r/t`` for ``t = 0 .. 2 (R - 1)`` on replica
     ``r``, after the replica's last ops, step ``t`` receiving a ``W / R``-byte chunk from
     replica ``r - 1``'s step ``t - 1``; each send and each receive is charged
-    :func:`workbench.costs.pipeline.allreduce_chunk_ms` (fixed ``comm``), so
+    :func:`workbench.costs.pipeline_costs.allreduce_chunk_ms` (fixed ``comm``), so
     :func:`workbench.simulate.max_load` of the result is the DP's replicated value. No
     all-reduce when ``allreduce_bandwidth`` is infinite or the stage holds no weights.
 
@@ -210,7 +210,7 @@ def replica_graph(graph, placement: dict, replicas: dict, cluster, *,
     """
     import networkx as nx
 
-    from .graph import OpGraph
+    from ..graph import OpGraph
 
     src = graph.nx
     missing = [v for v in graph.ops if v not in placement]

@@ -3,7 +3,7 @@
 Imported only when a replay runs: importing numba costs about 0.1 s.
 
 >>> import numpy as np
->>> from workbench._replay_jit import replay
+>>> from workbench.judge._replay_jit import replay
 >>> # a -> b and a -> c, c after b on one device: b, c take 2 and 3 ms after a's 1 ms
 >>> order = np.array([0, 1, 2]); indptr = np.array([0, 0, 1, 3]); preds = np.array([0, 0, 1])
 >>> ms, end = replay(order, indptr, preds, np.array([[1.0, 2.0, 3.0]]), 3)

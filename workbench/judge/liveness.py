@@ -423,7 +423,7 @@ def peak_moment(schedule, device: str, *, top: int = 5) -> dict:
     """
     names = list(schedule.cluster.names)
     if device not in names:
-        from .errors import PlanError
+        from ..errors import PlanError
 
         raise PlanError(f"unknown device {device!r}; the cluster has {', '.join(names)}")
     i = names.index(device)
