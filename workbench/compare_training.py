@@ -28,7 +28,7 @@ Examples
 >>> g, _ = resolve("gpt:layers=2,hidden=128,heads=4,seq=64,vocab=1000")
 >>> cmp = wb.compare(g, wb.Cluster.preset("8xA100-80g"), methods=["ddp", "megatron", "heft"],
 ...                  global_batch=16, progress=False)
->>> cmp["method"].tolist(), cmp.left_out["heft"][:40]
+>>> cmp.table["method"].tolist(), cmp.left_out["heft"][:40]
 (['ddp', 'megatron'], 'places the ops of one micro-batch of gpt')
 >>> r = cmp.training["megatron"]
 >>> float(cmp.table["makespan_ms"].iloc[1]) == round(r.step_ms, 6), r.plan.strategy.devices

@@ -93,11 +93,11 @@ def test_strategy_methods_on_other_problems_are_left_out_with_the_reason(problem
     d = wb.samples.diamond()
     cmp = wb.compare(d, wb.Cluster.preset("2xV100-pcie"), methods=["single", "megatron"],
                      progress=False)
-    assert cmp["method"].tolist() == ["single"]
+    assert cmp.table["method"].tolist() == ["single"]
     assert "LLM training step" in cmp.left_out["megatron"]
     cmp = wb.compare(g, wb.Cluster.preset("4xV100-nvlink"), methods=["megatron"],
                      progress=False)  # an LLM, but no GPU the training judge knows
-    assert len(cmp) == 0 and "8xA100-80g" in cmp.left_out["megatron"]
+    assert len(cmp.table) == 0 and "8xA100-80g" in cmp.left_out["megatron"]
     with pytest.raises(SolverError, match="global_batch applies to an LLM training problem"):
         wb.compare(d, wb.Cluster.preset("2xV100-pcie"), methods=["single"], global_batch=8,
                    progress=False)
