@@ -30,6 +30,8 @@ Model (per device, over the simulated step ``[0, makespan]``)
 * **Buffer forwarding**: an element-wise op (:data:`FORWARDING_OP_TYPES`) whose same-sized
   input on its device has no other reader (no stash, no view) writes its output into that
   input's buffer, as TensorFlow's kernels do: it owns nothing and the buffer lives on.
+* **Workspaces**: an op's ``workspace_bytes`` (a buffer its kernel writes beside its output
+  for its gradient: oneDNN's max pooling) lives from its start with its output or stash.
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
 
@@ -98,6 +100,21 @@ def _out_bytes(graph) -> np.ndarray:
         out = np.array([float(nodes[v].get("out_bytes", 0.0) or 0.0) for v in gc.names])
         _OUT[gc] = out
     return out
+
+
+def _workspace_bytes(graph) -> np.ndarray:
+    """Per op its ``workspace_bytes`` attribute: a buffer the kernel writes beside its output
+    and its gradient reads (oneDNN's max pooling: ``runtime.extraction.ONEDNN_WORKSPACE``)."""
+    gc = graph.c
+    out = _WS.get(gc)
+    if out is None:
+        nodes = graph.nx.nodes
+        out = np.array([float(nodes[v].get("workspace_bytes", 0.0) or 0.0) for v in gc.names])
+        _WS[gc] = out
+    return out
+
+
+_WS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _tensor_bytes(gc) -> np.ndarray:
@@ -299,9 +316,13 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
         np.maximum.at(local_end, src[same & data], end[dst[same & data]])
     if len(t_op):
         np.maximum.at(local_end, t_op, t_end)
+    if inplace.any():  # read in place on another device: the tensor lives until those readers end
+        np.maximum.at(local_end, src[inplace], end[dst[inplace]])
     view = view_ops(graph)
     fw = forwarded_inputs(graph)
-    fwd_ok = (fw >= 0) & (dev[src[np.maximum(fw, 0)]] == dev) if gc.m else np.zeros(n, bool)
+    fw_src = dev[src[np.maximum(fw, 0)]] if gc.m else dev
+    fwd_ok = (fw >= 0) & ((fw_src == dev) | (np.asarray(shared, dtype=bool)[fw_src, dev]
+                                             if shared is not None else False))
     alias = view | fwd_ok
     read_end = end  # until when a consumer reads its input: a view, until its own readers end
     alias_edge = np.zeros(gc.m, dtype=bool)
@@ -310,17 +331,19 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
         alias_edge[fw[fwd_ok]] = True
         # an op writing into its input and stashing that output keeps the buffer for backward
         local_end = np.where(fwd_ok & stash, np.maximum(local_end, stash_end), local_end)
-        held = np.where(fwd_ok, 0.0, held)
+        held = np.where(alias, 0.0, held)  # a stashed view holds its input, not a copy
         _through_aliases(gc, alias_edge, dev, local_end)
         read_end = np.where(view, local_end, end)
-    if inplace.any():
-        np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
     big_end, small = _largest_output_end(gc, size, end, local_end, read_end, alias_edge,
                                          data & (same | inplace), t_op, t_end)
     size = np.where(alias, 0.0, size)
     small = np.where(alias, 0.0, small)
     rows = _staircase(dev, start, [(size, big_end), (small, local_end),
                                    (held, np.where(stash, stash_end, -np.inf))])
+    ws = _workspace_bytes(graph)
+    if ws.any():  # a kernel's workspace lives with its output, or its stash when stashed
+        rows.append((dev, start, np.where(stash, np.maximum(stash_end, big_end), big_end), ws,
+                     np.arange(n)))
     # copies on consumer devices, one per (producer, device)
     if gc.m:
         cross = ~same & ~inplace & data
