@@ -4,8 +4,7 @@ the printed table must say ``NO`` and why for exactly those plans, ``yes`` for t
 
 from __future__ import annotations
 
-import workbench.cli as cli
-from workbench import simulate
+from workbench import cli, simulate
 
 
 def _table_rows(text: str) -> dict:

@@ -56,14 +56,18 @@ def test_a_workspace_lives_beside_its_stashed_output_until_the_gradient():
            ("gp", {"compute": COST, "op_type": "MaxPoolGrad", "kind": "bwd"})]
     g = OpGraph.from_ops(ops, [("p", "q", {"bytes": 100.0}), ("q", "gp", {"bytes": 10.0}),
                                ("p", "gp", {"bytes": 100.0})])
-    c = Cluster.preset("2xV100-pcie")
-    s = simulate(Plan(g, {v: "gpu0" for v in g.ops}), c)
-    assert s.peak_live_memory["gpu0"] == 135.0  # output 100 + workspace 25 + q's 10
+    c = Cluster([Device("cpu0", "cpu"), Device("cpu1", "cpu")])
+    s = simulate(Plan(g, {v: "cpu0" for v in g.ops}), c)
+    assert s.peak_live_memory["cpu0"] == 135.0  # output 100 + workspace 25 + q's 10
     g0 = OpGraph.from_ops([(v, {k: x for k, x in a.items() if k != "workspace_bytes"})
                            for v, a in ops], [("p", "q", {"bytes": 100.0}),
                                               ("q", "gp", {"bytes": 10.0}),
                                               ("p", "gp", {"bytes": 100.0})])
-    assert simulate(Plan(g0, {v: "gpu0" for v in g0.ops}), c).peak_live_memory["gpu0"] == 110.0
+    assert simulate(Plan(g0, {v: "cpu0" for v in g0.ops}), c).peak_live_memory["cpu0"] == 110.0
+    # the workspace is oneDNN's: kept on a CPU device, not on a GPU (cuDNN's pooling keeps none)
+    c = Cluster([Device("cpu0", "cpu"), Device("gpu0", "gpu")])
+    assert simulate(Plan(g, {v: "cpu0" for v in g.ops}), c).peak_live_memory["cpu0"] == 135.0
+    assert simulate(Plan(g, {v: "gpu0" for v in g.ops}), c).peak_live_memory["gpu0"] == 110.0
 
 
 def test_tensorflow_extraction_marks_onednn_max_pooling_workspaces():

@@ -118,7 +118,7 @@ def test_the_battery_fails_a_method_that_claims_a_plan_fits_when_the_judge_denie
     verdict), the contract battery fails the plans the live model finds over a device's memory,
     on the cases where liveness and the static sum differ; and it fails a plan marked
     ``out_of_memory`` that fits."""
-    import workbench.solvers.registry as registry
+    from workbench.solvers import registry
 
     monkeypatch.setattr(registry, "judge_memory", lambda plan, cluster, **kw: None)
     caught, fits = 0, []

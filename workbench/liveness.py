@@ -31,7 +31,8 @@ Model (per device, over the simulated step ``[0, makespan]``)
   input on its device has no other reader (no stash, no view) writes its output into that
   input's buffer, as TensorFlow's kernels do: it owns nothing and the buffer lives on.
 * **Workspaces**: an op's ``workspace_bytes`` (a buffer its kernel writes beside its output
-  for its gradient: oneDNN's max pooling) lives from its start with its output or stash.
+  for its gradient: oneDNN's max pooling) lives from its start with its output or stash, on
+  CPU devices (:func:`workspace_devices`: the kernels that write it).
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
 
@@ -58,7 +59,7 @@ import weakref
 import numpy as np
 
 __all__ = ["FORWARDING_OP_TYPES", "VIEW_OP_TYPES", "forwarded_inputs", "live_intervals", "live_peaks", "live_upper_bound",
-           "memory_timeline", "peak_moment", "shared_memory", "view_ops"]
+           "memory_timeline", "peak_moment", "shared_memory", "view_ops", "workspace_devices"]
 
 VIEW_OP_TYPES = frozenset({
     "ReadVariableOp", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims",
@@ -224,6 +225,17 @@ def _staircase(dev, start, parts) -> list:
     return rows
 
 
+def workspace_devices(cluster) -> np.ndarray:
+    """Per device: do its kernels keep the ops' ``workspace_bytes``? The workspaces recorded by
+    TensorFlow extraction are oneDNN's, the CPU kernels' (a GPU's cuDNN pooling keeps none).
+
+    >>> from workbench.cluster import Cluster, Device
+    >>> workspace_devices(Cluster([Device("cpu0", "cpu"), Device("gpu0")])).tolist()
+    [True, False]
+    """
+    return np.asarray(cluster.c.kind_of) == "cpu"
+
+
 def shared_memory(cluster) -> np.ndarray:
     """``nd x nd`` booleans: does a consumer on device ``j`` read a tensor made on device ``i``
     in place (no copy)? True for two ``cpu`` devices of one host: TensorFlow hands a tensor
@@ -267,13 +279,15 @@ def live_upper_bound(graph, cluster, device) -> np.ndarray:
 
 
 def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd: int,
-                   shared=None, ops: bool = False):
+                   shared=None, ops: bool = False, workspace_on=None):
     """Live-memory intervals of a schedule: ``(resident, dev, t0, t1, nbytes)`` with
     ``resident[d]`` the parameter bytes of device ``d`` for the whole step and one row per
     transient buffer (stash or activation) on device ``dev``, live over ``[t0, t1)``.
     Arguments are a :class:`~workbench.plan.Schedule`'s arrays (``nd`` devices);
     ``shared`` (:func:`shared_memory`) the device pairs that read each other's tensors in
-    place; ``ops=True`` adds a sixth array: the op whose tensor each row is."""
+    place; ``ops=True`` adds a sixth array: the op whose tensor each row is;
+    ``workspace_on`` (:func:`workspace_devices`) the devices whose kernels keep the ops'
+    ``workspace_bytes`` (None: every device)."""
     gc = graph.c
     n = gc.n
     dev = np.asarray(device, dtype=np.int64)
@@ -341,6 +355,8 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
     rows = _staircase(dev, start, [(size, big_end), (small, local_end),
                                    (held, np.where(stash, stash_end, -np.inf))])
     ws = _workspace_bytes(graph)
+    if workspace_on is not None:
+        ws = np.where(np.asarray(workspace_on, dtype=bool)[dev], ws, 0.0)
     if ws.any():  # a kernel's workspace lives with its output, or its stash when stashed
         rows.append((dev, start, np.where(stash, np.maximum(stash_end, big_end), big_end), ws,
                      np.arange(n)))
@@ -426,7 +442,8 @@ def _schedule_intervals(schedule, ops: bool = False):
     return live_intervals(
         schedule.graph, schedule.device, schedule.start, schedule.end, schedule.t_op,
         schedule.t_dst, schedule.t_start, schedule.t_end, nd=len(schedule.cluster.devices),
-        shared=shared_memory(schedule.cluster), ops=ops)
+        shared=shared_memory(schedule.cluster), ops=ops,
+        workspace_on=workspace_devices(schedule.cluster))
 
 
 def peak_moment(schedule, device: str, *, top: int = 5) -> dict:
