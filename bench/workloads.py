@@ -5,7 +5,8 @@ workloads of Tarnawski et al., the synthetic generators at their defaults and in
 regime -- on 2, 4 and 8 devices of the GPU presets (``2xV100-pcie``, ``4xV100-nvlink``,
 ``8xA100-nvlink``; ``--clusters`` to change), and for the pairs of
 :func:`workbench.workloads.hard_suite` (with their memory pressure), print: ops, CCR at the
-cluster's links, memory pressure (model bytes / device memory), the makespan lower bound, the
+cluster's links, memory pressure (the live footprint, ``workbench.workloads.memory_footprint``,
+over device memory), the makespan lower bound, the
 best and the worst simulated makespan among m_topo, m_etf, heft, dpos and celeritas (plans
 that overflow a device's memory do not count as best), the best method's gap to the bound and
 the best-worst spread. ``hard`` marks pairs with gap >= 5 % and spread >= 15 %.
@@ -36,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import workbench as wb
 from workbench.io.msr import read_msr
 from workbench.costs.roofline import costs_for_cluster
-from workbench.workloads import Workload, hard_suite, layered
+from workbench.workloads import Workload, hard_suite, layered, memory_footprint
 
 METHODS = ["m_topo", "m_etf", "heft", "dpos", "celeritas"]
 CLUSTERS = ["2xV100-pcie", "4xV100-nvlink", "8xA100-nvlink"]
@@ -59,7 +60,7 @@ def row(name: str, g, c, *, time_limit: float = 60.0) -> dict:
     b = float(best["makespan_ms"]) if best is not None else float("nan")
     dev_mem = min(d.memory for d in c.devices)
     return {"workload": name, "cluster": c.name, "ops": g.n_ops, "ccr": g.ccr(c),
-            "mem_pressure": g.total_memory() / dev_mem, "lb": lb, "best": b,
+            "mem_pressure": memory_footprint(g, c) / dev_mem, "lb": lb, "best": b,
             "best_method": best["method"] if best is not None else "-", "worst": worst,
             "worst_method": ok.loc[ok["makespan_ms"].idxmax(), "method"] if len(ok) else "-",
             "gap": b / lb - 1 if lb > 0 else float("nan"),

@@ -111,3 +111,37 @@ def test_memory_model_live_re_solves_until_the_judge_accepts():
     assert min(tight.values()) < c.devices[0].memory  # some device was given less
     with pytest.raises(Exception, match="memory_model"):
         solve(g, c, method="dpos", memory_model="peak")
+
+
+def test_the_battery_fails_a_method_that_claims_a_plan_fits_when_the_judge_denies(monkeypatch):
+    """With ``solve``'s memory judgement switched off (as if a method reported its static rule's
+    verdict), the contract battery fails the plans the live model finds over a device's memory,
+    on the cases where liveness and the static sum differ; and it fails a plan marked
+    ``out_of_memory`` that fits."""
+    from workbench.solvers import registry
+
+    monkeypatch.setattr(registry, "judge_memory", lambda plan, cluster, **kw: None)
+    caught, fits = 0, []
+    for seed in CASES:
+        case = make_case(seed, max_ops=40)
+        for m in ("m_topo", "m_etf", "dpos"):
+            out = run_method(case, m, time_limit=5.0)
+            if out.verdict == "error":
+                continue
+            met = evaluate(out.plan, case.cluster)
+            over = any(v.startswith("memory") for v in met.violations)
+            assert (out.verdict == "fail") == over, (seed, m, out.detail)
+            if over:
+                assert "with memory on" in out.detail
+                caught += 1
+            else:
+                fits.append((case, m))
+    assert caught >= 3 and fits
+
+    def always_oom(plan, cluster, **kw):
+        plan.status = "out_of_memory"
+
+    monkeypatch.setattr(registry, "judge_memory", always_oom)
+    for case, m in fits[:3]:
+        out = run_method(case, m, time_limit=5.0)
+        assert out.verdict == "fail" and "every device within its memory" in out.detail

@@ -30,6 +30,9 @@ Model (per device, over the simulated step ``[0, makespan]``)
 * **Buffer forwarding**: an element-wise op (:data:`FORWARDING_OP_TYPES`) whose same-sized
   input on its device has no other reader (no stash, no view) writes its output into that
   input's buffer, as TensorFlow's kernels do: it owns nothing and the buffer lives on.
+* **Workspaces**: an op's ``workspace_bytes`` (a buffer its kernel writes beside its output
+  for its gradient: oneDNN's max pooling) lives from its start with its output or stash, on
+  CPU devices (:func:`workspace_devices`: the kernels that write it).
 * At one instant frees come before allocations (an op's input may be reused by the next op's
   output); a tensor live for no time is not counted.
 
@@ -56,7 +59,7 @@ import weakref
 import numpy as np
 
 __all__ = ["FORWARDING_OP_TYPES", "VIEW_OP_TYPES", "forwarded_inputs", "live_intervals", "live_peaks", "live_upper_bound",
-           "memory_timeline", "peak_moment", "shared_memory", "view_ops"]
+           "memory_timeline", "peak_moment", "shared_memory", "view_ops", "workspace_devices"]
 
 VIEW_OP_TYPES = frozenset({
     "ReadVariableOp", "Identity", "IdentityN", "Reshape", "Squeeze", "ExpandDims",
@@ -98,6 +101,21 @@ def _out_bytes(graph) -> np.ndarray:
         out = np.array([float(nodes[v].get("out_bytes", 0.0) or 0.0) for v in gc.names])
         _OUT[gc] = out
     return out
+
+
+def _workspace_bytes(graph) -> np.ndarray:
+    """Per op its ``workspace_bytes`` attribute: a buffer the kernel writes beside its output
+    and its gradient reads (oneDNN's max pooling: ``runtime.extraction.ONEDNN_WORKSPACE``)."""
+    gc = graph.c
+    out = _WS.get(gc)
+    if out is None:
+        nodes = graph.nx.nodes
+        out = np.array([float(nodes[v].get("workspace_bytes", 0.0) or 0.0) for v in gc.names])
+        _WS[gc] = out
+    return out
+
+
+_WS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _tensor_bytes(gc) -> np.ndarray:
@@ -207,6 +225,17 @@ def _staircase(dev, start, parts) -> list:
     return rows
 
 
+def workspace_devices(cluster) -> np.ndarray:
+    """Per device: do its kernels keep the ops' ``workspace_bytes``? The workspaces recorded by
+    TensorFlow extraction are oneDNN's, the CPU kernels' (a GPU's cuDNN pooling keeps none).
+
+    >>> from workbench.cluster import Cluster, Device
+    >>> workspace_devices(Cluster([Device("cpu0", "cpu"), Device("gpu0")])).tolist()
+    [True, False]
+    """
+    return np.asarray(cluster.c.kind_of) == "cpu"
+
+
 def shared_memory(cluster) -> np.ndarray:
     """``nd x nd`` booleans: does a consumer on device ``j`` read a tensor made on device ``i``
     in place (no copy)? True for two ``cpu`` devices of one host: TensorFlow hands a tensor
@@ -250,13 +279,15 @@ def live_upper_bound(graph, cluster, device) -> np.ndarray:
 
 
 def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd: int,
-                   shared=None, ops: bool = False):
+                   shared=None, ops: bool = False, workspace_on=None):
     """Live-memory intervals of a schedule: ``(resident, dev, t0, t1, nbytes)`` with
     ``resident[d]`` the parameter bytes of device ``d`` for the whole step and one row per
     transient buffer (stash or activation) on device ``dev``, live over ``[t0, t1)``.
     Arguments are a :class:`~workbench.plan.Schedule`'s arrays (``nd`` devices);
     ``shared`` (:func:`shared_memory`) the device pairs that read each other's tensors in
-    place; ``ops=True`` adds a sixth array: the op whose tensor each row is."""
+    place; ``ops=True`` adds a sixth array: the op whose tensor each row is;
+    ``workspace_on`` (:func:`workspace_devices`) the devices whose kernels keep the ops'
+    ``workspace_bytes`` (None: every device)."""
     gc = graph.c
     n = gc.n
     dev = np.asarray(device, dtype=np.int64)
@@ -299,9 +330,13 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
         np.maximum.at(local_end, src[same & data], end[dst[same & data]])
     if len(t_op):
         np.maximum.at(local_end, t_op, t_end)
+    if inplace.any():  # read in place on another device: the tensor lives until those readers end
+        np.maximum.at(local_end, src[inplace], end[dst[inplace]])
     view = view_ops(graph)
     fw = forwarded_inputs(graph)
-    fwd_ok = (fw >= 0) & (dev[src[np.maximum(fw, 0)]] == dev) if gc.m else np.zeros(n, bool)
+    fw_src = dev[src[np.maximum(fw, 0)]] if gc.m else dev
+    fwd_ok = (fw >= 0) & ((fw_src == dev) | (np.asarray(shared, dtype=bool)[fw_src, dev]
+                                             if shared is not None else False))
     alias = view | fwd_ok
     read_end = end  # until when a consumer reads its input: a view, until its own readers end
     alias_edge = np.zeros(gc.m, dtype=bool)
@@ -310,17 +345,21 @@ def live_intervals(graph, device, start, end, t_op, t_dst, t_start, t_end, *, nd
         alias_edge[fw[fwd_ok]] = True
         # an op writing into its input and stashing that output keeps the buffer for backward
         local_end = np.where(fwd_ok & stash, np.maximum(local_end, stash_end), local_end)
-        held = np.where(fwd_ok, 0.0, held)
+        held = np.where(alias, 0.0, held)  # a stashed view holds its input, not a copy
         _through_aliases(gc, alias_edge, dev, local_end)
         read_end = np.where(view, local_end, end)
-    if inplace.any():
-        np.maximum.at(local_end, src[inplace], read_end[dst[inplace]])
     big_end, small = _largest_output_end(gc, size, end, local_end, read_end, alias_edge,
                                          data & (same | inplace), t_op, t_end)
     size = np.where(alias, 0.0, size)
     small = np.where(alias, 0.0, small)
     rows = _staircase(dev, start, [(size, big_end), (small, local_end),
                                    (held, np.where(stash, stash_end, -np.inf))])
+    ws = _workspace_bytes(graph)
+    if workspace_on is not None:
+        ws = np.where(np.asarray(workspace_on, dtype=bool)[dev], ws, 0.0)
+    if ws.any():  # a kernel's workspace lives with its output, or its stash when stashed
+        rows.append((dev, start, np.where(stash, np.maximum(stash_end, big_end), big_end), ws,
+                     np.arange(n)))
     # copies on consumer devices, one per (producer, device)
     if gc.m:
         cross = ~same & ~inplace & data
@@ -403,7 +442,8 @@ def _schedule_intervals(schedule, ops: bool = False):
     return live_intervals(
         schedule.graph, schedule.device, schedule.start, schedule.end, schedule.t_op,
         schedule.t_dst, schedule.t_start, schedule.t_end, nd=len(schedule.cluster.devices),
-        shared=shared_memory(schedule.cluster), ops=ops)
+        shared=shared_memory(schedule.cluster), ops=ops,
+        workspace_on=workspace_devices(schedule.cluster))
 
 
 def peak_moment(schedule, device: str, *, top: int = 5) -> dict:

@@ -72,7 +72,8 @@ def build_schedule(plan, cluster, dev: np.ndarray, core) -> Schedule:
                                   np.array(core.t_start, dtype=float),
                                   np.array(core.t_end, dtype=float))
     live = live_peaks(*live_intervals(g, dev, start_a, end_a, t_op_a, t_dst_a, t_start_a,
-                                      t_end_a, nd=nd, shared=shared_memory(cluster)), nd)  # memory over time
+                                      t_end_a, nd=nd, shared=shared_memory(cluster),
+                                      workspace_on=np.asarray(cluster.c.kind_of) == "cpu"), nd)  # memory over time
     return Schedule(
         graph=g, cluster=cluster, device=dev, start=start_a, end=end_a,
         t_op=t_op_a, t_src=t_src_a, t_dst=t_dst_a, t_start=t_start_a, t_end=t_end_a,

@@ -248,6 +248,23 @@ def program_of(model_or_fn, batch: int | None = None, *, seed: int = 0, lr: floa
     return _remember(program) if program.spec.get("model") else program
 
 
+ONEDNN_WORKSPACE = {"MaxPool": 0.25}
+"""Op types whose oneDNN (MKL) kernel, in a training step, writes a workspace beside its
+output that the gradient reads (bytes per output byte): oneDNN's max pooling keeps the
+position of each window's maximum, one ``u8`` per float32 output element. Measured on
+inception_small (TF's tracking allocator): a MaxPool of 786,432 output bytes allocates
+983,040 (docs/results-memory.md)."""
+
+
+def onednn_enabled() -> bool:
+    """Does this TensorFlow run its CPU kernels through oneDNN (the ``mklcpu`` allocator)?"""
+    try:
+        from tensorflow.python.util import _pywrap_util_port
+    except ImportError:  # pragma: no cover - a TensorFlow build without the port module
+        return False
+    return bool(_pywrap_util_port.IsMklEnabled())
+
+
 def _op_kind(name: str, op_type: str, train_op: str) -> str:
     if name.startswith("gradients/"):
         return "bwd"
@@ -407,10 +424,13 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
             for d in shape:
                 n *= max(int(d), 0)
             memory[v] = float(n * t.as_dtype(nd.attr["dtype"].type).size)
+    workspace: dict = {}
     for (u, v), b in edges.items():
         # a variable read is a view of the variable, already charged on the variable's node
         if kinds[u] == "fwd" and kinds[v] == "bwd" and nodes[u].op != "ReadVariableOp":
             memory[u] = max(memory[u], sum(program.out_bytes.get(u, [0])))
+            if nodes[u].op in ONEDNN_WORKSPACE and onednn_enabled():
+                workspace[u] = ONEDNN_WORKSPACE[nodes[u].op] * sum(program.out_bytes.get(u, [0]))
     ops = []
     for v in program.step_nodes:
         nd = nodes[v]
@@ -423,6 +443,7 @@ def program_to_opgraph(program: Program, *, kind: str = "cpu", times: dict | Non
                         "out_bytes": float(sum(program.out_bytes.get(v, []))),
                         "flops": work[v][0], "bytes_moved": work[v][1],
                         "shapes": shapes[v],
+                        **({"workspace_bytes": workspace[v]} if v in workspace else {}),
                         **({"layer": layers[v]} if v in layers else {})}))
     spec = program.spec
     param_bytes = sum(memory[v] for v in program.step_nodes

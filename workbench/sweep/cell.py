@@ -67,7 +67,7 @@ def make_cluster(preset: str, graph, own=None, *, devices: int = 0, bandwidth_sc
     ``devices`` > 0 keeps the first n devices, or repeats the preset's devices (and hosts) to
     reach n; links are scaled (bandwidth times ``bandwidth_scale``, latency times
     ``latency_scale``); ``memory_fraction`` sets every device's memory to that fraction of the
-    model's total memory.
+    model's live footprint (:func:`workbench.workloads.memory_footprint`).
 
     >>> from workbench import samples
     >>> c = make_cluster("2x4xV100", samples.diamond(), devices=12, bandwidth_scale=0.5)
@@ -95,7 +95,9 @@ def make_cluster(preset: str, graph, own=None, *, devices: int = 0, bandwidth_sc
                                    host=f"{d.host}-{block}" if block else d.host))
             devs = out
     if not math.isnan(memory_fraction):
-        total = graph.total_memory()
+        from ..workloads import memory_footprint
+
+        total = memory_footprint(graph, base)  # the judge's live model (issue 42)
         devs = [replace(d, memory=total * memory_fraction) for d in devs]
     return base.with_devices(devs, bandwidth_scale=bandwidth_scale, latency_scale=latency_scale,
                              name=base.name if len(devs) == len(base) else

@@ -20,7 +20,7 @@ Keys of a spec (TOML top level, or dict keys)::
     devices = [2, 4]              # device counts (first n devices, or the preset repeated)
     bandwidth_scale = [0.5, 1, 2] # every link's bandwidth times this
     latency_scale = [1]           # every link's latency times this
-    memory_fraction = [0.5]       # device memory = this fraction of the model's memory
+    memory_fraction = [0.5]       # device memory = this fraction of the model's live footprint
 
     [methods]                     # name = {parameters}; a label with method = "..." inside
     m_topo = {}
