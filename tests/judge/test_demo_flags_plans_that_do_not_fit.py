@@ -26,9 +26,9 @@ def test_the_demo_table_flags_every_plan_over_its_devices_memory(monkeypatch, ca
     original = cli._run_compare
 
     def spy(graph, cluster, args, methods):  # the demo's own run, kept to re-judge its plans
-        df, plans = original(graph, cluster, args, methods)
-        seen.update(cluster=cluster, plans=plans)
-        return df, plans
+        cmp = original(graph, cluster, args, methods)
+        seen.update(cluster=cluster, plans=cmp.plans)
+        return cmp
 
     monkeypatch.setattr(cli, "_run_compare", spy)
     rc = cli.main(["demo", "--graph", "transformer:40", "--cluster", "2xV100-pcie",
