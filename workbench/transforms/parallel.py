@@ -384,7 +384,7 @@ def cuts_from_placement(config: LLMConfig, placement: dict) -> list:
     return cuts
 
 
-def _gpu_of(cluster, gpu) -> GPUSpec:
+def gpu_of(cluster, gpu) -> GPUSpec:
     """The GPU figures of ``gpu`` (a name of :data:`~workbench.costs.llm.GPUS` or a
     :class:`~workbench.costs.llm.GPUSpec`), else of the cluster's preset name."""
     if isinstance(gpu, GPUSpec):
@@ -396,9 +396,6 @@ def _gpu_of(cluster, gpu) -> GPUSpec:
     if name not in GPUS:
         raise PlanError(f"unknown GPU {name!r}; known: {', '.join(GPUS)}")
     return GPUS[name]
-
-
-gpu_of = _gpu_of
 
 
 def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
@@ -449,4 +446,4 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
         raise PlanError(f"cuts {cuts} must be {n_chunks} increasing chain positions from 0 "
                         f"(below {n_ops})")
     orders = schedule_orders(s.schedule, s.pp, n_micro, s.virtual)
-    return TrainingPlan(config, cluster, s, cuts, orders, _gpu_of(cluster, gpu))
+    return TrainingPlan(config, cluster, s, cuts, orders, gpu_of(cluster, gpu))
