@@ -18,12 +18,14 @@ the repository. The last line is the summary:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from workbench.errors import WorkbenchError
 from workbench.fidelity.measurements import (
     BUNDLED_VTRAIN,
     MeasurementError,
@@ -55,6 +57,12 @@ def _args(argv):
         ap.error(f"--folds must be at least 2, got {args.folds}")
     if args.write_coefficients and args.fit_fraction == 0:
         ap.error("--write-coefficients needs --fit-fraction > 0")
+    if args.seed < 0:
+        ap.error(f"--seed must be a non-negative integer, got {args.seed}")
+    if args.write_coefficients:  # checked before minutes of fitting
+        out = Path(args.write_coefficients)
+        if out.is_dir() or not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+            ap.error(f"--write-coefficients {out}: not a file in a writable folder")
     return ap, args
 
 
@@ -90,7 +98,7 @@ def main(argv=None) -> int:
             return 0
         t0 = time.process_time()
         cv = cross_validate(runs, k=args.folds, fit_fraction=args.fit_fraction, seed=args.seed)
-    except MeasurementError as exc:
+    except (MeasurementError, WorkbenchError) as exc:
         ap.exit(2, f"error: {exc}\n")
     if not args.quiet:
         print("line  gpus tp pp dp mbs  gbs hidden layers  predicted_ms  measured_ms  error_%")

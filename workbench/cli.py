@@ -135,15 +135,26 @@ def _cmd_info(args) -> int:
 
 def _cmd_train(args) -> int:
     """Judge one parallel training strategy of an LLM (issue 43)."""
+    from .costs.llm import parse_spec
     from .judge.training import simulate_training
     from .transforms.parallel import Strategy, parallelize
 
+    config = parse_spec(args.model)  # the model's errors first
     cluster = load_cluster_arg(args.cluster)
     strategy = Strategy(tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs or 0,
                         global_batch=args.global_batch or 0, schedule=args.schedule,
                         virtual=args.virtual, recompute=args.recompute, zero=args.zero,
                         sp=args.sp, algorithm=args.algorithm)
-    plan = parallelize(args.model, cluster, strategy, gpu=args.gpu)
+    plan = parallelize(config, cluster, strategy, gpu=args.gpu)  # the strategy's errors
+    gpus = args.gpus or len(cluster.devices)
+    if gpus > len(cluster.devices):
+        raise ClusterError(f"--gpus {gpus}: cluster {cluster.name!r} has "
+                           f"{len(cluster.devices)} devices")
+    if strategy.devices != gpus:
+        raise WorkbenchError(f"tp x pp x dp = {args.tp} x {args.pp} x {args.dp} = "
+                             f"{strategy.devices} GPUs, but the run uses {gpus} (of cluster "
+                             f"{cluster.name!r}); give a strategy for all of them, or --gpus "
+                             f"{strategy.devices} to judge it on the first {strategy.devices}")
     res = simulate_training(plan, record_links=False)
     out = {**plan.summary(), **res.summary(), "oom": res.oom, "events": res.events}
     if args.json:
@@ -161,8 +172,9 @@ def _cmd_strategies(args) -> int:
     from .solvers.hybrid import megatron, tarnawski
 
     cluster = load_cluster_arg(args.cluster)
-    m = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full)
-    h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=m)
+    m = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full,
+                 gpu=args.gpu)
+    h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=m, gpu=args.gpu)
     rows = [r.summary() for r in (m, h)]
     rows[1]["notes"] = h.notes
     if args.json:
@@ -671,6 +683,7 @@ def _strategies_parser(sub) -> None:
     p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, ...")
     p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset or a cluster JSON")
     p.add_argument("--global-batch", type=_COUNT, required=True, help="sequences per step")
+    p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")
     p.add_argument("--full", action="store_true",
                    help="judge every strategy of megatron's grid (default: pruned by the bound)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -745,6 +758,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")
     for name in ("tp", "pp", "dp", "virtual"):
         p.add_argument(f"--{name}", type=_COUNT, default=1)
+    p.add_argument("--gpus", type=_COUNT, help="judge on the first GPUS devices of the cluster "
+                   "(default all; tp x pp x dp must equal it)")
     p.add_argument("--mbs", type=_COUNT, help="sequences per micro-batch (default: the model's)")
     p.add_argument("--global-batch", type=_COUNT, help="sequences per step (default mbs x dp)")
     p.add_argument("--schedule", choices=["gpipe", "1f1b", "interleaved"], default="1f1b")

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workbench.testing.timing import slowdown
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -56,7 +58,7 @@ sys.exit(main(sys.argv[1:]))
 def _core_cli(tmp_path, *args):
     """The command line as the core install has it: the extras' packages cannot be imported."""
     return subprocess.run([sys.executable, "-c", BLOCK, *args], capture_output=True, text=True,
-                          timeout=600, cwd=tmp_path,
+                          timeout=600 * slowdown(), cwd=tmp_path,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 

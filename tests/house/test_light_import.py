@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from workbench._lazy import lazy_module
+from workbench.testing.timing import slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("numba", "pandas", "plotly", "ortools", "highspy", "pulp", "tensorflow", "torch", "dask",
@@ -23,7 +24,7 @@ def _loaded_after(code: str) -> list:
     probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=120)
+                         cwd=ROOT, timeout=120 * slowdown())
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 

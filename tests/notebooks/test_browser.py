@@ -73,7 +73,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _load_ms(seconds: float) -> int:
+    """A Playwright wait of ``seconds``, in ms, grown with the machine's load (issue 41)."""
+    return int(seconds * 1000 * slowdown())
+
+
 def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 90.0) -> None:
+    timeout *= slowdown()  # the server starts slower on a loaded machine
     t0 = time.time()
     while time.time() - t0 < timeout:
         if proc.poll() is not None:
@@ -174,11 +180,11 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     page.goto(f"{lab['url']}/lab/tree/{name}?reset")  # a fresh workspace: one notebook open
     page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]',
-                           state="attached", timeout=90_000)
+                           state="attached", timeout=_load_ms(90))
     n_code = sum(c.cell_type == "code" for c in nbformat.read(lab["dir"] / name, 4).cells)
     expect(page.locator(".jp-Notebook .jp-CodeCell")).to_have_count(n_code)
     expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
-        timeout=90_000)
+        timeout=_load_ms(90))
     # run all cells: the toolbar's "restart the kernel and run all cells", confirmed
     page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
                  ).first.click()
@@ -235,14 +241,14 @@ def test_notebook_in_jupyterlab(lab, browser, path):
     SHOTS.mkdir(parents=True, exist_ok=True)
     kind, control, figure, min_plots = CONTROLS.get(path.name[:2], NO_CONTROL)
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    page.set_default_timeout(60_000)
+    page.set_default_timeout(_load_ms(60))
     try:
         _run_all(page, lab, path.name, out)
         # every figure renders: plotly drew an SVG of a real size with something in it
         plots = page.locator(".jp-OutputArea .js-plotly-plot")
         if min_plots:
-            expect(plots.nth(min_plots - 1)).to_be_attached(timeout=60_000)
-        t0 = time.time()
+            expect(plots.nth(min_plots - 1)).to_be_attached(timeout=_load_ms(60))
+        t0, load = time.time(), slowdown()
         while True:  # plots draw asynchronously: scroll each into view until all are drawn
             sizes = page.evaluate("""() => Array.from(document.querySelectorAll(
                 '.jp-OutputArea .js-plotly-plot')).map(f => { f.scrollIntoView();
@@ -254,7 +260,8 @@ def test_notebook_in_jupyterlab(lab, browser, path):
             empty = [i for i, (w, h, n, _) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
             # a drawing as wide as its container (not plotly's 700 px default, cut or narrow)
             misfit = [i for i, (w, _, _, cw) in enumerate(sizes) if abs(w - cw) > 3]
-            if (not empty and not misfit and len(sizes) >= min_plots) or time.time() - t0 > 45:
+            late = time.time() - t0 > 45 * load
+            if (not empty and not misfit and len(sizes) >= min_plots) or late:
                 break
             time.sleep(1)
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
@@ -301,9 +308,9 @@ def _control_redraws(page, path: Path, out: Path, kind: str, control: str, figur
         handle.focus()
         for _ in range(3):
             handle.press("ArrowRight")
-    t0 = time.time()
+    t0, load = time.time(), slowdown()
     while _figure_state(page, figure) == before:
-        if time.time() - t0 > 60:
+        if time.time() - t0 > 60 * load:
             page.screenshot(path=str(out / f"nochange-{path.stem}.png"), full_page=True)
             raise AssertionError(f"{path.name}: {control} did not change {figure}")
         time.sleep(0.5)
@@ -314,7 +321,7 @@ def _board_details(page, out: Path) -> None:
     from playwright.sync_api import expect
 
     dag = page.locator(".wb-dag.js-plotly-plot").first
-    expect(dag).to_be_visible(timeout=60_000)
+    expect(dag).to_be_visible(timeout=_load_ms(60))
     assert page.locator(".wb-dag .scatterlayer .trace .point").count() > 50
     for cls in ("wb-gantt-a", "wb-gantt-b"):
         expect(page.locator(f".{cls}.js-plotly-plot").first).to_be_visible()
@@ -330,7 +337,7 @@ def _board_details(page, out: Path) -> None:
     target = next(o for o in options if not before.startswith(o + " "))
     select.select_option(label=target)
     expect(page.locator(".wb-gantt-b .gtitle").first).to_contain_text(target + " on ",
-                                                                       timeout=30_000)
+                                                                       timeout=_load_ms(30))
     after = _gantt_title(page, "wb-gantt-b")
     assert after != before and after.startswith(target)
     page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
@@ -343,6 +350,6 @@ def _board_details(page, out: Path) -> None:
     node.scroll_into_view_if_needed()
     box = node.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
-    expect(bars).to_have_count(n_bars + 1, timeout=30_000)
+    expect(bars).to_have_count(n_bars + 1, timeout=_load_ms(30))
     lone.screenshot(path=str(SHOTS / "07_gantt_selected.png"))
     page.locator(".wb-compare").first.screenshot(path=str(SHOTS / "07_compare.png"))

@@ -44,7 +44,7 @@ from workbench.io import (
     write_atomic,
 )
 from workbench.testing.process import default_signals
-from workbench.testing.timing import Stopwatch
+from workbench.testing.timing import Stopwatch, slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -655,7 +655,8 @@ def test_signal_removes_temporary_outputs(sig, status, inherited, tmp_path):
     cmd = default_signals([sys.executable, "-c", _SIGNAL_SCRIPT, sig, str(csv), str(report)])
     if inherited == "ignored":
         cmd = _IGNORING_PARENT + cmd
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, check=False)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300 * slowdown(), cwd=ROOT,
+                       check=False)
     assert r.returncode == status, r.stderr
     assert "Traceback" not in r.stderr
     assert sorted(os.listdir(tmp_path)) == ["o.csv"] and csv.read_text() == "old"
@@ -680,7 +681,8 @@ def test_suite_guard_fails_a_test_that_leaves_a_signal_handler(tmp_path):
     (tmp_path / "test_leaky.py").write_text(_LEAKY_TESTS)
     r = subprocess.run(default_signals([sys.executable, "-m", "pytest", "-q", "-p", "no:randomly",
                                         "-p", "no:cacheprovider", str(tmp_path)]),
-                       capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False)
+                       capture_output=True, text=True, timeout=300 * slowdown(), cwd=tmp_path,
+                       check=False)
     assert r.returncode == 1, r.stdout
     assert "test_leaves_a_handler left the handler of SIGUSR1 changed" in r.stdout
     assert "2 passed, 1 error" in r.stdout  # the next test ran with the default restored
@@ -711,7 +713,8 @@ def test_real_subprocess(argv, tmp_path):
     g = write(tmp_path, "g.json", d)
     argv = [str(g) if a == "GRAPH" else a for a in argv]
     r = subprocess.run([sys.executable, "-m", "workbench", *argv], capture_output=True,
-                       text=True, timeout=300, cwd=ROOT, check=False)
+                       text=True, timeout=300 * slowdown(), cwd=ROOT,
+                       check=False)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
 
@@ -772,7 +775,7 @@ def test_loopback_shim_rebinds_wildcard():
         pytest.skip(str(e))
     env = {**os.environ, "LD_PRELOAD": str(shim)}
     r = subprocess.run([sys.executable, "-c", _BIND_SCRIPT], capture_output=True, text=True,
-                       env=env, timeout=60, check=False)
+                       env=env, timeout=60 * slowdown(), check=False)
     assert r.returncode == 0, r.stderr
     v4, v6 = r.stdout.split()
     assert v4 == "127.0.0.1" and v6 in ("::ffff:127.0.0.1", "::1")

@@ -28,6 +28,7 @@ from workbench.errors import (
     SolverError,
     WorkbenchError,
 )
+from workbench.testing.timing import slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -346,7 +347,8 @@ def test_bench_fidelity_checks_arguments_before_calibrating(argv, words):
     calibration); the check runs in a child process, as a user runs the bench."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "fidelity.py"), *argv],
-                       capture_output=True, text=True, timeout=120, env=env, check=False)
+                       capture_output=True, text=True, timeout=120 * slowdown(), env=env,
+                       check=False)
     assert r.returncode == 2, r.stderr[-400:]
     assert "Traceback" not in r.stderr and "calibrated" not in r.stdout
     last = r.stderr.strip().splitlines()[-1]

@@ -15,6 +15,7 @@ import pytest
 import workbench as wb
 from workbench import sweep
 from workbench.cli import main
+from workbench.testing.timing import slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -159,7 +160,7 @@ def test_sweep_local_cluster_and_dashboard_listen_on_loopback_only(tmp_path):
     script = tmp_path / "dask_ports.py"
     script.write_text(_DASK)
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                       timeout=240, check=False, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+                       timeout=240 * slowdown(), check=False, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr[-2000:]
     ports = json.loads(r.stdout.strip().splitlines()[-1])["ports"]
     assert len(ports) >= 3  # dashboard, scheduler, a worker

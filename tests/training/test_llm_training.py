@@ -261,7 +261,7 @@ def test_cli_train_on_a_cluster_file(tmp_path, capsys):
     save_cluster(Cluster(NODES.devices, intra_host=NODES.intra_host,
                          inter_host=NODES.inter_host, name="my-nodes"), path)
     args = ["train", "gpt:layers=4,hidden=256,heads=8", "--cluster", str(path), "--tp", "8",
-            "--dp", "2", "--json"]
+            "--dp", "2", "--gpus", "16", "--json"]
     assert main(args) == 2 and "pass gpu=" in capsys.readouterr().err
     assert main(args + ["--gpu", "H100-80G"]) == 0
     out = json.loads(capsys.readouterr().out)

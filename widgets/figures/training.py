@@ -43,6 +43,29 @@ _PART_COLORS = {"compute": "#1f77b4", "recompute": "#aec7e8", "tp": "#ff7f0e",
                 "pp": "#2ca02c", "bubble": "#d3d3d3", "dp": "#9467bd", "optimizer": "#8c564b"}
 
 
+def _expect_result(obj, what: str) -> None:
+    """PlanError unless ``obj`` is a TrainingResult (issue 41: a plan, a schedule, a search
+    result or None gave an AttributeError from deep inside the figure)."""
+    from workbench.errors import PlanError
+    from workbench.judge.training import TrainingResult
+
+    if isinstance(obj, TrainingResult):
+        return
+    hint = " (its .result is one)" if type(obj).__name__ == "SearchResult" else ""
+    raise PlanError(f"{what} must be a TrainingResult (simulate_training(plan)), got "
+                    f"{type(obj).__name__}{hint}")
+
+
+def _expect_fig(fig) -> go.Figure:
+    if fig is None:
+        return go.Figure()
+    if not isinstance(fig, go.Figure):
+        from workbench.errors import PlanError
+
+        raise PlanError(f"fig must be a plotly Figure or None, got {type(fig).__name__}")
+    return fig
+
+
 def _lane(result, rank: int) -> str:
     return f"stage {result.stage_of.get(rank, rank)} ({result.plan.device_name(rank)})"
 
@@ -55,8 +78,18 @@ def _bar(name, ys, base, width, colors, text, **kw) -> go.Bar:
 
 def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Figure:
     """Pipeline Gantt of ``result`` (``ranks``: the simulated ranks to show, default all)."""
-    fig = fig if fig is not None else go.Figure()
-    ranks = sorted(result.tasks) if ranks is None else list(ranks)
+    _expect_result(result, "training_gantt's result")
+    fig = _expect_fig(fig)
+    if ranks is None:
+        ranks = sorted(result.tasks)
+    else:
+        ranks = list(ranks) if isinstance(ranks, (list, tuple, range, set)) else [ranks]
+        bad = [r for r in ranks if isinstance(r, bool) or r not in result.tasks]
+        if bad:
+            from workbench.errors import PlanError
+
+            raise PlanError(f"training_gantt: rank {bad[0]!r} was not simulated; ranks: "
+                            f"{sorted(result.tasks)}")
     groups = {"F": ([], [], [], [], []), "B": ([], [], [], [], []), "R": ([], [], [], [], [])}
     for r in ranks:
         lane = _lane(result, r)
@@ -116,7 +149,8 @@ def _link_lanes(result, ranks, fig) -> int:
 
 def training_memory_figure(result, *, fig: go.Figure | None = None) -> go.Figure:
     """Memory over time of each simulated rank, with its device's capacity (dashed)."""
-    fig = fig if fig is not None else go.Figure()
+    _expect_result(result, "training_memory_figure's result")
+    fig = _expect_fig(fig)
     for i, r in enumerate(sorted(result.memory)):
         pts = result.memory[r]
         xs = [t for t, _ in pts] + [result.step_ms]
@@ -141,9 +175,22 @@ def training_memory_figure(result, *, fig: go.Figure | None = None) -> go.Figure
 def training_breakdown_figure(results, *, labels=None,
                               fig: go.Figure | None = None) -> go.Figure:
     """Step time of each result (its slowest rank) as stacked bars by cause."""
-    fig = fig if fig is not None else go.Figure()
-    labels = list(labels) if labels is not None else \
+    from workbench.errors import PlanError
+
+    if not isinstance(results, (list, tuple)):
+        raise PlanError(f"training_breakdown_figure takes a list of TrainingResults, got "
+                        f"{type(results).__name__}" + (" (wrap it in a list)" if type(
+                            results).__name__ == "TrainingResult" else ""))
+    if not results:
+        raise PlanError("training_breakdown_figure: no results to draw")
+    for i, r in enumerate(results):
+        _expect_result(r, f"training_breakdown_figure's results[{i}]")
+    fig = _expect_fig(fig)
+    labels = [str(x) for x in labels] if labels is not None else \
         [r.plan.strategy.describe() for r in results]
+    if len(labels) != len(results):
+        raise PlanError(f"training_breakdown_figure: {len(labels)} labels for {len(results)} "
+                        f"results")
     rows = [r.breakdown() for r in results]
     for part in _PARTS:
         fig.add_trace(go.Bar(name=part, orientation="h", y=labels,

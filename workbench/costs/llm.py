@@ -55,12 +55,20 @@ True
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field, replace
 
 from ..errors import GraphError
 
 __all__ = ["ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
-           "parse_spec", "state_bytes_per_param", "ADAM_FLOPS"]
+           "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS"]
+
+MAX_LAYERS = 1024
+"""Most transformer blocks a model may have (the largest published models have about 128; a
+chain of 10**8 layers took minutes to build before it was refused, issue 41)."""
+MAX_DIM = 2**31 - 1
+"""Largest hidden size, heads, sequence, micro-batch, vocabulary or MLP width (the limit of
+one tensor dimension, as for the example inputs of model files)."""
 
 ADAM_FLOPS = 12
 """FLOPs per parameter of an Adam step (as :data:`workbench.io.torch.OPTIMIZERS` counts it)."""
@@ -157,10 +165,17 @@ class LLMConfig:
     def __post_init__(self):
         if self.arch not in ("gpt", "llama"):
             raise GraphError(f"unknown model architecture {self.arch!r}; use gpt or llama")
-        for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab"):
+        for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn", "kv_heads"):
             v = getattr(self, f)
-            if not (isinstance(v, int) and not isinstance(v, bool) and v > 0):
-                raise GraphError(f"{self.arch}: {f} must be a positive integer, got {v!r}")
+            low = 0 if f in ("ffn", "kv_heads") else 1      # 0: derived from the others
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= low):
+                raise GraphError(f"{self.arch}: {f} must be "
+                                 f"{'a positive' if low else 'a non-negative'} integer, got {v!r}")
+            top = MAX_LAYERS if f == "layers" else MAX_DIM
+            if v > top:
+                raise GraphError(f"{self.arch}: {f}={v} is beyond the largest allowed, {top}")
+        if not isinstance(self.dropout, bool):
+            raise GraphError(f"{self.arch}: dropout must be True or False, got {self.dropout!r}")
         if self.hidden % self.heads:
             raise GraphError(f"{self.arch}: hidden={self.hidden} is not a multiple of "
                              f"heads={self.heads}")
@@ -237,6 +252,9 @@ def parse_spec(spec: str) -> LLMConfig:
     if arch not in ("gpt", "llama"):
         raise GraphError(f"{spec}: unknown model {arch!r}; use gpt:... or llama:...")
     parts = [p.strip() for p in rest.split(",") if p.strip()]
+    if not parts:
+        raise GraphError(f"{spec}: names no size (e.g. {arch}:{'1.3b' if arch == 'gpt' else '7b'}) "
+                         f"and no KEY=VALUE")
     base = LLMConfig(arch)
     if parts and "=" not in parts[0]:
         name = f"{arch}:{parts.pop(0).lower()}"
@@ -251,13 +269,14 @@ def parse_spec(spec: str) -> LLMConfig:
         if not eq or key not in _INT_KEYS + ("precision",):
             raise GraphError(f"{spec}: bad part {p!r}; expected KEY=VALUE with KEY one of "
                              f"{', '.join(_INT_KEYS)}, precision")
+        if key in kw:
+            raise GraphError(f"{spec}: {key} is given twice")
         if key == "precision":
             kw[key] = val.strip()
             continue
-        try:
-            kw[key] = int(val)
-        except ValueError:
-            raise GraphError(f"{spec}: {key} must be an integer, got {val!r}") from None
+        if not re.fullmatch(r"\s*[+-]?[0-9]{1,30}\s*", val):  # ASCII digits, as written
+            raise GraphError(f"{spec[:80]}: {key} must be an integer, got {val[:40]!r}")
+        kw[key] = int(val)
     if ("hidden" in kw or "heads" in kw) and "ffn" not in kw:
         kw["ffn"] = 0
     if "heads" in kw and "kv_heads" not in kw and base.kv_heads == base.heads:

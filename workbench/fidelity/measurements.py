@@ -163,6 +163,24 @@ def _check(run: MeasuredRun) -> None:
                                f"{run.pp} stages x {run.interleave} virtual stages")
     if not (math.isfinite(run.measured_ms) and run.measured_ms > 0):
         raise MeasurementError(f"line {line}: iteration time {run.measured_ms!r} is not positive")
+    _check_sizes(run)
+
+
+def _check_sizes(run: MeasuredRun) -> None:
+    """Sizes the judge can take (a row of 10**8 layers or a batch of 10**9 ran for minutes or
+    ran out of memory before it was refused, issue 41)."""
+    from ..costs.llm import MAX_DIM, MAX_LAYERS
+    from ..transforms.parallel import MAX_MICRO
+
+    if run.layers > MAX_LAYERS:
+        raise MeasurementError(f"line {run.line}: {run.layers} layers; at most {MAX_LAYERS}")
+    for name in ("hidden", "heads", "seq", "micro_batch", "vocab", "global_batch"):
+        if getattr(run, name) > MAX_DIM:
+            raise MeasurementError(f"line {run.line}: {name} {getattr(run, name)} is beyond "
+                                   f"{MAX_DIM}")
+    if run.micro_batches > MAX_MICRO:
+        raise MeasurementError(f"line {run.line}: {run.micro_batches} micro-batches a replica; "
+                               f"the judge takes at most {MAX_MICRO}")
 
 
 def read_measurements(path: str | Path) -> list[MeasuredRun]:
@@ -172,7 +190,7 @@ def read_measurements(path: str | Path) -> list[MeasuredRun]:
     """
     path = Path(path)
     try:
-        with path.open(newline="") as handle:
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # a BOM is no column
             rows = list(csv.DictReader(handle))
             columns = set(rows[0]) if rows else set()
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
@@ -184,6 +202,11 @@ def read_measurements(path: str | Path) -> list[MeasuredRun]:
         raise MeasurementError(f"{path} lacks the column(s) {missing}; it needs {list(REQUIRED)}")
     runs = []
     for line, row in enumerate(rows, start=2):
+        if None in row or None in row.values():  # csv's markers of extra / missing cells
+            cells = len(row) - 1 + len(row[None]) if None in row else \
+                sum(v is not None for v in row.values())
+            raise MeasurementError(f"line {line}: {cells} cells, but the header has "
+                                   f"{len(columns)} (a truncated or damaged row)")
         run = {key: _int(row[col], col, line) for col, key in REQUIRED.items()
                if key != "measured_ms"}
         try:

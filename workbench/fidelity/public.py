@@ -49,7 +49,7 @@ import numpy as np
 
 from ..cluster import Cluster, Device, Link
 from ..costs.llm import GPUS, LLMConfig
-from ..errors import PlanError
+from ..errors import ClusterError, GraphError, PlanError
 from ..judge.training import simulate_training
 from ..transforms.parallel import Strategy, parallelize
 from .measurements import MeasuredRun, MeasurementError, fit_rows, folds, score
@@ -208,17 +208,17 @@ def judge_run(run: MeasuredRun, cal: Calibration = None):
     """The judged :class:`~workbench.judge.training.TrainingResult` of one measured row."""
     cal = SHIPPED if cal is None else cal
     gpu = _gpu(run, cal)
-    config = LLMConfig(arch="gpt", layers=run.layers, hidden=run.hidden, heads=run.heads,
-                       seq=run.seq, mbs=run.micro_batch, vocab=run.vocab,
-                       ffn=run.ffn_hidden or 0)
-    strategy = Strategy(tp=run.tp, pp=run.pp, dp=run.dp, mbs=run.micro_batch,
-                        global_batch=run.global_batch, recompute=run.recompute,
-                        sp=run.sequence_parallel, overlap_grad=False,
-                        schedule="interleaved" if run.interleave > 1 else "1f1b",
-                        virtual=run.interleave)
-    try:
+    try:  # the model, strategy and plan of the row, or the row named
+        config = LLMConfig(arch="gpt", layers=run.layers, hidden=run.hidden, heads=run.heads,
+                           seq=run.seq, mbs=run.micro_batch, vocab=run.vocab,
+                           ffn=run.ffn_hidden or 0)
+        strategy = Strategy(tp=run.tp, pp=run.pp, dp=run.dp, mbs=run.micro_batch,
+                            global_batch=run.global_batch, recompute=run.recompute,
+                            sp=run.sequence_parallel, overlap_grad=False,
+                            schedule="interleaved" if run.interleave > 1 else "1f1b",
+                            virtual=run.interleave)
         plan = parallelize(config, _cluster(run, gpu, cal), strategy, gpu=gpu)
-    except PlanError as exc:
+    except (PlanError, GraphError, ClusterError) as exc:
         raise MeasurementError(f"line {run.line}: {exc}") from None
     return simulate_training(plan, record_links=False)
 

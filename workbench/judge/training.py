@@ -633,6 +633,12 @@ def simulate_training(plan, *, ranks: str = "reduced", record_links: bool = True
     (:func:`identical_ranks`; otherwise every rank), ``"all"`` every rank;
     ``record_links=False`` keeps no list of link events (large runs).
     """
+    # the TrainingPlan's fields (transforms sit above the judge: no import of the class)
+    if not all(hasattr(plan, a) for a in ("strategy", "orders", "cuts", "gpu", "chunk_ops")):
+        hint = " (an op-level Plan is judged by workbench.simulate)" \
+            if type(plan).__name__ == "Plan" else ""
+        raise PlanError(f"simulate_training judges a TrainingPlan (parallelize(model, cluster, "
+                        f"strategy)), got {type(plan).__name__}{hint}")
     if ranks not in ("reduced", "all"):
         raise PlanError(f"ranks must be 'reduced' or 'all', got {ranks!r}")
     s = plan.strategy

@@ -7,7 +7,9 @@ zero-byte and fixed-``comm`` edges, colocation groups, training graphs (forward/
 classes), chains, trees, fan-out/fan-in, layered and dense DAGs of 1-300 ops, memory from tight to
 loose or unlimited, and now and then costs near 1e15 ms. About 6 % of the seeds are memory-pressure
 cases: dense training graphs with accelerator-only ops, several unequal accelerators and CPUs,
-memory too small for any split (``starved``) or ``tight``.
+memory too small for any split (``starved``) or ``tight``; about 4 % more are dense training
+graphs of 40-60 ops on 4 unequal GPUs + 1 CPU in host mode with memory that no split fits
+(``dense_oom``, issue 41).
 
 :func:`run_method` runs one registered method on a case and checks every clause:
 
@@ -78,6 +80,7 @@ MB = 1e6
 # methods whose cost is dominated by a MILP: the test suite runs them on a subset of cases
 MILP_METHODS = ("pesto", "pesto_ilp", "ip_contig", "ip_noncontig", "latency_ip")
 PRESSURE_SHARE = 0.06  # share of seeds drawn as memory-pressure cases (issue 23)
+DENSE_OOM_SHARE = 0.04  # share of the other seeds drawn as dense training cases no split fits
 SHAPES = ("chain", "out_tree", "in_tree", "fan", "layered", "dense", "sparse")
 
 
@@ -258,12 +261,50 @@ def _pressure_case(seed: int, max_ops: int) -> Case:
     return Case(int(seed), g, c, desc)
 
 
+def _dense_oom_case(seed: int, max_ops: int) -> Case:
+    """Issue 41's family: a dense training graph of 40-60 ops (20-30 forward ops, some without
+    a CPU cost) on 4 GPUs of unequal speeds and memories + 1 CPU in ``host`` mode, the five
+    capacities summing to 30-95 % of the graph's bytes, so no split fits (one device may even
+    be smaller than the largest op). On such a case the four latency methods raised
+    ``PlanError: the plan's subgraph invocations form a cycle`` instead of a plan or an
+    :class:`~workbench.errors.InfeasibleError`.
+
+    >>> case = _dense_oom_case(1, 300)
+    >>> case.desc["family"], case.cluster.mode, 40 <= case.graph.n_ops <= 60
+    ('dense_oom', 'host', True)
+    >>> bool(case.cluster.c.memory.sum() < case.graph.total_memory())
+    True
+    """
+    r = np.random.default_rng([int(seed), 41, 1])
+    n = int(r.integers(20, 31))
+    n = max(2, min(n, max_ops // 2))
+    acc_only = float(r.choice([0.0, 0.2, 0.5]))
+    g = _graph(r, n, "dense", ["gpu"], 1, True, 1.0, acc_only)
+    speeds = r.choice([0.5, 1.0, 1.7, 2.5, 3.0], size=4, replace=False)
+    raw = r.uniform(0.5, 1.5, size=5)
+    frac = float(r.uniform(0.3, 0.95))
+    caps = raw / raw.sum() * frac * float(g.c.memory.sum())
+    devices = [Device(f"gpu{i}", "gpu", float(caps[i]), float(speeds[i]), "h0") for i in range(4)]
+    devices.append(Device("cpu0", "cpu", float(caps[4]), float(r.choice([1.0, 0.5])), "h0"))
+    lat = float(r.choice([0.0, 0.005, 0.02]))
+    bw = float(r.choice([1e6, 1e7, 5e7]))
+    c = Cluster(devices, intra_host=Link(lat, bw), inter_host=Link(lat * 3, bw / 4),
+                host_link=Link(lat, bw * float(r.choice([0.5, 1.0]))), mode="host",
+                name="4gpu+1cpu-host-oom")
+    desc = {"shape": "dense", "training": True, "n_acc": 4, "n_cpu": 1, "acc_kinds": 1,
+            "scale": 1.0, "memory": "starved", "mode": "host", "family": "dense_oom",
+            "acc_only": acc_only, "fraction": frac, "max_ops": max_ops}
+    return Case(int(seed), g, c, desc)
+
+
 def make_case(seed: int, *, max_ops: int = 300) -> Case:
     """A random problem drawn from ``seed`` (deterministic), at most ``max_ops`` ops.
 
     Sizes: about half the cases have 1-12 ops, a third 13-60, the rest up to ``max_ops``.
     About 6 % of the seeds (a draw of their own) give a memory-pressure case instead
-    (:func:`_pressure_case`: dense training graphs, accelerator-only ops, no split fits).
+    (:func:`_pressure_case`: dense training graphs, accelerator-only ops, no split fits), and
+    with ``max_ops >= 60`` about 4 % of the others (another draw) issue 41's dense training
+    case on 4 unequal GPUs + 1 CPU in host mode that no split fits (:func:`_dense_oom_case`).
 
     >>> a, b = make_case(11), make_case(11)
     >>> a.graph.fingerprint == b.graph.fingerprint, a.cluster.to_dict() == b.cluster.to_dict()
@@ -271,6 +312,8 @@ def make_case(seed: int, *, max_ops: int = 300) -> Case:
     """
     if max_ops >= 4 and np.random.default_rng([int(seed), 23]).random() < PRESSURE_SHARE:
         return _pressure_case(seed, max_ops)
+    if max_ops >= 60 and np.random.default_rng([int(seed), 41]).random() < DENSE_OOM_SHARE:
+        return _dense_oom_case(seed, max_ops)
     r = np.random.default_rng([int(seed), 12])
     u = r.random()
     hi = 12 if u < 0.5 else (60 if u < 0.85 else 300)

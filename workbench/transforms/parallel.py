@@ -57,16 +57,21 @@ Examples
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property, lru_cache
 
 from ..costs.llm import GPUS, GPUSpec, LLMConfig, chain, parse_spec
 from ..errors import PlanError
 
-__all__ = ["SCHEDULES", "RECOMPUTE", "Strategy", "TrainingPlan", "cuts_from_placement",
+__all__ = ["MAX_MICRO", "SCHEDULES", "RECOMPUTE", "Strategy", "TrainingPlan", "check_inputs",
+           "cuts_from_placement", "gpu_of",
            "parallelize", "schedule_orders", "PRESET_GPUS"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
+MAX_MICRO = 8192
+"""Most micro-batches a replica may run in one step (the judge simulates each; a global batch
+of 10**9 sequences ran for minutes before it was refused, issue 41)."""
 RECOMPUTE = ("none", "selective", "full")
 
 PRESET_GPUS = {"8xA100-80g": "A100-80G", "64xA100-80g": "A100-80G", "512xA100-80g": "A100-80G",
@@ -115,12 +120,20 @@ class Strategy:
         if self.recompute not in RECOMPUTE:
             raise PlanError(f"strategy: recompute must be one of {', '.join(RECOMPUTE)}, got "
                             f"{self.recompute!r}")
-        if self.zero not in (0, 1, 2, 3):
+        if isinstance(self.zero, bool) or not isinstance(self.zero, int) or \
+                self.zero not in (0, 1, 2, 3):
             raise PlanError(f"strategy: zero must be 0, 1, 2 or 3, got {self.zero!r}")
+        for f in ("sp", "overlap_grad"):
+            if not isinstance(getattr(self, f), bool):
+                raise PlanError(f"strategy: {f} must be True or False, got {getattr(self, f)!r}")
+        if self.sp and self.tp == 1:
+            raise PlanError("strategy: sequence parallelism (sp=True) splits the tensor-parallel "
+                            "ranks' work; it needs tp > 1")
         if self.algorithm not in ("ring", "tree"):
             raise PlanError(f"strategy: algorithm must be 'ring' or 'tree', got "
                             f"{self.algorithm!r}")
-        if not (isinstance(self.bucket_mb, (int, float)) and self.bucket_mb > 0):
+        if isinstance(self.bucket_mb, bool) or not (
+                isinstance(self.bucket_mb, (int, float)) and 0 < self.bucket_mb < math.inf):
             raise PlanError(f"strategy: bucket_mb must be > 0, got {self.bucket_mb!r}")
 
     @property
@@ -283,6 +296,8 @@ def _chain_sizes(config: LLMConfig) -> tuple[int, int]:
 
 def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
     ops_per_layer = _chain_sizes(config)[1]
+    if layers_per_stage is not None:
+        layers_per_stage = _integers(layers_per_stage, "layers_per_stage")
     if layers_per_stage is None:
         if config.layers < n_chunks:
             raise PlanError(f"{config.layers} layers cannot fill {n_chunks} pipeline chunks")
@@ -297,6 +312,46 @@ def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
         pos += n * ops_per_layer
         cuts.append(pos)
     return cuts
+
+
+def _integers(values, what: str) -> list:
+    """``values`` as a list of ints: whole numbers only (2.0 is 2; 2.5, True, 'a' refused)."""
+    try:
+        items = list(values)
+    except TypeError:
+        raise PlanError(f"{what} must be a list of integers, got {values!r}") from None
+    out = []
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or \
+                (isinstance(v, float) and not v.is_integer()):
+            raise PlanError(f"{what} must be a list of integers, got {v!r} in {items!r}")
+        out.append(int(v))
+    return out
+
+
+def check_inputs(config, cluster, strategy) -> LLMConfig:
+    """The model (an :class:`~workbench.costs.llm.LLMConfig` or a ``gpt:``/``llama:`` name), a
+    :class:`~workbench.cluster.Cluster` and a :class:`Strategy`, or a PlanError naming what
+    was given instead (an op-level graph goes to :func:`workbench.solve`)."""
+    from ..cluster import Cluster
+    from ..graph import OpGraph
+
+    if isinstance(config, str):
+        config = parse_spec(config)
+    if isinstance(config, OpGraph):
+        raise PlanError(f"parallel strategies take an LLM (gpt:..., llama:... or an LLMConfig), "
+                        f"not the op graph {config.name!r}; place an op graph with "
+                        f"workbench.solve")
+    if not isinstance(config, LLMConfig):
+        raise PlanError(f"the model must be an LLMConfig or a gpt:.../llama:... name, got "
+                        f"{type(config).__name__}")
+    if not isinstance(cluster, Cluster):
+        raise PlanError(f"the cluster must be a Cluster (e.g. Cluster.preset('8xA100-80g')), "
+                        f"got {type(cluster).__name__}")
+    if not isinstance(strategy, Strategy):
+        raise PlanError(f"the strategy must be a Strategy(tp=..., pp=..., dp=...), got "
+                        f"{type(strategy).__name__}")
+    return config
 
 
 def cuts_from_placement(config: LLMConfig, placement: dict) -> list:
@@ -329,7 +384,9 @@ def cuts_from_placement(config: LLMConfig, placement: dict) -> list:
     return cuts
 
 
-def _gpu_of(cluster, gpu) -> GPUSpec:
+def gpu_of(cluster, gpu) -> GPUSpec:
+    """The GPU figures of ``gpu`` (a name of :data:`~workbench.costs.llm.GPUS` or a
+    :class:`~workbench.costs.llm.GPUSpec`), else of the cluster's preset name."""
     if isinstance(gpu, GPUSpec):
         return gpu
     name = gpu or PRESET_GPUS.get(getattr(cluster, "name", ""))
@@ -350,8 +407,7 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
     micro-batches not dividing the global batch, interleaving without a multiple of ``pp``
     micro-batches, ...).
     """
-    if isinstance(config, str):
-        config = parse_spec(config)
+    config = check_inputs(config, cluster, strategy)
     s = strategy
     mbs = s.mbs or config.mbs
     gbs = s.global_batch or mbs * s.dp
@@ -369,17 +425,25 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
     if gbs % (mbs * s.dp):
         raise PlanError(f"global batch {gbs} is not a multiple of mbs x dp = {mbs * s.dp}")
     n_micro = gbs // (mbs * s.dp)
+    if n_micro > MAX_MICRO:
+        raise PlanError(f"global batch {gbs} makes {n_micro} micro-batches of {mbs} per replica; "
+                        f"at most {MAX_MICRO} are judged (raise mbs or dp)")
+    cpu = next((d for d in cluster.devices[:s.devices] if d.kind == "cpu"), None)
+    if cpu is not None:
+        raise PlanError(f"rank {cluster.devices.index(cpu)} would run on {cpu.name!r}, a CPU; "
+                        f"the training judge runs GPUs (tp x pp x dp = {s.devices} ranks on "
+                        f"the first devices of cluster {cluster.name!r})")
     if s.schedule == "interleaved" and n_micro % s.pp:
         raise PlanError(f"interleaved 1F1B needs micro-batches ({n_micro}) to be a multiple "
                         f"of pp={s.pp} (as Megatron-LM requires)")
     n_chunks = s.pp * s.virtual
     if cuts is None:
         cuts = _balanced_cuts(config, n_chunks, layers_per_stage)
-    cuts = [int(c) for c in cuts]
+    cuts = _integers(cuts, "cuts")
     n_ops = _chain_sizes(config)[0]
     if len(cuts) != n_chunks or cuts[0] != 0 or any(b <= a for a, b in zip(cuts, cuts[1:])) \
             or cuts[-1] >= n_ops:
         raise PlanError(f"cuts {cuts} must be {n_chunks} increasing chain positions from 0 "
                         f"(below {n_ops})")
     orders = schedule_orders(s.schedule, s.pp, n_micro, s.virtual)
-    return TrainingPlan(config, cluster, s, cuts, orders, _gpu_of(cluster, gpu))
+    return TrainingPlan(config, cluster, s, cuts, orders, gpu_of(cluster, gpu))

@@ -81,8 +81,10 @@ def test_megatron_judges_every_valid_strategy_and_pruning_agrees(node):
 
 
 def test_megatron_bad_batch_is_a_clear_error(node):
-    with pytest.raises(PlanError, match="no strategy"):
+    with pytest.raises(PlanError, match="gpus must be an integer in \\[1, 8\\]"):
         megatron(GPT, node, global_batch=8, gpus=16)
+    with pytest.raises(PlanError, match="no strategy"):
+        megatron(GPT, node, global_batch=10**6, gpus=2)  # over 8192 micro-batches
 
 
 def test_stage_split_is_the_exact_min_max_and_respects_memory():

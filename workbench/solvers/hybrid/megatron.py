@@ -35,14 +35,14 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ...costs.llm import LLMConfig, chain, parse_spec
+from ...costs.llm import LLMConfig, chain
 from ...errors import PlanError
 from ...judge.training import simulate_training
-from ...transforms.parallel import Strategy, parallelize
+from ...transforms.parallel import MAX_MICRO, Strategy, check_inputs, gpu_of, parallelize
 from .bound import strategy_bound
 from .costs import op_vectors
 
-__all__ = ["SearchResult", "grid", "megatron"]
+__all__ = ["SearchResult", "check_search", "grid", "megatron"]
 
 
 @dataclass
@@ -88,18 +88,45 @@ class SearchResult:
         return out
 
 
+def check_search(config, cluster, *, global_batch, gpus, time_limit, gpu=None) -> tuple:
+    """``(config, gpu figures)`` of a strategy search, or a PlanError naming the bad input:
+    an op graph or another object for the model, a cluster that is not one, a global batch
+    or GPU count that is not a positive integer (``gpus`` at most the cluster's), a CPU among
+    the GPUs searched, a time limit that is not a number >= 0, no GPU figures."""
+    config = check_inputs(config, cluster, Strategy())
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise PlanError(f"global_batch must be an integer >= 1, got {global_batch!r}")
+    n = len(cluster.devices)
+    if gpus is not None and (isinstance(gpus, bool) or not isinstance(gpus, int)
+                             or not 1 <= gpus <= n):
+        raise PlanError(f"gpus must be an integer in [1, {n}] (cluster {cluster.name!r}), "
+                        f"got {gpus!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or
+                                   not isinstance(time_limit, (int, float)) or
+                                   not 0 <= time_limit < math.inf):
+        raise PlanError(f"time_limit must be a number of seconds >= 0 or None, got "
+                        f"{time_limit!r}")
+    cpu = [d.name for d in cluster.devices[:gpus or n] if d.kind == "cpu"]
+    if cpu:
+        raise PlanError(f"cluster {cluster.name!r} has CPU device(s) {', '.join(cpu[:3])} among "
+                        f"the GPUs searched; the training judge runs GPUs")
+    return config, gpu_of(cluster, gpu)
+
+
 def _node_size(cluster) -> int:
     return Counter(d.host for d in cluster.devices).most_common(1)[0][1]
 
 
 def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = None,
-         schedules=("1f1b", "interleaved"), virtuals=(2, 4), divisible: bool = True) -> list:
+         schedules=("1f1b", "interleaved"), virtuals=(2, 4), divisible: bool = True,
+         gpu=None) -> list:
     """Megatron's grid of :class:`~workbench.transforms.parallel.Strategy` on ``gpus`` GPUs
     (default: all of the cluster's) that :func:`parallelize` accepts (see the module
     docstring); ``virtuals`` the interleaved chunks a stage, ``divisible=False`` also those
     whose chunks cannot hold equal numbers of layers (op-level cuts can balance them).
 
     >>> from workbench.cluster import Cluster
+    >>> from workbench.costs.llm import parse_spec
     >>> g = grid(parse_spec("gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000"),
     ...          Cluster.preset("8xA100-80g"), global_batch=16)
     >>> len(g), g[0].describe()
@@ -127,17 +154,17 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
                                 out.append(Strategy(
                                     tp=tp, pp=pp, dp=dp, mbs=mbs, global_batch=global_batch,
                                     schedule=sched, virtual=v, recompute=rec, zero=z, sp=sp))
-    return [p.strategy for p in _plans(config, cluster, out)]
+    return [p.strategy for p in _plans(config, cluster, out, gpu)]
 
 
-def _plans(config, cluster, strategies) -> list:
+def _plans(config, cluster, strategies, gpu=None) -> list:
     """The plans of the strategies :func:`parallelize` accepts (one chain per micro-batch
     size, shared by the plans)."""
     chains: dict = {}
     out = []
     for s in strategies:
         try:
-            p = parallelize(config, cluster, s)
+            p = parallelize(config, cluster, s, gpu=gpu)
         except PlanError:
             continue
         if p.config not in chains:
@@ -148,11 +175,11 @@ def _plans(config, cluster, strategies) -> list:
 
 
 def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
-              plan_of=None, notes=""):
+              plan_of=None, notes="", gpu=None):
     """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
     ``plan_of(strategy, plan)`` may return another plan of the strategy (new cuts) or None."""
     t0, c0 = time.perf_counter(), time.process_time()
-    plans = _plans(config, cluster, strategies)
+    plans = _plans(config, cluster, strategies, gpu)
     cache: dict = {}
     vecs = []
     for p in plans:
@@ -200,16 +227,21 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
 
 
 def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
-             prune: bool = False, time_limit: float | None = None) -> SearchResult:
+             prune: bool = False, time_limit: float | None = None, gpu=None) -> SearchResult:
     """The fastest strategy of Megatron's grid that fits in memory (see the module
-    docstring); ``result`` is None when none fits."""
-    if isinstance(config, str):
-        config = parse_spec(config)
-    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus)
+    docstring); ``result`` is None when none fits. ``gpu``: the GPU figures of a cluster that
+    is no GPU preset (a name of :data:`workbench.costs.llm.GPUS`)."""
+    config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
+                               time_limit=time_limit, gpu=gpu)
+    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus, gpu=gpu)
     if not strategies:
         raise PlanError(f"no strategy of Megatron's grid fits {config.spec} on "
-                        f"{cluster.name} with global batch {global_batch}")
+                        f"{cluster.name} with global batch {global_batch}: every tp x pp x dp "
+                        f"on {gpus or len(cluster.devices)} GPUs needs a global batch that is a "
+                        f"multiple of mbs x dp (mbs 1, 2, 4 or 8) with at most "
+                        f"{MAX_MICRO} micro-batches a replica, and pp at most the "
+                        f"{config.layers} layers")
     return judge_all("megatron", config, cluster, strategies, prune=prune,
-                     time_limit=time_limit,
+                     time_limit=time_limit, gpu=gpu,
                      notes="every valid strategy judged" if not prune else
                      "judged in bound order; the rest provably no faster")

@@ -41,13 +41,14 @@ True
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 
-from ...costs.llm import parse_spec
+from ...errors import PlanError
 from ...transforms.parallel import parallelize
 from .costs import static_bytes_per_param
-from .megatron import SearchResult, grid, judge_all, megatron
+from .megatron import SearchResult, check_search, grid, judge_all, megatron
 
 __all__ = ["refine_cuts", "stage_split", "tarnawski"]
 
@@ -177,20 +178,52 @@ def refine_cuts(plan, result, *, max_judged: int = 40):
     return plan, result, judged
 
 
+def _check_options(config, cluster, global_batch, baseline, refine, virtuals) -> None:
+    """PlanError unless ``refine`` is a count, ``virtuals`` counts >= 2 and ``baseline`` a
+    megatron search of this model, cluster and global batch."""
+    if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
+        raise PlanError(f"refine must be an integer >= 0, got {refine!r}")
+    try:
+        vs = list(virtuals)
+    except TypeError:
+        vs = [virtuals]
+    if any(isinstance(v, bool) or not isinstance(v, int) or v < 2 for v in vs):
+        raise PlanError(f"virtuals must be integers >= 2 (interleaved chunks a stage), got "
+                        f"{virtuals!r}")
+    if baseline is None:
+        return
+    if not isinstance(baseline, SearchResult):
+        raise PlanError(f"baseline must be the SearchResult of megatron(...), got "
+                        f"{type(baseline).__name__}")
+    p = baseline.plan
+    if p is None:
+        return
+    other = []
+    if replace(p.config, mbs=config.mbs) != config:
+        other.append(f"model {p.config.spec} (not {config.spec})")
+    if p.cluster is not cluster and p.cluster.to_dict() != cluster.to_dict():
+        other.append(f"cluster {p.cluster.name!r} (not {cluster.name!r})")
+    if p.strategy.global_batch != global_batch:
+        other.append(f"global batch {p.strategy.global_batch} (not {global_batch})")
+    if other:
+        raise PlanError(f"baseline is a search of another problem: {', '.join(other)}")
+
+
 def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               baseline: SearchResult | None = None, time_limit: float | None = None,
-              refine: int = 3, virtuals=(2, 3, 4, 6, 8)) -> SearchResult:
+              refine: int = 3, virtuals=(2, 3, 4, 6, 8), gpu=None) -> SearchResult:
     """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
     chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
     :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
     bound, and its time counted in this search's)."""
-    if isinstance(config, str):
-        config = parse_spec(config)
+    config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
+                               time_limit=time_limit, gpu=gpu)
+    _check_options(config, cluster, global_batch, baseline, refine, virtuals)
     t0, c0 = time.perf_counter(), time.process_time()
     base = baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
-                                prune=True, time_limit=time_limit)
+                                prune=True, time_limit=time_limit, gpu=gpu)
     strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
-                                  virtuals=virtuals, divisible=False) if s.pp > 1]
+                                  virtuals=virtuals, divisible=False, gpu=gpu) if s.pp > 1]
 
     def plan_of(plan, vec):
         s = plan.strategy
@@ -201,12 +234,12 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
                             per_param=per_param, virtual=s.virtual, cut_ok=ok, send_ms=send)
         if split is None:
             return None
-        return parallelize(config, cluster, s, cuts=split[1])
+        return parallelize(config, cluster, s, cuts=split[1], gpu=gpu)
 
     left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
     incumbent = (base.plan, base.result) if base.result is not None else None
     own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
-                    incumbent=incumbent, plan_of=plan_of)
+                    incumbent=incumbent, plan_of=plan_of, gpu=gpu)
     plan, result, judged = own.plan, own.result, own.judged
     pool = sorted(own.top + base.top, key=lambda x: x[0])[:refine]
     for _, p, r in pool:

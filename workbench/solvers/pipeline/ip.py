@@ -50,7 +50,14 @@ from ..registry import register
 from .dp import dp, dpl, warm_splits
 from .kernel import interleave_mode
 from .latency import greedy_latency
-from .units import class_units, dp_units, plan_status, unit_assignment, unit_placement
+from .units import (
+    check_total_memory,
+    class_units,
+    dp_units,
+    plan_status,
+    unit_assignment,
+    unit_placement,
+)
 
 pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
@@ -421,6 +428,7 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     m = MaxLoadModel(graph, cluster, contiguous=contiguous, method=method,
                      interleave=interleave, hierarchical=hierarchical, objective=objective,
                      symmetry=symmetry)
+    check_total_memory(m.U, cluster, method)
     warm = _dp_warm(graph, cluster, budget, interleave=interleave, objective=objective,
                     hierarchical=hierarchical, judge=m.judge) if warm_start else None
     try:

@@ -43,6 +43,7 @@ from ..registry import register
 from .dp import dp, dpl, warm_splits
 from .units import (
     add_rows,
+    check_total_memory,
     greedy_units,
     pass_rows,
     pass_units,
@@ -285,6 +286,7 @@ def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float 
     per_acc = 2 * q if separate_passes else q  # subgraphs (slots) per accelerator
     acc, cpus = list(model.acc), _cpu_slots(cluster, model)
     caps = [d.memory for d in cluster.devices]
+    check_total_memory(U, cluster, "latency_ip")
     greedy = greedy_latency(graph, cluster)
     cands = [greedy] if greedy.status != "infeasible" else []
     if warm_start:

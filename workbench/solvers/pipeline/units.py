@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from ...costs.pipeline_costs import check_finite_costs, out_costs, transfer_tiers
-from ...errors import SolverError
+from ...errors import InfeasibleError, SolverError
 from ...plan import Plan
 from .contraction import class_keys, contract_for_dp
 
-__all__ = ["Units", "add_rows", "class_units", "dp_units", "greedy_units", "pass_rows",
+__all__ = ["Units", "add_rows", "check_total_memory", "class_units", "dp_units", "greedy_units", "pass_rows",
            "pass_units", "plan_status", "unit_assignment", "unit_placement"]
 
 
@@ -166,6 +166,29 @@ def plan_status(res, judged: float, scaled_obj: float) -> tuple[str, str | None]
     note = None if agree else (f"the MILP's objective {scaled_obj:.6g} differs from the "
                                f"judge's {judged:.6g}")
     return "feasible", note
+
+
+def check_total_memory(U: Units, cluster, method: str) -> None:
+    """:class:`~workbench.errors.InfeasibleError` when the units' memory exceeds what all the
+    devices of ``cluster`` hold together (no split can fit; issue 41: the programs spent
+    their whole time limit building a model that has no solution and said "raise
+    time_limit"). Devices without a memory figure hold anything.
+
+    >>> from workbench import samples, Cluster
+    >>> g = samples.to_training(samples.cnn(8))
+    >>> c = Cluster.preset("2xV100-pcie").with_memory(g.total_memory() * 0.4)
+    >>> check_total_memory(class_units(g, c), c, "ip_contig")
+    Traceback (most recent call last):
+    ...
+    workbench.errors.InfeasibleError: ip_contig: the ops of graph 'cnn8-train' need 8.5 MB but the 2 devices of cluster '2xV100-pcie' hold 6.8 MB in all: no split fits
+    """
+    caps = np.array([d.memory for d in cluster.devices], dtype=float)
+    need = float(np.sum(U.mem))
+    if np.isinf(caps).any() or need <= float(caps.sum()) * (1 + 1e-12):
+        return
+    raise InfeasibleError(f"{method}: the ops of graph {U.graph.name!r} need {need / 1e6:.4g} MB "
+                          f"but the {len(caps)} devices of cluster {cluster.name!r} hold "
+                          f"{caps.sum() / 1e6:.4g} MB in all: no split fits")
 
 
 def greedy_units(graph, cluster):
