@@ -109,15 +109,15 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
     out = []
     for tp in (t for t in (1, 2, 4, 8) if t <= min(_node_size(cluster), n) and n % t == 0):
         for pp in (p for p in range(1, n // tp + 1) if (n // tp) % p == 0
-                   and p <= config.layers):
+                   and p <= config.blocks):
             dp = n // (tp * pp)
             for mbs in (b for b in (1, 2, 4, 8) if global_batch % (b * dp) == 0):
                 m = global_batch // (mbs * dp)
                 scheds = [("1f1b", 1)]
                 if pp > 1 and "interleaved" in schedules and m % pp == 0:
                     scheds += [("interleaved", v) for v in virtuals
-                               if config.layers % (pp * v) == 0 or
-                               (not divisible and pp * v <= config.layers)]
+                               if config.blocks % (pp * v) == 0 or
+                               (not divisible and pp * v <= config.blocks)]
                 scheds = [x for x in scheds if x[0] in schedules]
                 zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
                 for sp in ((False, True) if tp > 1 else (False,)):

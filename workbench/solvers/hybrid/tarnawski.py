@@ -118,13 +118,13 @@ def _cut_points(plan, vec) -> tuple:
     activation: never inside the attention matrices) and what crossing there costs."""
     from ...judge.collectives import p2p_ms
 
-    cfg, s = plan.config, plan.strategy
-    x = cfg.mbs * cfg.seq * cfg.hidden * cfg.act_bytes / s.tp
+    s = plan.strategy
     link = plan.cluster.inter_host if s.tp * s.dp >= 8 else plan.cluster.intra_host
     n = len(vec.out)
     ok = np.zeros(n + 1, dtype=bool)
     send = np.zeros(n + 1)
-    ok[1:] = vec.out <= x * (1 + 1e-9)
+    most = np.array([(o.resid + o.carry) / s.tp for o in plan.ops])
+    ok[1:] = vec.out <= most * (1 + 1e-9)
     send[1:n] = [p2p_ms(b, link) for b in vec.out[:-1]]
     return ok, send
 
