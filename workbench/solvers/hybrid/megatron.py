@@ -35,6 +35,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...costs.llm import LLMConfig, chain, parse_spec
 from ...errors import PlanError
 from ...judge.training import simulate_training
@@ -199,17 +201,56 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
                         curve, notes, top)
 
 
+def _layout_plan_of(config, cluster):
+    """The best split of a strategy's chain at block boundaries (the stage DP of
+    :func:`.tarnawski.stage_split` with cuts only where a block starts): what Megatron-LM's
+    ``--pipeline-model-parallel-layout`` can express (any number of blocks on each pipeline
+    and virtual stage, the embedding on the first, the head and loss on the last)."""
+    from .costs import OpVectors, static_bytes_per_param
+    from .tarnawski import _cut_points, stage_split
+
+    def plan_of(plan, vec):
+        s = plan.strategy
+        if s.pp == 1:
+            return plan
+        ok, send = _cut_points(plan, vec)
+        n = len(plan.ops)
+        pos = [0] + [i for i, o in enumerate(plan.ops) if 0 < i and ok[i] and
+                     0 <= o.layer < config.blocks and plan.ops[i - 1].layer != o.layer] + [n]
+        # the chain folded into its segments between block starts (the same DP, fewer cuts)
+        seg = [np.add.reduceat(a, pos[:-1]) for a in (vec.work, vec.params, vec.stash,
+                                                       vec.out)]
+        folded = OpVectors(*seg, vec.transient)
+        cap = min(cluster.devices[r].memory for r in range(s.devices))
+        split = stage_split(folded, pp=s.pp, n_micro=plan.n_micro, capacity=cap,
+                            per_param=static_bytes_per_param(config.precision, s.zero, s.dp),
+                            virtual=s.virtual, send_ms=send[pos])
+        if split is None:
+            return None
+        return parallelize(config, cluster, s, cuts=[pos[c] for c in split[1]])
+
+    return plan_of
+
+
 def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
-             prune: bool = False, time_limit: float | None = None) -> SearchResult:
+             prune: bool = False, time_limit: float | None = None,
+             layout: bool = False) -> SearchResult:
     """The fastest strategy of Megatron's grid that fits in memory (see the module
-    docstring); ``result`` is None when none fits."""
+    docstring); ``result`` is None when none fits. ``layout=True``: each pipelined
+    strategy's blocks split by the stage DP at block boundaries instead of evenly (Megatron-LM's
+    ``--pipeline-model-parallel-layout``, which subsumes its
+    ``--decoder-first/last-pipeline-num-layers``), interleaved chunks of unequal block counts
+    allowed (method name ``megatron-layout``)."""
     if isinstance(config, str):
         config = parse_spec(config)
-    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus)
+    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus,
+                      divisible=not layout)
     if not strategies:
         raise PlanError(f"no strategy of Megatron's grid fits {config.spec} on "
                         f"{cluster.name} with global batch {global_batch}")
-    return judge_all("megatron", config, cluster, strategies, prune=prune,
-                     time_limit=time_limit,
-                     notes="every valid strategy judged" if not prune else
-                     "judged in bound order; the rest provably no faster")
+    return judge_all("megatron-layout" if layout else "megatron", config, cluster, strategies,
+                     prune=prune, time_limit=time_limit,
+                     plan_of=_layout_plan_of(config, cluster) if layout else None,
+                     notes=("every valid strategy judged" if not prune else
+                            "judged in bound order; the rest provably no faster") +
+                     ("; blocks split by the stage DP at block boundaries" if layout else ""))

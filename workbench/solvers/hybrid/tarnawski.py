@@ -182,13 +182,16 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               refine: int = 3, virtuals=(2, 3, 4, 6, 8)) -> SearchResult:
     """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
     chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
-    :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
-    bound, and its time counted in this search's)."""
+    :func:`.megatron.megatron` result already at hand, or a list of them (e.g. the balanced
+    grid's and ``layout=True``'s; their best is a candidate), else the balanced grid is
+    searched, pruned by the bound, and its time counted in this search's."""
     if isinstance(config, str):
         config = parse_spec(config)
     t0, c0 = time.perf_counter(), time.process_time()
-    base = baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
-                                prune=True, time_limit=time_limit)
+    bases = list(baseline) if isinstance(baseline, (list, tuple)) else \
+        [baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
+                              prune=True, time_limit=time_limit)]
+    base = min(bases, key=lambda r: r.step_ms)
     strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
                                   virtuals=virtuals, divisible=False) if s.pp > 1]
 
@@ -208,7 +211,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
                     incumbent=incumbent, plan_of=plan_of)
     plan, result, judged = own.plan, own.result, own.judged
-    pool = sorted(own.top + base.top, key=lambda x: x[0])[:refine]
+    pool = sorted(own.top + [t for b in bases for t in b.top], key=lambda x: x[0])[:refine]
     for _, p, r in pool:
         p2, r2, n = refine_cuts(p, r)
         judged += n
@@ -216,10 +219,12 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
     won = result is not None and base.result is not None and plan is not base.plan
-    notes = ("op-level stage split beats megatron's best" if won else
-             "megatron's best kept (a candidate of this search)")
-    bound = min(own.bound, base.bound)
-    return SearchResult("tarnawski", plan, result, base.grid + own.grid,
-                        base.judged + judged, base.fits + own.fits,
-                        base.ruled_out + own.ruled_out, time.perf_counter() - t0,
-                        time.process_time() - c0, bound, own.curve, notes)
+    notes = (f"op-level stage split beats {base.method}'s best" if won else
+             f"{base.method}'s best kept (a candidate of this search)")
+    bound = min([own.bound] + [b.bound for b in bases])
+    return SearchResult("tarnawski", plan, result, own.grid + sum(b.grid for b in bases),
+                        judged + sum(b.judged for b in bases),
+                        own.fits + sum(b.fits for b in bases),
+                        own.ruled_out + sum(b.ruled_out for b in bases),
+                        time.perf_counter() - t0, time.process_time() - c0, bound, own.curve,
+                        notes)
