@@ -11,7 +11,7 @@ from workbench.cluster import Cluster
 from workbench.costs.llm import chain, parse_spec
 from workbench.judge.training import simulate_training
 from workbench.solvers.hybrid import megatron, op_vectors, strategy_bound, tarnawski
-from workbench.solvers.hybrid.tarnawski import _cut_points
+from workbench.solvers.hybrid.split import cut_points
 from workbench.transforms.parallel import Strategy, parallelize
 
 T5 = "t5:layers=2,dec_layers=2,hidden=256,heads=4,seq=128,vocab=8000"
@@ -38,7 +38,7 @@ def test_blocks_differ_and_balanced_cuts_follow_them():
 
 def test_decoder_cuts_pass_the_encoder_output_on():
     p = parallelize(T5, CL, Strategy(tp=2, pp=2, global_batch=4))
-    ok, send = _cut_points(p, op_vectors(p))
+    ok, send = cut_points(p, op_vectors(p))
     dec = [i for i, o in enumerate(p.ops) if o.layer == 3]
     assert any(ok[i] for i in dec)               # cuts inside the decoder are allowed
     c = parse_spec(T5)
@@ -71,16 +71,21 @@ def test_searches_on_nonuniform_models(spec):
 
 def test_layout_split_balances_the_decoder():
     """On a pipeline of the encoder-decoder, the block-boundary DP moves the cut off the
-    middle (decoder blocks cost more) and the judged step drops."""
+    middle (decoder blocks cost more) and the judged step drops; megatron-layout is never
+    worse than megatron's even split on the same grid."""
     spec = "t5:layers=4,dec_layers=4,hidden=512,heads=8,seq=256,vocab=8000"
     s = Strategy(pp=2, dp=2, global_batch=32)
     balanced = parallelize(spec, CL, s)
     from workbench.solvers.hybrid.megatron import _layout_plan_of
 
-    plan = _layout_plan_of(balanced.config, CL)(balanced, op_vectors(balanced))
+    even, plan = _layout_plan_of(balanced.config, CL)(balanced, op_vectors(balanced))
+    assert even is balanced                       # the even split is judged too
     assert plan.cuts[1] > balanced.cuts[1]        # more encoder blocks on the first stage
     assert plan.ops[plan.cuts[1]].name.endswith("/self_norm")     # at a block boundary
     assert simulate_training(plan).step_ms < simulate_training(balanced).step_ms
+    m = megatron(spec, CL, global_batch=32, gpus=4)
+    lay = megatron(spec, CL, global_batch=32, gpus=4, layout=True)
+    assert lay.step_ms <= m.step_ms
 
 
 def test_robustness_on_strategy_plans():

@@ -14,7 +14,8 @@ Both return a :class:`SearchResult` whose ``plan`` the judge
 from .bound import bubble_factor, strategy_bound
 from .costs import OpVectors, op_vectors
 from .megatron import SearchResult, grid, megatron
-from .tarnawski import stage_split, tarnawski
+from .split import stage_split
+from .tarnawski import tarnawski
 
 __all__ = ["OpVectors", "SearchResult", "bubble_factor", "grid", "megatron", "op_vectors",
            "stage_split", "strategy_bound", "tarnawski"]

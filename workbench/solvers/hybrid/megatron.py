@@ -152,7 +152,8 @@ def _plans(config, cluster, strategies) -> list:
 def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
               plan_of=None, notes=""):
     """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
-    ``plan_of(strategy, plan)`` may return another plan of the strategy (new cuts) or None."""
+    ``plan_of(plan, vectors)`` may return another plan of the strategy (new cuts), a list of
+    plans (each judged) or None."""
     t0, c0 = time.perf_counter(), time.process_time()
     plans = _plans(config, cluster, strategies)
     cache: dict = {}
@@ -180,18 +181,20 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
             ruled += 1
             timed_out = True
             continue
-        plan = plans[i] if plan_of is None else plan_of(plans[i], vecs[i])
-        if plan is None:
+        cands = [plans[i]] if plan_of is None else plan_of(plans[i], vecs[i])
+        cands = [c for c in (cands if isinstance(cands, list) else [cands]) if c is not None]
+        if not cands:
             ruled += 1
             continue
-        r = simulate_training(plan, record_links=False)
-        judged += 1
-        if r.feasible:
-            fits += 1
-            top.append((r.step_ms, len(top), plan, r))
-            if best is None or r.step_ms < best.step_ms:
-                best_plan, best = plan, r
-                curve.append((time.perf_counter() - t0, r.step_ms))
+        for plan in cands:
+            r = simulate_training(plan, record_links=False)
+            judged += 1
+            if r.feasible:
+                fits += 1
+                top.append((r.step_ms, len(top), plan, r))
+                if best is None or r.step_ms < best.step_ms:
+                    best_plan, best = plan, r
+                    curve.append((time.perf_counter() - t0, r.step_ms))
     space_bound = min(bounds, default=math.inf)
     top = [(st, p, r) for st, _, p, r in sorted(top, key=lambda x: x[:2])[:8]]
     if timed_out:
@@ -202,18 +205,19 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
 
 
 def _layout_plan_of(config, cluster):
-    """The best split of a strategy's chain at block boundaries (the stage DP of
-    :func:`.tarnawski.stage_split` with cuts only where a block starts): what Megatron-LM's
-    ``--pipeline-model-parallel-layout`` can express (any number of blocks on each pipeline
-    and virtual stage, the embedding on the first, the head and loss on the last)."""
+    """A strategy's even split and the best split of its chain at block boundaries (the
+    stage DP of :func:`.split.stage_split` with cuts only where a block starts), both judged:
+    what Megatron-LM's ``--pipeline-model-parallel-layout`` can express (any number of
+    blocks on each pipeline and virtual stage, the embedding on the first, the head and loss
+    on the last), the even split included."""
     from .costs import OpVectors, static_bytes_per_param
-    from .tarnawski import _cut_points, stage_split
+    from .split import cut_points, stage_split
 
     def plan_of(plan, vec):
         s = plan.strategy
         if s.pp == 1:
             return plan
-        ok, send = _cut_points(plan, vec)
+        ok, send = cut_points(plan, vec)
         n = len(plan.ops)
         pos = [0] + [i for i, o in enumerate(plan.ops) if 0 < i and ok[i] and
                      0 <= o.layer < config.blocks and plan.ops[i - 1].layer != o.layer] + [n]
@@ -226,8 +230,10 @@ def _layout_plan_of(config, cluster):
                             per_param=static_bytes_per_param(config.precision, s.zero, s.dp),
                             virtual=s.virtual, send_ms=send[pos])
         if split is None:
-            return None
-        return parallelize(config, cluster, s, cuts=[pos[c] for c in split[1]])
+            return plan
+        cuts = [pos[c] for c in split[1]]
+        return [plan] if cuts == plan.cuts else \
+            [plan, parallelize(config, cluster, s, cuts=cuts)]
 
     return plan_of
 
@@ -237,7 +243,7 @@ def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
              layout: bool = False) -> SearchResult:
     """The fastest strategy of Megatron's grid that fits in memory (see the module
     docstring); ``result`` is None when none fits. ``layout=True``: each pipelined
-    strategy's blocks split by the stage DP at block boundaries instead of evenly (Megatron-LM's
+    strategy's blocks also split by the stage DP at block boundaries (Megatron-LM's
     ``--pipeline-model-parallel-layout``, which subsumes its
     ``--decoder-first/last-pipeline-num-layers``), interleaved chunks of unequal block counts
     allowed (method name ``megatron-layout``)."""
