@@ -100,3 +100,35 @@ def test_builder_matches_torch_capture(spec):
     assert abs(c.params() / n_params - 1) < 0.01, (c.params(), n_params)
     param_bytes = sum(ours.op(v).get("param_bytes", 0.0) for v in ours.ops)
     assert abs(param_bytes / cap.meta["param_bytes"] - 1) < 0.01
+
+
+@pytest.mark.parametrize("bad, msg", [
+    ("t5:experts=4", "moe models only"), ("llama:dec_layers=2", "t5 models only"),
+    ("moe:experts=2,topk=3", "exceeds"), ("t5:dec_layers=-1", "non-negative"),
+    ("moe:8x7b,moe_every=x", "integer"), ("bart:layers=2", "unknown model")])
+def test_bad_specs(bad, msg):
+    with pytest.raises(GraphError, match=msg):
+        parse_spec(bad)
+
+
+def test_presets_and_round_trip():
+    assert PRESETS["t5:large"].params() == 737_668_096        # as released (tied head)
+    assert PRESETS["t5:base"].params() == 222_903_552
+    assert abs(PRESETS["moe:8x7b"].params() / 46.7e9 - 1) < 0.01
+    for spec in (T5_SMALL, MOE_SMALL, "t5:large,layers=6", "moe:8x7b,moe_every=2"):
+        c = parse_spec(spec)
+        assert parse_spec(c.spec) == c
+    assert parse_spec("t5:large,layers=6").dec_layers == 6     # derived unless given
+    assert parse_spec("t5:large,layers=6,dec_layers=2").dec_layers == 2
+
+
+def test_cli_takes_the_new_models(capsys):
+    from workbench.cli import main
+
+    assert main(["info", T5_SMALL]) in (0, None)
+    assert "t5:" in capsys.readouterr().out
+    assert main(["train", MOE_SMALL, "--cluster", "8xA100-80g", "--tp", "2", "--pp", "2",
+                 "--global-batch", "8"]) in (0, None)
+    assert "step" in capsys.readouterr().out
+    assert main(["train", "moe:experts=2,topk=3", "--global-batch", "8"]) == 2
+    assert "error: moe:experts=2,topk=3" in capsys.readouterr().err
