@@ -115,7 +115,7 @@ def op_vectors(plan) -> OpVectors:
             core_block[o.layer] = core_block.get(o.layer, 0.0) + o.core_saved / d
         if s.recompute == "full" and block:
             first = i == 0 or ops[i - 1].layer != o.layer
-            stash[i] = (o.resid + o.carry) / (t if sp else 1) if first else 0.0
+            stash[i] = o.resid / (t if sp else 1) if first else 0.0
         elif s.recompute == "selective":
             stash[i] = saved - o.core_saved / d
         else:
