@@ -145,6 +145,8 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     won = result is not None and base.result is not None and plan is not base.plan
     notes = (f"op-level stage split beats {base.method}'s best" if won else
              f"{base.method}'s best kept (a candidate of this search)")
+    if own.notes:            # e.g. the time limit was reached
+        notes += "; " + own.notes
     bound = min([own.bound] + [b.bound for b in bases])
     return SearchResult("tarnawski", plan, result, own.grid + sum(b.grid for b in bases),
                         judged + sum(b.judged for b in bases),
