@@ -174,19 +174,22 @@ def _cmd_strategies(args) -> int:
     cluster = load_cluster_arg(args.cluster)
     m = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full,
                  gpu=args.gpu)
-    h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=m, gpu=args.gpu)
-    rows = [r.summary() for r in (m, h)]
-    rows[1]["notes"] = h.notes
+    lay = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full,
+                   layout=True, gpu=args.gpu)
+    h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=[m, lay],
+                  gpu=args.gpu)
+    rows = [r.summary() for r in (m, lay, h)]
+    rows[2]["notes"] = h.notes
     if args.json:
         print(json.dumps([{k: _num(v) if isinstance(v, float) else v for k, v in r.items()}
                           for r in rows]))
         return 0
     keys = [k for k in rows[0] if k not in ("cuts",)] + ["cuts", "notes"]
     w = max(len(k) for k in keys)
-    print(f"{'':<{w}}  {'megatron':<60}  tarnawski")
+    print(f"{'':<{w}}  {'megatron':<44}  {'megatron-layout':<44}  tarnawski")
     for k in keys:
-        a, b = (str(r.get(k, "")) for r in rows)
-        print(f"{k:<{w}}  {a[:60]:<60}  {b}")
+        a, b, c = (str(r.get(k, "")) for r in rows)
+        print(f"{k:<{w}}  {a[:44]:<44}  {b[:44]:<44}  {c}")
     return 0
 
 
@@ -679,8 +682,9 @@ def _check_outputs(args) -> None:
 def _strategies_parser(sub) -> None:
     """The ``strategies`` command's arguments (issue 48)."""
     p = sub.add_parser("strategies", help="search an LLM's training strategy: megatron's grid "
-                       "and the tarnawski stage DP side by side, with breakdowns and gaps")
-    p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, ...")
+                       "(balanced and layout splits) and the tarnawski stage DP side by side, "
+                       "with breakdowns and gaps")
+    p.add_argument("model", help="gpt:1.3b, llama:7b,vocab=128256, t5:large, moe:8x7b, ...")
     p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset or a cluster JSON")
     p.add_argument("--global-batch", type=_COUNT, required=True, help="sequences per step")
     p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")
@@ -750,9 +754,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=_cmd_info)
 
     p = sub.add_parser("train", help="judge a tensor x pipeline x data-parallel training "
-                       "strategy of an LLM (gpt:..., llama:...)")
+                       "strategy of an LLM (gpt:..., llama:..., t5:..., moe:...)")
     p.add_argument("model", help="gpt:175b, gpt:layers=24,hidden=2048,heads=16,seq=1024,mbs=4, "
-                   "llama:7b, ...")
+                   "llama:7b, t5:large, moe:8x7b,moe_every=2, ...")
     p.add_argument("--cluster", default="8xA100-80g", help="a GPU preset (8xA100-80g, "
                    "64xA100-80g, 512xA100-80g, ...-40g, 8xH100, ...) or a cluster JSON")
     p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")

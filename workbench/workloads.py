@@ -297,7 +297,7 @@ def resolve(spec: str, *, batch: int | None = None, seq: int | None = None,
         return read_msr(spec)
     if spec.startswith("suite:"):  # a pair of the hard suite: its graph and its cluster
         return workload(spec[6:]).build()
-    if spec.startswith(("gpt:", "llama:")):  # an LLM training step built from its formulas
+    if spec.startswith(("gpt:", "llama:", "t5:", "moe:")):  # an LLM step from its formulas
         from .costs.llm_graph import training_graph
 
         return _named(spec, lambda: (training_graph(spec), None))
@@ -383,7 +383,8 @@ def check(spec: str, *, run_code: bool = False) -> bool:
 
     if is_code_file(spec) and not run_code:
         return _check_code_file(spec)
-    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:", "gpt:", "llama:")) or \
+    if not isinstance(spec, str) or spec.startswith(("msr:", "suite:", "gpt:", "llama:", "t5:",
+                                                     "moe:")) or \
             is_model_spec(spec) or _file(spec):
         return resolve(spec)[1] is not None
     name, kw = _sample_size(spec)

@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 
 from ..errors import GraphError
 
-__all__ = ["ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
+__all__ = ["ARCHS", "ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
            "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS"]
 
 MAX_LAYERS = 1024
@@ -140,14 +140,26 @@ GPUS: dict[str, GPUSpec] = {
 """GPU name -> :class:`GPUSpec`."""
 
 
+ARCHS = ("gpt", "llama", "t5", "moe")
+"""Model architectures :func:`parse_spec` reads (``gpt:...``, ``llama:...``, ``t5:...``,
+``moe:...``)."""
+
+
 @dataclass(frozen=True)
 class LLMConfig:
-    """A decoder-only transformer and its micro-batch.
+    """A transformer and its micro-batch.
 
     ``arch`` is ``"gpt"`` (LayerNorm, GeLU MLP of ``ffn = 4 hidden``, learned positions,
-    dropout, LM head tied to the embedding) or ``"llama"`` (RMSNorm, SwiGLU, rotary
-    positions, grouped-query attention with ``kv_heads``, no dropout, untied head).
-    ``precision`` is ``bf16``/``fp16`` (2-byte activations, fp32 master weights) or ``fp32``.
+    dropout, LM head tied to the embedding), ``"llama"`` (RMSNorm, SwiGLU, rotary
+    positions, grouped-query attention with ``kv_heads``, no dropout, untied head), ``"t5"``
+    (an encoder-decoder, Raffel et al. 2020: ``layers`` encoder blocks over ``seq`` tokens and
+    ``dec_layers`` decoder blocks over ``dec_seq`` tokens, each decoder block with
+    cross-attention over the encoder's output; RMS norms, ReLU MLP of ``ffn = 4 hidden``,
+    relative position biases, dropout, LM head tied to the shared embedding) or ``"moe"`` (a
+    Llama whose MLP is, every ``moe_every`` blocks, a mixture of ``experts`` SwiGLU experts
+    with top-``topk`` routing: Mixtral, Jiang et al. 2024; Switch-style alternation with
+    ``moe_every=2``). ``precision`` is ``bf16``/``fp16`` (2-byte activations, fp32 master
+    weights) or ``fp32``.
     """
 
     arch: str = "gpt"
@@ -161,10 +173,16 @@ class LLMConfig:
     kv_heads: int = 0
     precision: str = "bf16"
     dropout: bool = True
+    dec_layers: int = 0
+    dec_seq: int = 0
+    experts: int = 0
+    topk: int = 0
+    moe_every: int = 0
 
     def __post_init__(self):
-        if self.arch not in ("gpt", "llama"):
-            raise GraphError(f"unknown model architecture {self.arch!r}; use gpt or llama")
+        if self.arch not in ARCHS:
+            raise GraphError(f"unknown model architecture {self.arch!r}; use "
+                             f"{', '.join(ARCHS)}")
         for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn", "kv_heads"):
             v = getattr(self, f)
             low = 0 if f in ("ffn", "kv_heads") else 1      # 0: derived from the others
@@ -183,16 +201,47 @@ class LLMConfig:
             raise GraphError(f"{self.arch}: precision must be bf16, fp16 or fp32, got "
                              f"{self.precision!r}")
         if not self.ffn:
-            ffn = 4 * self.hidden if self.arch == "gpt" else \
+            ffn = 4 * self.hidden if self.arch in ("gpt", "t5") else \
                 256 * math.ceil(int(8 * self.hidden / 3) / 256)
             object.__setattr__(self, "ffn", ffn)
+        self._derive_kinds()
         if not self.kv_heads:
             object.__setattr__(self, "kv_heads", self.heads)
         if self.heads % self.kv_heads:
             raise GraphError(f"{self.arch}: heads={self.heads} is not a multiple of "
                              f"kv_heads={self.kv_heads}")
-        if self.arch == "llama":
+        if self.arch in ("llama", "moe"):
             object.__setattr__(self, "dropout", False)
+
+    def _derive_kinds(self) -> None:
+        """The encoder-decoder's and the mixture of experts' own fields (0: their default;
+        left 0 by the other architectures)."""
+        own = {"t5": {"dec_layers": self.layers, "dec_seq": self.seq},
+               "moe": {"experts": 8, "topk": 2, "moe_every": 1}}.get(self.arch, {})
+        for f in ("dec_layers", "dec_seq", "experts", "topk", "moe_every"):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+                raise GraphError(f"{self.arch}: {f} must be a non-negative integer, got {v!r}")
+            top = MAX_LAYERS if f == "dec_layers" else MAX_DIM
+            if v > top:
+                raise GraphError(f"{self.arch}: {f}={v} is beyond the largest allowed, {top}")
+            if v and f not in own:
+                raise GraphError(f"{self.arch}: {f} is a field of "
+                                 f"{'t5' if f.startswith('dec') else 'moe'} models only")
+            if f in own and not v:
+                object.__setattr__(self, f, own[f])
+        if self.topk > self.experts:
+            raise GraphError(f"moe: topk={self.topk} exceeds experts={self.experts}")
+
+    @property
+    def blocks(self) -> int:
+        """Transformer blocks of the chain (an encoder-decoder's encoder and decoder blocks;
+        chain layers ``0 .. blocks - 1``)."""
+        return self.layers + self.dec_layers
+
+    def is_moe(self, layer: int) -> bool:
+        """Whether block ``layer`` has the mixture-of-experts MLP."""
+        return self.arch == "moe" and layer % self.moe_every == self.moe_every - 1
 
     @property
     def act_bytes(self) -> int:
@@ -203,14 +252,15 @@ class LLMConfig:
     def spec(self) -> str:
         """The name that :func:`parse_spec` reads back into this configuration."""
         base = LLMConfig(self.arch)
-        derived = LLMConfig(self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads)
-        keys = [f for f in ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn",
-                            "kv_heads", "precision") if getattr(self, f) != getattr(base, f)
-                and not (f in ("ffn", "kv_heads") and getattr(self, f) == getattr(derived, f))]
+        derived = LLMConfig(self.arch, layers=self.layers, hidden=self.hidden, heads=self.heads,
+                            seq=self.seq)
+        keys = [f for f in _INT_KEYS + ("precision",) if getattr(self, f) != getattr(base, f)
+                and not (f in ("ffn", "kv_heads", "dec_layers", "dec_seq") and
+                         getattr(self, f) == getattr(derived, f))]
         return f"{self.arch}:" + ",".join(f"{k}={getattr(self, k)}" for k in keys)
 
     def params(self) -> int:
-        """Parameter count (tied GPT head counted once).
+        """Parameter count (tied GPT and T5 heads counted once).
 
         >>> PRESETS["llama:7b"].params()
         6738415616
@@ -227,10 +277,20 @@ PRESETS: dict[str, LLMConfig] = {
     "llama:7b": LLMConfig("llama", 32, 4096, 32, 4096, vocab=32000, ffn=11008),
     "llama:13b": LLMConfig("llama", 40, 5120, 40, 4096, vocab=32000, ffn=13824),
     "llama:70b": LLMConfig("llama", 80, 8192, 64, 4096, vocab=32000, ffn=28672, kv_heads=8),
+    # Raffel et al. 2020, section 3.7 (T5 base / large, sequence 512; vocabulary 32,128 as
+    # released)
+    "t5:base": LLMConfig("t5", 12, 768, 12, 512, vocab=32128, ffn=3072),
+    "t5:large": LLMConfig("t5", 24, 1024, 16, 512, vocab=32128, ffn=4096),
+    # Jiang et al. 2024 (Mixtral 8x7B: 32 blocks, hidden 4,096, 8 experts of width 14,336,
+    # top-2, 8 key/value heads, vocabulary 32,000; sequence 4,096 here)
+    "moe:8x7b": LLMConfig("moe", 32, 4096, 32, 4096, vocab=32000, ffn=14336, kv_heads=8,
+                          experts=8, topk=2, moe_every=1),
 }
-"""Named sizes: ``gpt:1.3b``, ``gpt:13b``, ``gpt:175b``, ``llama:7b``, ``llama:13b``, ``llama:70b``."""
+"""Named sizes: ``gpt:1.3b``, ``gpt:13b``, ``gpt:175b``, ``llama:7b``, ``llama:13b``,
+``llama:70b``, ``t5:base``, ``t5:large``, ``moe:8x7b``."""
 
-_INT_KEYS = ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn", "kv_heads")
+_INT_KEYS = ("layers", "hidden", "heads", "seq", "mbs", "vocab", "ffn", "kv_heads",
+             "dec_layers", "dec_seq", "experts", "topk", "moe_every")
 
 
 def parse_spec(spec: str) -> LLMConfig:
@@ -247,10 +307,11 @@ def parse_spec(spec: str) -> LLMConfig:
     workbench.errors.GraphError: gpt:layers=two: layers must be an integer, got 'two'
     """
     if not isinstance(spec, str) or ":" not in spec:
-        raise GraphError(f"expected gpt:... or llama:..., got {spec!r}")
+        raise GraphError(f"expected gpt:..., llama:..., t5:... or moe:..., got {spec!r}")
     arch, _, rest = spec.partition(":")
-    if arch not in ("gpt", "llama"):
-        raise GraphError(f"{spec}: unknown model {arch!r}; use gpt:... or llama:...")
+    if arch not in ARCHS:
+        raise GraphError(f"{spec}: unknown model {arch!r}; use gpt:..., llama:..., t5:... "
+                         f"or moe:...")
     parts = [p.strip() for p in rest.split(",") if p.strip()]
     if not parts:
         raise GraphError(f"{spec}: names no size (e.g. {arch}:{'1.3b' if arch == 'gpt' else '7b'}) "
@@ -281,6 +342,9 @@ def parse_spec(spec: str) -> LLMConfig:
         kw["ffn"] = 0
     if "heads" in kw and "kv_heads" not in kw and base.kv_heads == base.heads:
         kw["kv_heads"] = 0
+    for key, dep in (("dec_layers", "layers"), ("dec_seq", "seq")):
+        if dep in kw and key not in kw and getattr(base, key) == getattr(base, dep):
+            kw[key] = 0
     try:
         return replace(base, **kw)
     except GraphError as e:
@@ -316,7 +380,11 @@ class ChainOp:
     that selective recomputation recomputes; ``core_saved`` the part of ``saved`` it then does
     not keep (the attention matrices; the queries, keys and values stay). ``comm_fwd``/``comm_bwd``: the collectives after
     the op's forward/backward, without (``tp``) and with (``sp``) sequence parallelism.
-    ``out``: bytes of the op's output (what a pipeline stage cut after it sends).
+    ``out``: bytes of the op's output (what a pipeline stage cut after it sends), ``carry``
+    included; ``resid``: bytes of the residual stream of the op's stack (``[b, s, h]``: what
+    full recomputation keeps of a block, and the most a cut may send besides ``carry``);
+    ``carry``: what a cut after the op must also pass on (an encoder-decoder's encoder
+    output, which every decoder layer's cross-attention reads).
     """
 
     name: str
@@ -334,6 +402,8 @@ class ChainOp:
     core_saved: float = 0.0
     comm_fwd: dict = field(default_factory=dict)
     comm_bwd: dict = field(default_factory=dict)
+    resid: float = 0.0
+    carry: float = 0.0
 
 
 def _op(name, op_type, layer, flops, nbytes, *, bwd=2.0, bwd_bytes=None, **kw) -> ChainOp:
@@ -423,18 +493,121 @@ def _llama_block(c: LLMConfig, i: int) -> list[ChainOp]:
     ]
 
 
+def _moe_mlp(c: LLMConfig, i: int) -> list[ChainOp]:
+    """A mixture-of-experts MLP (Mixtral's sparse block; Fedus et al. 2022's top-``k`` routing):
+    the router's logits and top-``k``, each token's ``topk`` copies through their experts'
+    SwiGLU (``2 x topk x 3 h f`` FLOPs a token; ``experts x 3 h f`` parameters, each expert
+    split by the tensor-parallel degree as Megatron-LM's expert tensor parallelism does), and
+    the weighted sum of the copies."""
+    b, s, h, f, e, E, k = c.mbs, c.seq, c.hidden, c.ffn, c.act_bytes, c.experts, c.topk
+    T, x = b * s, b * s * h * e
+    return [
+        _op(f"L{i}/router", "MatMul", i, 2 * T * h * E + 5 * T * E, e * (T * h + h * E + T * E),
+            params=h * E, saved=e * T * E, out=x),
+        _mm(f"L{i}/experts_gate_up", i, T * k, h, 2 * f, e, params=E * 2 * h * f,
+            comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/experts_swiglu", "SwiGLU", i, 4 * T * k * f, 3 * e * T * k * f, bwd=1.5,
+            split=True, saved=2 * e * T * k * f, out=e * T * k * f),
+        _mm(f"L{i}/experts_down", i, T * k, f, h, e, params=E * f * h),
+        _op(f"L{i}/combine", "Mul", i, 2 * T * k * h, e * (T * k * h + T * h), bwd=1.0,
+            saved=e * T * k, out=x, comm_fwd=_ar(x, "reducescatter")),
+    ]
+
+
+def _moe_block(c: LLMConfig, i: int) -> list[ChainOp]:
+    """A Llama block whose MLP is the mixture of experts on every ``moe_every``-th block."""
+    ops = _llama_block(c, i)
+    if not c.is_moe(i):
+        return ops
+    k = next(j for j, o in enumerate(ops) if o.name.endswith("/gate_up"))
+    return ops[:k] + _moe_mlp(c, i) + ops[-1:]
+
+
+def _t5_attention(c: LLMConfig, i: int, tag: str, sq: int, skv: int, *, cross: bool,
+                  bias: bool) -> list[ChainOp]:
+    """A T5 attention sub-layer (pre-norm, no scaling, relative position bias added to the
+    scores; cross-attention reads the encoder output for its keys and values) and its
+    dropout + residual."""
+    b, h, a, e = c.mbs, c.hidden, c.heads, c.act_bytes
+    Tq, Tk = b * sq, b * skv
+    x, xk = Tq * h * e, Tk * h * e
+    att = b * a * sq * skv
+    n = f"L{i}/{tag}"
+    qkv = [_mm(f"{n}_q", i, Tq, h, h, e, params=h * h, comm_bwd=_ar(x, "reducescatter")),
+           _mm(f"{n}_kv", i, Tk, h, 2 * h, e, params=2 * h * h, saved=0.0,
+               comm_bwd=_ar(xk, "reducescatter"))] if cross else \
+        [_mm(f"{n}_qkv", i, Tq, h, 3 * h, e, params=3 * h * h, comm_bwd=_ar(x, "reducescatter"))]
+    return [
+        _op(f"{n}_norm", "RMSNorm", i, 4 * Tq * h, 2 * x, bwd=1.5, params=h, saved=x, out=x,
+            comm_fwd={"sp": Comm("allgather", x)}),
+        *qkv,
+        _op(f"{n}_score", "BatchMatMul", i, 2 * b * sq * skv * h + att,
+            e * (Tq * h + Tk * h + 2 * att), split=True, core=True, saved=e * (Tq + Tk) * h,
+            out=e * att, params=32 * a if bias else 0),
+        _op(f"{n}_softmax", "Softmax", i, 5 * att, 2 * e * att, bwd=1.0, split=True, core=True,
+            saved=e * att, core_saved=e * att, out=e * att),
+        _op(f"{n}_dropout", "Dropout", i, att, 2 * e * att, bwd=1.0, split=True, core=True,
+            saved=att, core_saved=att, out=e * att),
+        _op(f"{n}_v", "BatchMatMul", i, 2 * b * sq * skv * h, e * (att + Tk * h + Tq * h),
+            split=True, core=True, saved=e * att + e * Tk * h, core_saved=e * att, out=x),
+        _mm(f"{n}_o", i, Tq, h, h, e, params=h * h, comm_fwd=_ar(x, "reducescatter")),
+        _op(f"{n}_residual", "Add", i, 2 * Tq * h, 3 * x, bwd=0.5, saved=Tq * h, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+    ]
+
+
+def _t5_block(c: LLMConfig, i: int) -> list[ChainOp]:
+    """Encoder block ``i < layers`` (self-attention, MLP) or decoder block (self-attention,
+    cross-attention over the encoder output, MLP); a decoder op's ``out`` carries the encoder
+    output on to the next pipeline stage."""
+    dec = i >= c.layers
+    b, h, f, e = c.mbs, c.hidden, c.ffn, c.act_bytes
+    s = c.dec_seq if dec else c.seq
+    T, x = b * s, b * s * h * e
+    first = i in (0, c.layers)
+    ops = _t5_attention(c, i, "self", s, s, cross=False, bias=first)
+    if dec:
+        ops += _t5_attention(c, i, "cross", s, c.seq, cross=True, bias=False)
+    ops += [
+        _op(f"L{i}/mlp_norm", "RMSNorm", i, 4 * T * h, 2 * x, bwd=1.5, params=h, saved=x,
+            out=x, comm_fwd={"sp": Comm("allgather", x)}),
+        _mm(f"L{i}/fc1", i, T, h, f, e, params=h * f, comm_bwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/relu", "Relu", i, 2 * T * f, 2 * e * T * f, bwd=1.0, split=True,
+            saved=e * T * f + T * f, out=e * T * f),
+        _mm(f"L{i}/fc2", i, T, f, h, e, params=f * h, comm_fwd=_ar(x, "reducescatter")),
+        _op(f"L{i}/mlp_residual", "Add", i, 2 * T * h, 3 * x, bwd=0.5, saved=T * h, out=x,
+            comm_bwd={"sp": Comm("allgather", x)}),
+    ]
+    xe = b * c.seq * h * e
+    if i == c.layers - 1:        # the encoder's final norm and dropout close its last block
+        ops.append(_op("encoder_norm", "RMSNorm", i, 5 * T * h, 2 * x, bwd=1.5, params=h,
+                       saved=x + T * h, out=x, comm_fwd={"sp": Comm("allgather", x)}))
+    if i == c.layers:            # the decoder's token embedding (shared weights) opens it
+        ops.insert(0, _op("decoder_embedding", "Gather", i, T * h, 3 * x, bwd=1.0, split=True,
+                          saved=T * h, out=x, comm_fwd=_ar(x, "reducescatter")))
+    carry = xe if dec else 0.0
+    return [replace(o, resid=x, carry=carry, out=o.out + carry) for o in ops]
+
+
 def _ends(c: LLMConfig) -> tuple[list[ChainOp], list[ChainOp]]:
     """The embedding before the blocks; the final norm, LM head and loss after them."""
     b, s, h, V, e = c.mbs, c.seq, c.hidden, c.vocab, c.act_bytes
-    T, x, L = b * s, b * s * h * e, c.layers
-    gpt = c.arch == "gpt"
+    T, x, L = b * s, b * s * h * e, c.blocks
+    gpt, tied = c.arch == "gpt", c.arch in ("gpt", "t5")
     emb_params = V * h + (s * h if gpt else 0)
+    emb = [_op("embedding", "Gather", -1, T * h if c.arch in ("gpt", "t5") else 0, 3 * x,
+               bwd=1.0, params=emb_params, split=True, out=x, saved=T * h if c.arch == "t5" else 0.0,
+               comm_fwd=_ar(x, "reducescatter"), resid=x)]
+    if c.arch == "t5":           # the head reads the decoder's tokens
+        s = c.dec_seq
+        T, x = b * s, b * s * h * e
     head = [
+        # (T5: the dropout after the norm and the tied head's scaling by hidden^-1/2 with it)
         _op("final_norm", "LayerNormalization" if gpt else "RMSNorm", L,
-            (8 if gpt else 4) * T * h, 2 * x, bwd=10 / 8 if gpt else 1.5,
+            (8 if gpt else 6 if tied else 4) * T * h, 2 * x, bwd=10 / 8 if gpt else 1.5,
             params=2 * h if gpt else h, saved=x, out=x, comm_fwd={"sp": Comm("allgather", x)}),
-        # tied to the embedding in GPT (its parameters counted there)
-        _mm("lm_head", L, T, h, V, e, params=0 if gpt else V * h, saved=x,
+        # tied to the embedding in GPT and T5 (its parameters counted there)
+        _mm("lm_head", L, T, h, V, e, params=0 if tied else V * h, saved=x,
             comm_bwd=_ar(x, "reducescatter")),
         # vocabulary-parallel cross-entropy: fp32 logits kept for backward; the max, the sum
         # of exponentials and the target logit all-reduced across ranks (3 floats a token)
@@ -442,10 +615,7 @@ def _ends(c: LLMConfig) -> tuple[list[ChainOp], list[ChainOp]]:
             split=True, saved=4 * T * V, out=4.0 * T,
             comm_fwd={"tp": Comm("allreduce", 12.0 * T), "sp": Comm("allreduce", 12.0 * T)}),
     ]
-    emb = [_op("embedding", "Gather", -1, T * h if gpt else 0, 3 * x, bwd=1.0,
-               params=emb_params, split=True, out=x, saved=0.0,
-               comm_fwd=_ar(x, "reducescatter"))]
-    return emb, head
+    return emb, [replace(o, resid=x) for o in head]
 
 
 def chain(config: LLMConfig) -> list[ChainOp]:
@@ -455,9 +625,11 @@ def chain(config: LLMConfig) -> list[ChainOp]:
     >>> len(chain(c)), chain(c)[-1].name
     (30, 'loss')
     """
-    block = _gpt_block if config.arch == "gpt" else _llama_block
+    block = {"gpt": _gpt_block, "llama": _llama_block, "t5": _t5_block,
+             "moe": _moe_block}[config.arch]
     emb, head = _ends(config)
     ops = list(emb)
-    for i in range(config.layers):
-        ops.extend(block(config, i))
+    x = config.mbs * config.seq * config.hidden * config.act_bytes
+    for i in range(config.blocks):
+        ops.extend(o if o.resid else replace(o, resid=x) for o in block(config, i))
     return ops + head

@@ -134,14 +134,16 @@ def chunk_program(plan, c: int) -> dict:
     if acc > 0:
         bwd.append(("g", acc))
     stash_of = {o.name: o.saved / _div(o, t, sp) for o in ops}
-    x = cfg.mbs * cfg.seq * cfg.hidden * cfg.act_bytes / (t if sp else 1)
     groups = _layer_groups(ops)
-    blocks = {k: v for k, v in groups.items() if 0 <= k < cfg.layers}
+    blocks = {k: v for k, v in groups.items() if 0 <= k < cfg.blocks}
     ends = sum(stash_of[o.name] for k, v in groups.items() if k not in blocks for o in v)
     per_block = {k: sum(stash_of[o.name] for o in v) for k, v in blocks.items()}
     core = {k: sum(o.core_saved / _div(o, t, sp) for o in v) for k, v in blocks.items()}
-    if s.recompute == "full":
-        stash, transient = ends + x * len(blocks), max(per_block.values(), default=0.0)
+    if s.recompute == "full":     # each block's input kept (its first op's residual stream),
+        # and once what the blocks also read (an encoder-decoder's encoder output: one tensor)
+        kept = (sum(v[0].resid for v in blocks.values()) +
+                max((v[0].carry for v in blocks.values()), default=0.0)) / (t if sp else 1)
+        stash, transient = ends + kept, max(per_block.values(), default=0.0)
     elif s.recompute == "selective":
         stash = ends + sum(per_block.values()) - sum(core.values())
         transient = max(core.values(), default=0.0)

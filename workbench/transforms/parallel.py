@@ -233,7 +233,7 @@ class TrainingPlan:
 
     def chunk_layers(self, c: int) -> tuple[int, int]:
         """``(first, last + 1)`` block of chunk ``c`` (embedding and head not counted)."""
-        layers = [o.layer for o in self.chunk_ops(c) if 0 <= o.layer < self.config.layers]
+        layers = [o.layer for o in self.chunk_ops(c) if 0 <= o.layer < self.config.blocks]
         return (min(layers), max(layers) + 1) if layers else (0, 0)
 
     def rank(self, stage: int, replica: int = 0, tp_rank: int = 0) -> int:
@@ -289,28 +289,36 @@ class TrainingPlan:
 
 
 @lru_cache(maxsize=256)
-def _chain_sizes(config: LLMConfig) -> tuple[int, int]:
-    """``(ops of the chain, ops of one block)`` (searches build many plans of one model)."""
-    return len(chain(config)), sum(1 for o in chain(replace(config, layers=1)) if o.layer == 0)
+def _chain_sizes(config: LLMConfig) -> tuple[int, tuple]:
+    """``(ops of the chain, chain position where each block starts)`` (searches build many
+    plans of one model; blocks may differ in ops: an encoder-decoder's, a mixture of
+    experts')."""
+    ops = chain(config)
+    starts: dict = {}
+    for i, o in enumerate(ops):
+        if 0 <= o.layer < config.blocks:
+            starts.setdefault(o.layer, i)
+    return len(ops), tuple(starts[k] for k in range(config.blocks))
 
 
 def _balanced_cuts(config: LLMConfig, n_chunks: int, layers_per_stage) -> list:
-    ops_per_layer = _chain_sizes(config)[1]
+    starts = _chain_sizes(config)[1]
+    n = config.blocks
     if layers_per_stage is not None:
         layers_per_stage = _integers(layers_per_stage, "layers_per_stage")
     if layers_per_stage is None:
-        if config.layers < n_chunks:
-            raise PlanError(f"{config.layers} layers cannot fill {n_chunks} pipeline chunks")
-        q, r = divmod(config.layers, n_chunks)
+        if n < n_chunks:
+            raise PlanError(f"{n} layers cannot fill {n_chunks} pipeline chunks")
+        q, r = divmod(n, n_chunks)
         layers_per_stage = [q + (1 if c < r else 0) for c in range(n_chunks)]
-    if len(layers_per_stage) != n_chunks or sum(layers_per_stage) != config.layers or \
+    if len(layers_per_stage) != n_chunks or sum(layers_per_stage) != n or \
             min(layers_per_stage) < 0:
         raise PlanError(f"layers_per_stage {list(layers_per_stage)} must give {n_chunks} "
-                        f"chunks adding up to {config.layers} layers")
-    cuts, pos = [0], 1                                  # the embedding opens chunk 0
-    for n in layers_per_stage[:-1]:
-        pos += n * ops_per_layer
-        cuts.append(pos)
+                        f"chunks adding up to {n} layers")
+    cuts, done = [0], 0                                 # the embedding opens chunk 0
+    for k in layers_per_stage[:-1]:
+        done += k
+        cuts.append(starts[done])
     return cuts
 
 

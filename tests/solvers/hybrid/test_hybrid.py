@@ -131,8 +131,8 @@ def test_cli_strategies_side_by_side(capsys):
     assert main(["strategies", GPT, "--cluster", "8xA100-80g", "--global-batch", "8",
                  "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert [r["method"] for r in rows] == ["megatron", "tarnawski"]
-    assert rows[1]["step_ms"] <= rows[0]["step_ms"]
+    assert [r["method"] for r in rows] == ["megatron", "megatron-layout", "tarnawski"]
+    assert rows[2]["step_ms"] <= min(rows[0]["step_ms"], rows[1]["step_ms"])
     for r in rows:
         parts = sum(r[f"{k}_ms"] for k in ("compute", "recompute", "tp", "pp", "bubble", "dp",
                                            "optimizer"))
@@ -142,6 +142,9 @@ def test_cli_strategies_side_by_side(capsys):
     assert "tarnawski" in capsys.readouterr().out
     assert main(["strategies", "bert:x", "--global-batch", "8"]) == 2
     assert "error:" in capsys.readouterr().err
+    assert main(["strategies", "t5:layers=2,hidden=64,heads=4,seq=32,vocab=500",
+                 "--global-batch", "8"]) == 0
+    assert "megatron-layout" in capsys.readouterr().out
 
 
 def test_time_limit_says_the_rest_was_not_judged(node):

@@ -94,7 +94,6 @@ def op_vectors(plan) -> OpVectors:
     ops = plan.ops
     n = len(ops)
     work, params, stash, out = (np.zeros(n) for _ in range(4))
-    x = cfg.mbs * cfg.seq * cfg.hidden * cfg.act_bytes / (t if sp else 1)
     per_block: dict = {}
     core_block: dict = {}
     for i, o in enumerate(ops):
@@ -103,7 +102,7 @@ def op_vectors(plan) -> OpVectors:
         fcomm = coll(comm(o, "f"))
         w = fwd + fcomm + gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half) + \
             coll(comm(o, "b"))
-        block = 0 <= o.layer < cfg.layers
+        block = 0 <= o.layer < cfg.blocks
         if s.recompute == "full":
             w += fwd + fcomm
         elif s.recompute == "selective" and o.core:
@@ -116,7 +115,7 @@ def op_vectors(plan) -> OpVectors:
             core_block[o.layer] = core_block.get(o.layer, 0.0) + o.core_saved / d
         if s.recompute == "full" and block:
             first = i == 0 or ops[i - 1].layer != o.layer
-            stash[i] = x if first else 0.0
+            stash[i] = o.resid / (t if sp else 1) if first else 0.0
         elif s.recompute == "selective":
             stash[i] = saved - o.core_saved / d
         else:

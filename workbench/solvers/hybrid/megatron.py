@@ -35,6 +35,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ...costs.llm import LLMConfig, chain
 from ...errors import PlanError
 from ...judge.training import simulate_training
@@ -136,15 +138,15 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
     out = []
     for tp in (t for t in (1, 2, 4, 8) if t <= min(_node_size(cluster), n) and n % t == 0):
         for pp in (p for p in range(1, n // tp + 1) if (n // tp) % p == 0
-                   and p <= config.layers):
+                   and p <= config.blocks):
             dp = n // (tp * pp)
             for mbs in (b for b in (1, 2, 4, 8) if global_batch % (b * dp) == 0):
                 m = global_batch // (mbs * dp)
                 scheds = [("1f1b", 1)]
                 if pp > 1 and "interleaved" in schedules and m % pp == 0:
                     scheds += [("interleaved", v) for v in virtuals
-                               if config.layers % (pp * v) == 0 or
-                               (not divisible and pp * v <= config.layers)]
+                               if config.blocks % (pp * v) == 0 or
+                               (not divisible and pp * v <= config.blocks)]
                 scheds = [x for x in scheds if x[0] in schedules]
                 zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
                 for sp in ((False, True) if tp > 1 else (False,)):
@@ -177,7 +179,8 @@ def _plans(config, cluster, strategies, gpu=None) -> list:
 def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
               plan_of=None, notes="", gpu=None):
     """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
-    ``plan_of(strategy, plan)`` may return another plan of the strategy (new cuts) or None."""
+    ``plan_of(plan, vectors)`` may return another plan of the strategy (new cuts), a list of
+    plans (each judged) or None."""
     t0, c0 = time.perf_counter(), time.process_time()
     plans = _plans(config, cluster, strategies, gpu)
     cache: dict = {}
@@ -205,18 +208,20 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
             ruled += 1
             timed_out = True
             continue
-        plan = plans[i] if plan_of is None else plan_of(plans[i], vecs[i])
-        if plan is None:
+        cands = [plans[i]] if plan_of is None else plan_of(plans[i], vecs[i])
+        cands = [c for c in (cands if isinstance(cands, list) else [cands]) if c is not None]
+        if not cands:
             ruled += 1
             continue
-        r = simulate_training(plan, record_links=False)
-        judged += 1
-        if r.feasible:
-            fits += 1
-            top.append((r.step_ms, len(top), plan, r))
-            if best is None or r.step_ms < best.step_ms:
-                best_plan, best = plan, r
-                curve.append((time.perf_counter() - t0, r.step_ms))
+        for plan in cands:
+            r = simulate_training(plan, record_links=False)
+            judged += 1
+            if r.feasible:
+                fits += 1
+                top.append((r.step_ms, len(top), plan, r))
+                if best is None or r.step_ms < best.step_ms:
+                    best_plan, best = plan, r
+                    curve.append((time.perf_counter() - t0, r.step_ms))
     space_bound = min(bounds, default=math.inf)
     top = [(st, p, r) for st, _, p, r in sorted(top, key=lambda x: x[:2])[:8]]
     if timed_out:
@@ -226,22 +231,64 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
                         curve, notes, top)
 
 
+def _layout_plan_of(config, cluster, gpu=None):
+    """A strategy's even split and the best split of its chain at block boundaries (the
+    stage DP of :func:`.split.stage_split` with cuts only where a block starts), both judged:
+    what Megatron-LM's ``--pipeline-model-parallel-layout`` can express (any number of
+    blocks on each pipeline and virtual stage, the embedding on the first, the head and loss
+    on the last), the even split included."""
+    from .costs import OpVectors, static_bytes_per_param
+    from .split import cut_points, stage_split
+
+    def plan_of(plan, vec):
+        s = plan.strategy
+        if s.pp == 1:
+            return plan
+        ok, send = cut_points(plan, vec)
+        n = len(plan.ops)
+        pos = [0] + [i for i, o in enumerate(plan.ops) if 0 < i and ok[i] and
+                     0 <= o.layer < config.blocks and plan.ops[i - 1].layer != o.layer] + [n]
+        # the chain folded into its segments between block starts (the same DP, fewer cuts)
+        seg = [np.add.reduceat(a, pos[:-1]) for a in (vec.work, vec.params, vec.stash,
+                                                       vec.out)]
+        folded = OpVectors(*seg, vec.transient)
+        cap = min(cluster.devices[r].memory for r in range(s.devices))
+        split = stage_split(folded, pp=s.pp, n_micro=plan.n_micro, capacity=cap,
+                            per_param=static_bytes_per_param(config.precision, s.zero, s.dp),
+                            virtual=s.virtual, send_ms=send[pos])
+        if split is None:
+            return plan
+        cuts = [pos[c] for c in split[1]]
+        return [plan] if cuts == plan.cuts else \
+            [plan, parallelize(config, cluster, s, cuts=cuts, gpu=gpu)]
+
+    return plan_of
+
+
 def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
-             prune: bool = False, time_limit: float | None = None, gpu=None) -> SearchResult:
+             prune: bool = False, time_limit: float | None = None, gpu=None,
+             layout: bool = False) -> SearchResult:
     """The fastest strategy of Megatron's grid that fits in memory (see the module
     docstring); ``result`` is None when none fits. ``gpu``: the GPU figures of a cluster that
-    is no GPU preset (a name of :data:`workbench.costs.llm.GPUS`)."""
+    is no GPU preset (a name of :data:`workbench.costs.llm.GPUS`). ``layout=True``: each
+    pipelined strategy's blocks also split by the stage DP at block boundaries (Megatron-LM's
+    ``--pipeline-model-parallel-layout``, which subsumes its
+    ``--decoder-first/last-pipeline-num-layers``), interleaved chunks of unequal block counts
+    allowed (method name ``megatron-layout``)."""
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
-    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus, gpu=gpu)
+    strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus, gpu=gpu,
+                      divisible=not layout)
     if not strategies:
         raise PlanError(f"no strategy of Megatron's grid fits {config.spec} on "
                         f"{cluster.name} with global batch {global_batch}: every tp x pp x dp "
                         f"on {gpus or len(cluster.devices)} GPUs needs a global batch that is a "
                         f"multiple of mbs x dp (mbs 1, 2, 4 or 8) with at most "
                         f"{MAX_MICRO} micro-batches a replica, and pp at most the "
-                        f"{config.layers} layers")
-    return judge_all("megatron", config, cluster, strategies, prune=prune,
-                     time_limit=time_limit, gpu=gpu,
-                     notes="every valid strategy judged" if not prune else
-                     "judged in bound order; the rest provably no faster")
+                        f"{config.blocks} blocks")
+    return judge_all("megatron-layout" if layout else "megatron", config, cluster, strategies,
+                     prune=prune, time_limit=time_limit, gpu=gpu,
+                     plan_of=_layout_plan_of(config, cluster, gpu) if layout else None,
+                     notes=("every valid strategy judged" if not prune else
+                            "judged in bound order; the rest provably no faster") +
+                     ("; blocks split by the stage DP at block boundaries" if layout else ""))

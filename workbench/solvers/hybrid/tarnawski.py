@@ -49,91 +49,15 @@ from ...errors import PlanError
 from ...transforms.parallel import parallelize
 from .costs import static_bytes_per_param
 from .megatron import SearchResult, check_search, grid, judge_all, megatron
+from .split import cut_points, stage_split
 
 __all__ = ["refine_cuts", "stage_split", "tarnawski"]
-
-
-def stage_split(vectors, *, pp: int, n_micro: int, capacity: float, per_param: float,
-                virtual: int = 1, cut_ok=None, send_ms=None) -> tuple[float, list] | None:
-    """Tarnawski et al.'s DP on a chain: the cuts (``[0, c1, ...]``, ``pp x virtual``
-    chunks) with every stage in memory and the least objective; ``(objective, cuts)``, or None
-    when no split fits.
-
-    One chunk a stage (1F1B): stage ``k`` holds ``min(pp - k, n_micro)`` stashes, and the
-    objective is the pipeline's ``max_k (S_k + m w_k)`` (``S_k`` the work before stage ``k``,
-    ``w_k`` its own -- the quantity :mod:`.bound` bounds: earlier stages wait less, so they may
-    take more). Interleaved (``virtual > 1``, chunk ``c`` on stage ``c mod pp``): the largest
-    chunk's work, each chunk held to ``1 / virtual`` of the memory with ``min(pp, n_micro)``
-    stashes. ``cut_ok[j]``: a chunk may start at op ``j``; ``send_ms[j]``: the time of the
-    activation sent across a cut at ``j`` (added to both chunks beside it).
-
-    >>> import numpy as np
-    >>> from workbench.solvers.hybrid.costs import OpVectors
-    >>> v = OpVectors(np.array([1., 1., 1., 3.]), np.zeros(4), np.zeros(4), np.zeros(4), 0.)
-    >>> stage_split(v, pp=2, n_micro=4, capacity=1e9, per_param=16.)
-    (15.0, [0, 3])
-    >>> stage_split(v, pp=2, n_micro=4, capacity=1e9, per_param=16., virtual=2)
-    (3.0, [0, 1, 2, 3])
-    """
-    n = len(vectors.work)
-    n_chunks = pp * virtual
-    if n_chunks > n:
-        return None
-    m = n_micro
-    P = np.concatenate([[0.0], np.cumsum(vectors.work)])
-    S = np.concatenate([[0.0], np.cumsum(vectors.params)])
-    A = np.concatenate([[0.0], np.cumsum(vectors.stash)])
-    send = np.zeros(n + 1) if send_ms is None else np.asarray(send_ms, dtype=float)
-    w = P[None, :] - P[:, None] + send[:, None] + send[None, :]
-    static = (S[None, :] - S[:, None]) * per_param
-    stash = A[None, :] - A[:, None]
-    ok_pos = np.ones(n + 1, dtype=bool) if cut_ok is None else np.asarray(cut_ok, dtype=bool)
-    ok_pos[0] = ok_pos[n] = True
-    upper = np.triu(np.ones((n + 1, n + 1), dtype=bool), 1) & ok_pos[:, None] & ok_pos[None, :]
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    back = []
-    cols = np.arange(n + 1)
-    for k in range(n_chunks):
-        if virtual == 1:
-            mem = static + min(pp - k, m) * stash + vectors.transient
-            val = np.maximum(best[:, None], P[:, None] + m * w)
-        else:
-            mem = virtual * (static + min(pp, m) * stash) + vectors.transient
-            val = np.maximum(best[:, None], w)
-        val = np.where(upper & (mem <= capacity), val, np.inf)
-        arg = val.argmin(axis=0)
-        best = val[arg, cols]
-        back.append(arg)
-    if not np.isfinite(best[n]):
-        return None
-    cuts, j = [], n
-    for k in range(n_chunks - 1, -1, -1):
-        j = int(back[k][j])
-        cuts.append(j)
-    return float(best[n]), cuts[::-1]
-
-
-def _cut_points(plan, vec) -> tuple:
-    """Where a chunk may start (after an op whose output is no larger than a block's
-    activation: never inside the attention matrices) and what crossing there costs."""
-    from ...judge.collectives import p2p_ms
-
-    cfg, s = plan.config, plan.strategy
-    x = cfg.mbs * cfg.seq * cfg.hidden * cfg.act_bytes / s.tp
-    link = plan.cluster.inter_host if s.tp * s.dp >= 8 else plan.cluster.intra_host
-    n = len(vec.out)
-    ok = np.zeros(n + 1, dtype=bool)
-    send = np.zeros(n + 1)
-    ok[1:] = vec.out <= x * (1 + 1e-9)
-    send[1:n] = [p2p_ms(b, link) for b in vec.out[:-1]]
-    return ok, send
 
 
 def refine_cuts(plan, result, *, max_judged: int = 40):
     """Judge-guided refinement of a plan's stage boundaries (an extension, named as such:
     first-improvement hill climbing): each cut moved by one block or to the next allowed cut
-    point (:func:`_cut_points`) either way, kept where the judged step drops and memory fits.
+    point (:func:`.split.cut_points`) either way, kept where the judged step drops and memory fits.
     Returns ``(plan, result, judged)``.
 
     >>> from workbench.cluster import Cluster
@@ -151,7 +75,7 @@ def refine_cuts(plan, result, *, max_judged: int = 40):
 
     if plan.n_chunks < 2:
         return plan, result, 0
-    ok, _ = _cut_points(plan, op_vectors(plan))
+    ok, _ = cut_points(plan, op_vectors(plan))
     allowed = np.flatnonzero(ok[:-1])
     block = sum(1 for o in plan.ops if o.layer == 0)
     judged, improved = 0, True
@@ -192,6 +116,12 @@ def _check_options(config, cluster, global_batch, baseline, refine, virtuals) ->
                         f"{virtuals!r}")
     if baseline is None:
         return
+    if isinstance(baseline, (list, tuple)):
+        if not baseline:
+            raise PlanError("baseline must be megatron(...) results, got an empty list")
+        for b in baseline:
+            _check_options(config, cluster, global_batch, b, refine, virtuals)
+        return
     if not isinstance(baseline, SearchResult):
         raise PlanError(f"baseline must be the SearchResult of megatron(...), got "
                         f"{type(baseline).__name__}")
@@ -214,14 +144,17 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               refine: int = 3, virtuals=(2, 3, 4, 6, 8), gpu=None) -> SearchResult:
     """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
     chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
-    :func:`.megatron.megatron` result already at hand (else it is searched, pruned by the
-    bound, and its time counted in this search's)."""
+    :func:`.megatron.megatron` result already at hand, or a list of them (e.g. the balanced
+    grid's and ``layout=True``'s; their best is a candidate), else the balanced grid is
+    searched, pruned by the bound, and its time counted in this search's."""
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
     _check_options(config, cluster, global_batch, baseline, refine, virtuals)
     t0, c0 = time.perf_counter(), time.process_time()
-    base = baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
-                                prune=True, time_limit=time_limit, gpu=gpu)
+    bases = list(baseline) if isinstance(baseline, (list, tuple)) else \
+        [baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
+                              prune=True, time_limit=time_limit, gpu=gpu)]
+    base = min(bases, key=lambda r: r.step_ms)
     strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
                                   virtuals=virtuals, divisible=False, gpu=gpu) if s.pp > 1]
 
@@ -229,7 +162,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
         s = plan.strategy
         cap = min(cluster.devices[r].memory for r in range(s.devices))
         per_param = static_bytes_per_param(config.precision, s.zero, s.dp)
-        ok, send = _cut_points(plan, vec)
+        ok, send = cut_points(plan, vec)
         split = stage_split(vec, pp=s.pp, n_micro=plan.n_micro, capacity=cap,
                             per_param=per_param, virtual=s.virtual, cut_ok=ok, send_ms=send)
         if split is None:
@@ -241,7 +174,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
                     incumbent=incumbent, plan_of=plan_of, gpu=gpu)
     plan, result, judged = own.plan, own.result, own.judged
-    pool = sorted(own.top + base.top, key=lambda x: x[0])[:refine]
+    pool = sorted(own.top + [t for b in bases for t in b.top], key=lambda x: x[0])[:refine]
     for _, p, r in pool:
         p2, r2, n = refine_cuts(p, r)
         judged += n
@@ -249,10 +182,14 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
     won = result is not None and base.result is not None and plan is not base.plan
-    notes = ("op-level stage split beats megatron's best" if won else
-             "megatron's best kept (a candidate of this search)")
-    bound = min(own.bound, base.bound)
-    return SearchResult("tarnawski", plan, result, base.grid + own.grid,
-                        base.judged + judged, base.fits + own.fits,
-                        base.ruled_out + own.ruled_out, time.perf_counter() - t0,
-                        time.process_time() - c0, bound, own.curve, notes)
+    notes = (f"op-level stage split beats {base.method}'s best" if won else
+             f"{base.method}'s best kept (a candidate of this search)")
+    if own.notes:            # e.g. the time limit was reached
+        notes += "; " + own.notes
+    bound = min([own.bound] + [b.bound for b in bases])
+    return SearchResult("tarnawski", plan, result, own.grid + sum(b.grid for b in bases),
+                        judged + sum(b.judged for b in bases),
+                        own.fits + sum(b.fits for b in bases),
+                        own.ruled_out + sum(b.ruled_out for b in bases),
+                        time.perf_counter() - t0, time.process_time() - c0, bound, own.curve,
+                        notes)
