@@ -72,7 +72,7 @@ TRAIN_SPECS = [
     ("gpt:foo=1", "bad part 'foo=1'"),
     ("bert:1b", "unknown model 'bert'"),
     ("gpt:999b", "unknown size"),
-    ("gpt", "expected gpt:... or llama:..."),
+    ("gpt", "expected gpt:..., llama:..., t5:... or moe:..."),
     ("gpt:precision=int8", "precision must be"),
     ("gpt:kv_heads=3", "not a multiple of kv_heads=3"),
     ("gpt:ffn=-5", "ffn must be a non-negative integer"),
@@ -154,7 +154,7 @@ def test_train_subset_and_cluster_file_work(clusters, capsys):
 # ---------------------------------------------------------------------- workbench strategies
 STRATEGIES = [
     (["gpt:layers=0", "--global-batch", "8"], "layers must be a positive integer"),
-    (["transformer", "--global-batch", "8"], "expected gpt:... or llama:..."),
+    (["transformer", "--global-batch", "8"], "expected gpt:..., llama:..., t5:... or moe:..."),
     ([M], "the following arguments are required: --global-batch"),
     ([M, "--global-batch", "0"], "expected an integer >= 1"),
     ([M, "--global-batch", "1000000000"], "at most 8192 micro-batches a replica"),
@@ -244,7 +244,7 @@ API = {
     "LLMConfig dropout='no'": (lambda: LLMConfig(dropout="no"), "dropout must be True or False"),
     "LLMConfig layers=5000": (lambda: LLMConfig(layers=5000), "beyond the largest allowed"),
     "LLMConfig arch=bert": (lambda: LLMConfig("bert"), "unknown model architecture"),
-    "parse_spec None": (lambda: parse_spec(None), "expected gpt:... or llama:..."),
+    "parse_spec None": (lambda: parse_spec(None), "expected gpt:..., llama:..., t5:... or moe:..."),
     "parse_spec two sizes": (lambda: parse_spec("gpt:1.3b,13b"), "bad part '13b'"),
     "parse_spec empty value": (lambda: parse_spec("gpt:layers="), "must be an integer"),
     "preset unknown": (lambda: Cluster.preset("8xB200"), "unknown cluster preset"),
@@ -273,7 +273,7 @@ HYBRID = {
     "megatron an OpGraph": (lambda: megatron(samples.diamond(), C8, global_batch=8),
                             "not the op graph 'diamond'"),
     "megatron a sample name": (lambda: megatron("transformer", C8, global_batch=8),
-                               "expected gpt:... or llama:..."),
+                               "expected gpt:..., llama:..., t5:... or moe:..."),
     "megatron an op-level preset": (
         lambda: megatron(M, Cluster.preset("4xV100-nvlink"), global_batch=8), "no GPU preset"),
     "megatron a CPU cluster": (lambda: megatron(M, _cpus(), global_batch=8), "CPU device(s)"),

@@ -128,7 +128,7 @@ def test_cli_takes_the_new_models(capsys):
     assert main(["info", T5_SMALL]) in (0, None)
     assert "t5:" in capsys.readouterr().out
     assert main(["train", MOE_SMALL, "--cluster", "8xA100-80g", "--tp", "2", "--pp", "2",
-                 "--global-batch", "8"]) in (0, None)
+                 "--gpus", "4", "--global-batch", "8"]) in (0, None)
     assert "step" in capsys.readouterr().out
     assert main(["train", "moe:experts=2,topk=3", "--global-batch", "8"]) == 2
     assert "error: moe:experts=2,topk=3" in capsys.readouterr().err

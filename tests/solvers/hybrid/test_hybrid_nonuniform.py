@@ -11,7 +11,7 @@ from workbench.cluster import Cluster
 from workbench.costs.llm import chain, parse_spec
 from workbench.judge.training import simulate_training
 from workbench.solvers.hybrid import megatron, op_vectors, strategy_bound, tarnawski
-from workbench.solvers.hybrid.split import cut_points
+from workbench.solvers.hybrid.stages import cut_points
 from workbench.transforms.parallel import Strategy, parallelize
 
 T5 = "t5:layers=2,dec_layers=2,hidden=256,heads=4,seq=128,vocab=8000"

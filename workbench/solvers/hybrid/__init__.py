@@ -17,7 +17,7 @@ from .bound import bubble_factor, strategy_bound
 from .costs import OpVectors, op_vectors
 from .megatron import SearchResult, grid, megatron
 from .methods import STRATEGY_METHODS, StrategyMethod, search_strategy
-from .split import stage_split
+from .stages import stage_split
 from .tarnawski import tarnawski
 
 __all__ = ["OpVectors", "STRATEGY_METHODS", "SearchResult", "StrategyMethod", "bubble_factor",

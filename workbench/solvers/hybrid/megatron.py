@@ -233,12 +233,12 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
 
 def _layout_plan_of(config, cluster, gpu=None):
     """A strategy's even split and the best split of its chain at block boundaries (the
-    stage DP of :func:`.split.stage_split` with cuts only where a block starts), both judged:
+    stage DP of :func:`.stages.stage_split` with cuts only where a block starts), both judged:
     what Megatron-LM's ``--pipeline-model-parallel-layout`` can express (any number of
     blocks on each pipeline and virtual stage, the embedding on the first, the head and loss
     on the last), the even split included."""
     from .costs import OpVectors, static_bytes_per_param
-    from .split import cut_points, stage_split
+    from .stages import cut_points, stage_split
 
     def plan_of(plan, vec):
         s = plan.strategy

@@ -49,7 +49,7 @@ from ...errors import PlanError
 from ...transforms.parallel import parallelize
 from .costs import static_bytes_per_param
 from .megatron import SearchResult, check_search, grid, judge_all, megatron
-from .split import cut_points, stage_split
+from .stages import cut_points, stage_split
 
 __all__ = ["refine_cuts", "stage_split", "tarnawski"]
 
