@@ -2,7 +2,7 @@
 each plan, the memory balance on the fine plan, a looser memory limit started from the tighter
 one's plan; ``fig5`` -- the ILP with link congestion modelled against without.
 
-Run: ``python bench/pesto_issue46.py components|fig5``
+Run: ``python bench/pesto_issue46.py components|fig5|fig5_congested|repair|milp``
 """
 
 from __future__ import annotations
@@ -106,6 +106,50 @@ celeritas and m_etf: simulated makespan (ms) / ops moved / CPU seconds of the re
             print(f"| {name} | {m} | " + " | ".join(row) + " |", flush=True)
 
 
+def _pairs() -> list:
+    """The five pairs of ``components``: three hard-suite pairs, rnnlm on 2xV100-pcie at
+    memory pressure 1.6 and with the preset's memory."""
+    from workbench.workloads import Workload, _sample, workload
+    out = [(n, *workload(n).build()) for n in ["rnnlm-4xV100", "bert_base-4xV100", "resnet50-4xV100"]]
+    out.append(("rnnlm 2xV100-pcie 1.6",
+                *Workload("t", _sample("rnnlm"), "2xV100-pcie", 1.6, device_costs=True).build()))
+    out.append(("rnnlm 2xV100-pcie",
+                *Workload("l", _sample("rnnlm"), "2xV100-pcie", None, device_costs=True).build()))
+    return out
+
+
+def milp(limit: float = 30.0) -> None:
+    """Who produces the plan, the first pass against the balance-capped coarsening (issue 46,
+    third pass): each pair with ``coarse_balance=False`` (the first pass: coarse vertices'
+    own caps, the fine repair after expansion), the default (units capped by the balance, the
+    original caps in the coarse rows, the coarse warm start repaired) and the default without
+    the guard (the paper's pipeline alone). CPU s: this process's CPU time for the call
+    (wall-clock limits on a shared machine; the CPU a run got says how loaded it was)."""
+    import time
+
+    from workbench import simulate, solve
+    variants = [("coarse_balance=False", {"coarse_balance": False}), ("default", {}),
+                ("guard=False", {"guard": False})]
+    print("| pair | variant | ms | produced_by | coarse vertices (cap x) | coarse warm start ms | "
+          "MILP status / objective / bound | build s / MILP s | fine balance holds (moved ops) | "
+          "wall s / CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, g, c in _pairs():
+        for vname, kw in variants:
+            t, cpu = time.perf_counter(), time.process_time()
+            p = solve(g, c, method="pesto", time_limit=limit, **kw)
+            wall, cpu = time.perf_counter() - t, time.process_time() - cpu
+            st = p.stats
+            fb = st.get("fine_balance", {})
+            print(f"| {name} | {vname} | {simulate(p, c).makespan:.2f} | {st['produced_by']} | "
+                  f"{st['coarse_vertices']} ({st.get('coarse_unit_cap_x')}) | "
+                  f"{st.get('warm_start_predicted_ms') or float('nan'):.2f} | "
+                  f"{st['ilp_status']} / {st['objective_ms']:.2f} / {st['bound_ms']:.2f} | "
+                  f"{st.get('build_seconds', float('nan')):.1f} / {st['milp_seconds']:.1f} | "
+                  f"{fb.get('holds')} ({st.get('balance_moved_ops', 0)}) | {wall:.1f} / {cpu:.1f} |",
+                  flush=True)
+
+
 if __name__ == "__main__":
     {"components": components, "fig5": fig5, "fig5_congested": fig5_congested,
-     "repair": repair}[sys.argv[1]]()
+     "repair": repair, "milp": milp}[sys.argv[1]]()
