@@ -595,23 +595,38 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     return plan, warm_plan, stats
 
 
-def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool) -> str:
+def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool,
+                symmetric: bool = False) -> str:
     """Which component produced the returned placement (``stats["produced_by"]``): ``"milp"``
     when the MILP's plan is returned and places some vertex elsewhere than its warm start;
     ``"warm_start:<heuristic>"`` when the warm start is returned, or the MILP's plan is the warm
     start's placement unchanged (it only proved or kept it); ``"@coarse"`` when it was found on
     the coarsened graph. (The guard's fallback is ``"original_heuristic:<heuristic>"``.)
+    ``symmetric``: the model broke the symmetry of identical devices (it relabels the warm
+    start's devices), so placements that differ only in device names are the same plan.
 
     >>> from workbench import samples, Plan
     >>> g = samples.diamond()
     >>> a = Plan(g, {v: "gpu0" for v in g.ops})
     >>> produced_by("ilp", a, a, "m_sct", False), produced_by("ilp", a, None, None, True)
     ('warm_start:m_sct', 'milp@coarse')
+    >>> b = Plan(g, {v: "gpu1" for v in g.ops})
+    >>> produced_by("ilp", b, a, "m_sct", False), produced_by("ilp", b, a, "m_sct", False, True)
+    ('milp', 'warm_start:m_sct')
     """
     same = (ilp_plan is not None and warm_plan is not None
-            and ilp_plan.placement == warm_plan.placement)
+            and _canonical(ilp_plan, symmetric) == _canonical(warm_plan, symmetric))
     who = "milp" if chosen == "ilp" and not same else f"warm_start:{warm_method}"
     return who + ("@coarse" if coarse else "")
+
+
+def _canonical(plan, symmetric: bool) -> tuple:
+    """The placement as a tuple in op order; with ``symmetric``, devices renamed by first use."""
+    devs = [plan.placement[v] for v in plan.graph.ops]
+    if symmetric:
+        names: dict = {}
+        devs = [names.setdefault(d, len(names)) for d in devs]
+    return tuple(devs)
 
 
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
@@ -635,7 +650,7 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
     name, plan, ms, _how = chosen
     stats["chosen"] = name
     stats["produced_by"] = produced_by(name, ilp_plan, warm_plan, stats.get("warm_start_method"),
-                                       coarse)
+                                       coarse, bool(stats.get("symmetry_breaking")))
     ilp_status = stats["ilp_status"]
     if name == "ilp":
         status = plan.status
