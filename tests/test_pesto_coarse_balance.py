@@ -75,11 +75,13 @@ def test_unit_cap_admits_a_balanced_placement_of_any_coarsening():
 
 
 def test_pesto_coarse_balance_plan_meets_the_balance_without_the_repair():
-    """With coarse_balance (the default) the coarse rows carry the original graph's caps and
-    the coarse warm start is repaired before the MILP starts from it: the expanded MILP or warm
-    start plan meets the fine balance as it is (no op moved after expansion)."""
+    """With coarse_balance (an extension, off by default) the coarse rows carry the original
+    graph's caps and the coarse warm start is repaired before the MILP starts from it: the
+    expanded MILP or warm start plan meets the fine balance as it is (no op moved after
+    expansion)."""
     g, c = samples.load_sample("resnet_small"), Cluster.preset("4xV100-nvlink")
-    p = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False)
+    p = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False,
+              coarse_balance=True)
     st = p.stats
     assert st["coarse_unit_cap_x"] in (1.0, 1.5)
     assert st["fine_balance"]["holds"] and st["warm_start_balanced"]
@@ -92,7 +94,6 @@ def test_pesto_coarse_balance_plan_meets_the_balance_without_the_repair():
         assert "balance_moved_ops" not in st        # the fine repair had nothing to do
     if "coarse_balance_moved_ops" in st:            # the coarse warm start was repaired
         assert st["coarse_balance_moved_ops"] > 0
-    old = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False,
-                coarse_balance=False)
+    old = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False)
     assert old.stats["coarse_unit_cap_x"] is None and old.stats["fine_balance"]["holds"]
     assert simulate(p, c).makespan > 0

@@ -738,7 +738,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
           threads: int | None = None, guard: bool = True, engine: str = "milp",
           memory_balance: float | None = MEMORY_BALANCE, start: Plan | None = None,
-          coarse_balance: bool = True, time_limit: float | Budget | None = None,
+          coarse_balance: bool = False, time_limit: float | Budget | None = None,
           seed: int | None = None) -> Plan:
     """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
     there (congestion, memory capacity and memory balance), expand the plan.
@@ -765,9 +765,10 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         capacity only. Rows that make the coarse ILP infeasible are dropped
         (``stats["memory_balance_dropped"]``).
     coarse_balance : bool
-        Coarse units within :func:`~.balance.unit_cap`, the original graph's caps in the coarse
-        rows, the coarse warm start repaired to meet them: the MILP's expanded plan meets the
-        balance as it is (issue 46; see :func:`_coarsen`). ``False``: the first pass.
+        Extension (issue 46; off by default: slower on the measured pairs, see
+        docs/results-pesto.md): coarse units within :func:`~.balance.unit_cap`, the original
+        graph's caps in the coarse rows, the coarse warm start repaired to meet them, so the
+        MILP's expanded plan meets the balance as it is (see :func:`_coarsen`).
     start : Plan or None
         A plan of the same graph the result must not be worse than (an extension, issue 46):
         e.g. ``pesto``'s plan under a tighter memory limit, which fits any looser one. It is
