@@ -350,40 +350,60 @@ class PestoModel:
                     self.balance_rows += 1
 
     def _link_rows(self) -> None:
-        """Congestion: transfers to one device from producers on one device never overlap."""
+        """Congestion: transfers to one device from producers on one device never overlap.
+        The rows are written term by term (a dict per row: the pairs grow with the square of
+        the transfers into a device, and PuLP's expression arithmetic copied every term)."""
         prob, x, T, M = self.prob, self.x, self.T, self.M
         yvar, before, tick = self._yvar, self._before, self._tick
         src_dev_of = self.allowed
+        ge = pulp.LpConstraintGE
         by_b: dict = {}
         for (u, ci, b) in self.TS:
             by_b.setdefault(b, []).append((u, ci))
+
+        def row(terms: dict, rhs: float, name: str) -> None:
+            prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), ge, name,
+                                                 rhs), name)
+
         for b, items in by_b.items():
             items.sort()
+            # each transfer's start, duration terms (x[u, a] -> T) and "it happens" binary
+            info = [(self.TS[u, ci, b],
+                     {x[u, a]: T[u][ci][a][b] for a in src_dev_of[u] if a != b},
+                     self.z[u, ci, b]) for u, ci in items]
             for p in range(len(items)):
                 tick()
                 u, ci = items[p]
-                tu = self.TS[u, ci, b]
-                du = pulp.lpSum(T[u][ci][a][b] * x[u, a] for a in src_dev_of[u] if a != b)
-                zu = self.z[u, ci, b]
+                tu, du, zu = info[p]
                 for q_ in range(p + 1, len(items)):
                     w, cw = items[q_]
-                    tw = self.TS[w, cw, b]
-                    zw = self.z[w, cw, b]
-                    dw = pulp.lpSum(T[w][cw][a][b] * x[w, a]
-                                    for a in src_dev_of[w] if a != b)
+                    tw, dw, zw = info[q_]
                     tag = f"{u}_{ci}_{w}_{cw}_{b}"
-                    if w == u:
-                        prob += tw >= tu + du - M * (2 - zu - zw), f"link_{tag}"
+                    if w == u:   # tw >= tu + du - M (2 - zu - zw)
+                        terms = {tw: 1.0, tu: -1.0, zu: -M, zw: -M}
+                        for v, c_ in du.items():
+                            terms[v] = -c_
+                        row(terms, -2 * M, f"link_{tag}")
                         continue
                     common = set(src_dev_of[u]) & set(src_dev_of[w]) - {b}
                     if not common:
                         continue
                     y = yvar(u, w)
-                    off = M * (3 - y - zu - zw)
                     order = before(u, w)
-                    prob += tw >= tu + du - off - M * (1 - order), f"link_{tag}"
-                    if not isinstance(order, int):
-                        prob += tu >= tw + dw - off - M * order, f"link_r_{tag}"
+                    # tw >= tu + du - M (3 - y - zu - zw) - M (1 - order)
+                    terms = {tw: 1.0, tu: -1.0, y: -M, zu: -M, zw: -M}
+                    for v, c_ in du.items():
+                        terms[v] = -c_
+                    if isinstance(order, int):
+                        row(terms, -3 * M, f"link_{tag}")
+                        continue
+                    terms[order] = -M
+                    row(terms, -4 * M, f"link_{tag}")
+                    # tu >= tw + dw - M (3 - y - zu - zw) - M order
+                    terms = {tu: 1.0, tw: -1.0, y: -M, zu: -M, zw: -M, order: M}
+                    for v, c_ in dw.items():
+                        terms[v] = -c_
+                    row(terms, -3 * M, f"link_r_{tag}")
 
     # ------------------------------------------------------------------ warm start
     def warm_values(self, device: np.ndarray, schedule) -> dict:
