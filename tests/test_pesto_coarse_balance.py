@@ -80,7 +80,7 @@ def test_pesto_coarse_balance_plan_meets_the_balance_without_the_repair():
     expanded MILP or warm start plan meets the fine balance as it is (no op moved after
     expansion)."""
     g, c = samples.load_sample("resnet_small"), Cluster.preset("4xV100-nvlink")
-    p = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False,
+    p = solve(g, c, method="pesto", target=12, time_limit=8, threads=1, guard=False,
               coarse_balance=True)
     st = p.stats
     assert st["coarse_unit_cap_x"] in (1.0, 1.5)
@@ -94,6 +94,6 @@ def test_pesto_coarse_balance_plan_meets_the_balance_without_the_repair():
         assert "balance_moved_ops" not in st        # the fine repair had nothing to do
     if "coarse_balance_moved_ops" in st:            # the coarse warm start was repaired
         assert st["coarse_balance_moved_ops"] > 0
-    old = solve(g, c, method="pesto", target=12, time_limit=15, threads=1, guard=False)
+    old = solve(g, c, method="pesto", target=12, time_limit=8, threads=1, guard=False)
     assert old.stats["coarse_unit_cap_x"] is None and old.stats["fine_balance"]["holds"]
     assert simulate(p, c).makespan > 0
