@@ -380,13 +380,14 @@ PAPER_GRID_METHODS = ("celeritas", "celeritas_portfolio", "m_etf", "m_sct", "m_t
                       "order_place")
 
 
-def paper_grid(tolerance: float = GRID_TOLERANCE) -> None:
+def paper_grid(tolerance: float = GRID_TOLERANCE, torch_only: bool = False) -> None:
     """Issue 46: the paper's rule (``celeritas``) and the portfolio (``celeritas_portfolio``)
     beside Baechi's m-ETF, m-SCT, m-TOPO and Order-Place on the real TF samples (preset memory)
     and the bundled PyTorch steps (memory pressure 1.6, as the suite builds them) x
     {2xV100-pcie, 4xV100-nvlink, 8xA100-nvlink}, congestion on; one run per cell. For every
     cell where the rule is more than ``tolerance`` worse than the best of the others it prints
-    which candidate the portfolio kept and the rule's bytes over the links against the best."""
+    which candidate the portfolio kept and the rule's bytes over the links against the best.
+    ``torch_only`` (``--torch-only``): the PyTorch rows alone (after a re-capture)."""
     from workbench.workloads import Workload, _sample
 
     cols = PAPER_GRID_METHODS
@@ -394,7 +395,7 @@ def paper_grid(tolerance: float = GRID_TOLERANCE) -> None:
     print("|---" * (len(cols) + 5) + "|")
     misses = []
     cells = 0
-    for names, mp in ((PAPER_GRID_TF, None), (PAPER_GRID_TORCH, 1.6)):
+    for names, mp in ((() if torch_only else PAPER_GRID_TF, None), (PAPER_GRID_TORCH, 1.6)):
         for name in names:
             for cl in GRID_CLUSTERS:
                 w = Workload(f"{name}-{cl}", _sample(name), cl, mp, device_costs=True)
@@ -463,7 +464,7 @@ def main() -> None:
         paper_grid_probes()
         return
     if "--paper-grid" in sys.argv:
-        paper_grid()
+        paper_grid(torch_only="--torch-only" in sys.argv)
         return
     if "--suite" in sys.argv:
         suite_table()

@@ -3,7 +3,7 @@ on 2xV100-pcie against one GPU and data parallelism; ``why`` -- why Algorithm 2 
 ``colocate`` -- the replica co-location extension against the paper's algorithm; ``torch`` --
 PyTorch captures made now (they carry split dimensions) through os_dpos.
 
-Run: ``python bench/fastt_issue46.py single|why|colocate|torch``
+Run: ``python bench/fastt_issue46.py single|why|colocate|torch|torch_bundled``
 """
 
 from __future__ import annotations
@@ -121,5 +121,36 @@ from the recorded shapes, then single / data_parallel / dpos / os_dpos (paper) o
                   f"{p.info['split_candidates']} | {cpu:.1f} |", flush=True)
 
 
+def torch_bundled() -> None:
+    """The bundled PyTorch captures (sample_graphs/torch_*.json.gz) re-captured with shapes:
+    their batch-splittable ops, then single / data_parallel / dpos / os_dpos (paper) on 2 and 4
+    V100s with the preset's memory (V100 roofline costs as bundled)."""
+    import time
+
+    from workbench import Cluster, simulate, solve
+    from workbench.samples import load_sample
+    print("| capture | batch | ops | batch-splittable ops | cluster | single | data_parallel | dpos | "
+          "os_dpos (paper) | start | splits kept | os_dpos CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in ("torch_bert_base", "torch_vit_b16", "torch_gpt2", "torch_llama"):
+        g = load_sample(name)
+        n_split = sum("batch" in g.op(v).get("splits", {}) for v in g.ops)
+        for cname in ("2xV100-pcie", "4xV100-nvlink"):
+            c = Cluster.preset(cname)
+            ms = {}
+            for m in ("single", "data_parallel", "dpos"):
+                try:
+                    ms[m] = f"{simulate(solve(g, c, method=m), c).makespan:.2f}"
+                except Exception as e:  # noqa: BLE001 - a method that cannot serve the pair
+                    ms[m] = f"- ({type(e).__name__})"
+            t = time.process_time()
+            p = solve(g, c, method="os_dpos", time_limit=60)
+            cpu = time.process_time() - t
+            print(f"| {name} | {g.meta.get('batch')} | {g.n_ops} | {n_split} | {cname} | {ms['single']} | "
+                  f"{ms['data_parallel']} | {ms['dpos']} | {simulate(p, c).makespan:.2f} | "
+                  f"{p.info['start']} | {len(p.info['splits'] or [])} | {cpu:.1f} |", flush=True)
+
+
 if __name__ == "__main__":
-    {"single": single, "why": why, "colocate": colocate, "torch": torch_captures}[sys.argv[1]]()
+    {"single": single, "why": why, "colocate": colocate, "torch": torch_captures,
+     "torch_bundled": torch_bundled}[sys.argv[1]]()

@@ -39,6 +39,11 @@ Beyond the paper
   each op's fastest time); when no edge is left under that cap the cap doubles, so the target is
   still reached where the structure allows (Corollary 3.6), while vertices stay comparable in
   size, which keeps the coarse graph parallelisable ("maintaining parallelizability").
+* Weight cap (``weights``, ``weight_cap``): a hard cap on the summed weight of a merged vertex
+  and of a united colocation group (never relaxed). ``pesto`` weighs ops by their tensor
+  footprint and caps units so that a placement of the coarse graph can meet the paper's memory
+  balance of the *original* graph: without it, merges united the colocation groups of
+  rnnlm-4xV100 into one group holding the whole model (one device only).
 
 Examples
 --------
@@ -204,10 +209,11 @@ class Coarsening:
 
 
 class _UnionFind:
-    def __init__(self, kinds: list, mem: list):
+    def __init__(self, kinds: list, mem: list, wt: list | None = None):
         self.parent = list(range(len(kinds)))
         self.kinds = list(kinds)
         self.mem = list(mem)
+        self.wt = list(wt) if wt is not None else [0.0] * len(kinds)
 
     def find(self, a: int) -> int:
         p = self.parent
@@ -225,12 +231,14 @@ class _UnionFind:
         self.parent[b] = a
         self.kinds[a] = self.kinds[a] & self.kinds[b]
         self.mem[a] += self.mem[b]
+        self.wt[a] += self.wt[b]
         return a
 
 
 def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None = 2.0,
             cp_slack: float | None = 0.1, max_rounds: int = 200,
-            strict: bool = False, deadline: float | None = None) -> Coarsening:
+            strict: bool = False, deadline: float | None = None, weights=None,
+            weight_cap: float | None = None) -> Coarsening:
     """Coarsen ``graph`` to at most ``target`` vertices by Pesto's acyclic batch merging.
 
     Parameters
@@ -258,6 +266,11 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     deadline : float, optional
         A :func:`time.perf_counter` value; once it has passed, both guards are dropped (the
         plain rule, which needs the fewest rounds), so that a caller's time limit holds.
+    weights, weight_cap : sequence of float (one per op), float, optional
+        A hard cap on the summed ``weights`` of a merged vertex and of a united colocation
+        group (never relaxed, not dropped at the deadline); an op or an original group already
+        above it stays as it is. ``pesto`` passes the tensor footprint and the room its memory
+        balance leaves (:func:`~workbench.solvers.pesto.balance.unit_cap`).
 
     Raises
     ------
@@ -279,8 +292,11 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     """
     t0 = time.perf_counter()
     kinds0 = _check_args(graph, target, cluster, balance, cp_slack)
-    cur, uf = _initial_state(graph, kinds0, _edge_costs(graph, cluster))
+    if weight_cap is not None and not weight_cap >= 0:
+        raise GraphError(f"weight_cap must be a number >= 0 or None, got {weight_cap!r}")
+    cur, uf = _initial_state(graph, kinds0, _edge_costs(graph, cluster), weights)
     memcap = max(d.memory for d in cluster.devices) if cluster is not None else math.inf
+    wcap = math.inf if weight_cap is None else float(weight_cap)
     total_work = float(sum(cur.work))
     cap = math.inf if balance is None or total_work <= 0 else balance * total_work / target
     cp0 = _critical_path(cur.succ, cur.pred, cur.work) if cur.n else 0.0
@@ -301,7 +317,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         if slack is not None:
             tl, bl = _levels(cur.succ, cur.pred, cur.work, topo)
             guard = (tl, bl, cp0 * (1.0 + slack) * (1 + 1e-12))
-        mate, acc = _match(cur, h, cur.n - target, cap, memcap, uf, guard)
+        mate, acc = _match(cur, h, cur.n - target, cap, (memcap, wcap), uf, guard)
         if not acc:
             if cap < math.inf or slack is not None:
                 cap, slack = _relax(cap, slack, total_work, cur.n)
@@ -318,7 +334,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             raise InfeasibleError(
                 f"cannot coarsen graph {graph.name!r} below {cur.n} vertices (target {target}): "
                 f"no remaining edge can merge without a cycle, mixing device kinds, or joining "
-                f"colocation groups that share no device kind or memory")
+                f"colocation groups that share no device kind or memory (or past weight_cap)")
     coarse, members_t, vertex_of = _build_coarse(graph, cur.members, cur.grp, uf)
     return Coarsening(graph=graph, coarse=coarse, members=members_t, vertex_of=vertex_of,
                       rounds=rounds, seconds=time.perf_counter() - t0, stopped=stopped,
@@ -366,7 +382,8 @@ def _edge_costs(graph: OpGraph, cluster) -> list[float]:
 class _Current:
     """The current (partly coarsened) graph; vertex ids are positions in a topological order.
     Per vertex: memory, work (fastest compute), runnable kinds, original ops, the original
-    colocation group of one member (-1 = none), and successor/predecessor -> summed edge cost."""
+    colocation group of one member (-1 = none), successor/predecessor -> summed edge cost, and
+    the summed weight (:func:`coarsen`'s ``weights``; zeros without)."""
 
     mem: list
     work: list
@@ -375,44 +392,58 @@ class _Current:
     grp: list
     succ: list
     pred: list
+    wt: list = field(default_factory=list)
 
     @property
     def n(self) -> int:
         return len(self.work)
 
 
-def _initial_state(graph: OpGraph, kinds0: list, ecost: list) -> tuple[_Current, _UnionFind]:
+def _initial_state(graph: OpGraph, kinds0: list, ecost: list,
+                   weights=None) -> tuple[_Current, _UnionFind]:
     """The original graph as a :class:`_Current`, and the colocation groups (kinds they can
-    all run on, summed memory) in a union-find."""
+    all run on, summed memory and weight) in a union-find."""
     gc = graph.c
     n0 = gc.n
     mem = gc.memory.tolist()
+    if weights is None:
+        wt = [0.0] * n0
+    else:
+        wt = [float(w) for w in weights]
+        if len(wt) != n0 or not all(math.isfinite(w) and w >= 0 for w in wt):
+            raise GraphError(f"coarsen: weights must be {n0} finite numbers >= 0 (one per op "
+                             f"of {graph.name!r})")
     coloc = gc.coloc.tolist()
     ngroups = len(gc.coloc_groups)
     gk = [frozenset.intersection(*(kinds0[i] for i in range(n0) if coloc[i] == g_))
           if ngroups else frozenset() for g_ in range(ngroups)]
     gm = [0.0] * ngroups
+    gw = [0.0] * ngroups
     for i in range(n0):
         if coloc[i] >= 0:
             gm[coloc[i]] += mem[i]
+            gw[coloc[i]] += wt[i]
     succ: list = [{} for _ in range(n0)]
     pred: list = [{} for _ in range(n0)]
     for e, (s, d) in enumerate(zip(gc.src.tolist(), gc.dst.tolist())):
         succ[s][d] = succ[s].get(d, 0.0) + ecost[e]
         pred[d][s] = pred[d].get(s, 0.0) + ecost[e]
     cur = _Current(mem=mem, work=gc.min_compute().tolist(), ksets=list(kinds0),
-                   members=[[i] for i in range(n0)], grp=list(coloc), succ=succ, pred=pred)
-    return cur, _UnionFind(gk, gm)
+                   members=[[i] for i in range(n0)], grp=list(coloc), succ=succ, pred=pred,
+                   wt=wt)
+    return cur, _UnionFind(gk, gm, gw)
 
 
-def _match(cur: _Current, h: list, need: int, cap: float, memcap: float, uf: _UnionFind,
+def _match(cur: _Current, h: list, need: int, cap: float, caps: tuple, uf: _UnionFind,
            guard: tuple | None) -> tuple[list, list]:
     """One round's matching: edges in descending cost, each accepted when its ends are free,
-    run on the same kinds, fit the balance cap, memory and (``guard`` = top levels, bottom
-    levels, limit) the critical-path limit, keep colocation groups feasible and satisfy
-    Theorem 3.5's conditions (see the module notes); at most ``need`` pairs. Accepted pairs
-    update ``uf`` at once. Returns ``mate`` (per vertex its partner or -1) and the pairs."""
+    run on the same kinds, fit the balance cap, memory and weight (``caps``) and (``guard`` =
+    top levels, bottom levels, limit) the critical-path limit, keep colocation groups feasible
+    and satisfy Theorem 3.5's conditions (see the module notes); at most ``need`` pairs.
+    Accepted pairs update ``uf`` at once. Returns ``mate`` (per vertex its partner or -1) and the pairs."""
     succ, pred, work, mem, ksets, grp = cur.succ, cur.pred, cur.work, cur.mem, cur.ksets, cur.grp
+    wt = cur.wt
+    memcap, wcap = caps
     n = cur.n
     edges = [(w, u, v) for u in range(n) for v, w in succ[u].items()]
     edges.sort(key=lambda t: (-t[0], t[1], t[2]))
@@ -424,13 +455,14 @@ def _match(cur: _Current, h: list, need: int, cap: float, memcap: float, uf: _Un
             break
         if mate[u] >= 0 or mate[v] >= 0 or ksets[u] != ksets[v]:
             continue
-        if work[u] + work[v] > cap or mem[u] + mem[v] > memcap:
+        if work[u] + work[v] > cap or mem[u] + mem[v] > memcap or wt[u] + wt[v] > wcap:
             continue
         if guard is not None and not _path_fits(guard, succ, pred, work, u, v):
             continue
         gu = uf.find(grp[u]) if grp[u] >= 0 else -1
         gv = uf.find(grp[v]) if grp[v] >= 0 else -1
-        if (gu >= 0 or gv >= 0) and not _groups_fit(uf, gu, gv, mem[u], mem[v], memcap):
+        if (gu >= 0 or gv >= 0) and not _groups_fit(uf, gu, gv, (mem[u], wt[u]),
+                                                     (mem[v], wt[v]), caps):
             continue
         a_only = _acyclic(h, succ[u], pred[v], u, v, a_only_v)
         if a_only is None:
@@ -443,8 +475,10 @@ def _match(cur: _Current, h: list, need: int, cap: float, memcap: float, uf: _Un
             uf.union(gu, gv)
         elif gu >= 0:
             uf.mem[gu] += mem[v]
+            uf.wt[gu] += wt[v]
         elif gv >= 0:
             uf.mem[gv] += mem[u]
+            uf.wt[gv] += wt[u]
     return mate, acc
 
 
@@ -464,14 +498,18 @@ def _path_fits(guard: tuple, succ: list, pred: list, work: list, u: int, v: int)
     return not top + work[u] + work[v] + bot > cp_limit
 
 
-def _groups_fit(uf: _UnionFind, gu: int, gv: int, mem_u: float, mem_v: float,
-                memcap: float) -> bool:
+def _groups_fit(uf: _UnionFind, gu: int, gv: int, size_u: tuple, size_v: tuple,
+                caps: tuple) -> bool:
     """Merging keeps colocation groups feasible: two groups united share a device kind and
-    fit in memory; a group joined by an ungrouped vertex still fits."""
+    fit in memory and under the weight cap; a group joined by an ungrouped vertex still fits.
+    ``size_*`` and ``caps`` are (memory, weight) pairs."""
+    (mem_u, wt_u), (mem_v, wt_v), (memcap, wcap) = size_u, size_v, caps
     if gu >= 0 and gv >= 0 and gu != gv:
-        return bool(uf.kinds[gu] & uf.kinds[gv]) and not uf.mem[gu] + uf.mem[gv] > memcap
-    return not (gu >= 0 and gv < 0 and uf.mem[gu] + mem_v > memcap
-                or gv >= 0 and gu < 0 and uf.mem[gv] + mem_u > memcap)
+        return (bool(uf.kinds[gu] & uf.kinds[gv]) and not uf.mem[gu] + uf.mem[gv] > memcap
+                and not uf.wt[gu] + uf.wt[gv] > wcap)
+    return not (gu >= 0 and gv < 0 and (uf.mem[gu] + mem_v > memcap or uf.wt[gu] + wt_v > wcap)
+                or gv >= 0 and gu < 0 and (uf.mem[gv] + mem_u > memcap
+                                           or uf.wt[gv] + wt_u > wcap))
 
 
 def _acyclic(h: list, su: dict, pv: dict, u: int, v: int, a_only_v: set) -> bool | None:
@@ -557,6 +595,7 @@ def _contract(cur: _Current, mate: list) -> _Current:
         else:
             rep[i] = rep[m]
     n_mem = [0.0] * nn
+    n_wt = [0.0] * nn
     n_work = [0.0] * nn
     n_ks: list = [None] * nn
     n_members: list = [None] * nn
@@ -564,6 +603,7 @@ def _contract(cur: _Current, mate: list) -> _Current:
     for i in range(n):
         r = rep[i]
         n_mem[r] += cur.mem[i]
+        n_wt[r] += cur.wt[i]
         n_work[r] += cur.work[i]
         n_ks[r] = cur.ksets[i]
         n_members[r] = cur.members[i] if n_members[r] is None else n_members[r] + cur.members[i]
@@ -586,7 +626,8 @@ def _contract(cur: _Current, mate: list) -> _Current:
                     ksets=[n_ks[i] for i in order], members=[n_members[i] for i in order],
                     grp=[n_grp[i] for i in order],
                     succ=[{pos[v]: w for v, w in n_succ[i].items()} for i in order],
-                    pred=[{pos[v]: w for v, w in n_pred[i].items()} for i in order])
+                    pred=[{pos[v]: w for v, w in n_pred[i].items()} for i in order],
+                    wt=[n_wt[i] for i in order])
 
 
 def _levels(succ: list, pred: list, work: list, topo: list) -> tuple[list, list]:

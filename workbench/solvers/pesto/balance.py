@@ -28,7 +28,7 @@ from ...errors import SolverError
 from ...plan import Plan
 from ..common import tensor_classes
 
-__all__ = ["MODES", "balance_caps", "repair_balance", "tensor_footprint"]
+__all__ = ["MODES", "balance_caps", "repair_balance", "tensor_footprint", "unit_cap"]
 
 
 def tensor_footprint(graph) -> np.ndarray:
@@ -78,12 +78,35 @@ def balance_caps(footprint, cluster, tolerance: float, groups=None) -> list[floa
                 by[g_] = by.get(g_, 0.0) + f
         units += list(by.values())
     total, big = float(fp.sum()), max(units, default=0.0)
+    return [max((1 + tolerance) * s * total, s * total + big) for s in _shares(cluster)]
+
+
+def _shares(cluster) -> list[float]:
+    """Each device's part of the cluster's memory (equal parts when some device is unlimited)."""
     mems = [d.memory for d in cluster.devices]
     if all(math.isfinite(m) for m in mems) and sum(mems) > 0:
-        shares = [m / sum(mems) for m in mems]
-    else:
-        shares = [1.0 / len(mems)] * len(mems)
-    return [max((1 + tolerance) * s * total, s * total + big) for s in shares]
+        return [m / sum(mems) for m in mems]
+    return [1.0 / len(mems)] * len(mems)
+
+
+def unit_cap(footprint, cluster, tolerance: float, groups=None) -> float:
+    """The largest footprint a unit (a coarse vertex, a united colocation group) may have so
+    that *any* coarsening into such units still has a placement within :func:`balance_caps` of
+    the original ops: the smallest room a device's cap leaves above its share,
+    ``min_d(cap_d - share_d * F)``. (A list partition that gives each unit to a device below its
+    share never passes ``share_d * F`` by more than one unit.) ``pesto`` coarsens under it, so
+    the coarse balance rows are the original graph's rows and the expanded plan meets them.
+
+    >>> from workbench import Cluster
+    >>> unit_cap([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25)    # 1.25 * 5 - 5
+    1.25
+    >>> unit_cap([1.0] * 10, Cluster.preset("2xV100-pcie"), 0.25, groups=[0] * 7 + [-1] * 3)
+    7.0
+    """
+    fp = np.asarray(footprint, dtype=float)
+    caps = balance_caps(fp, cluster, tolerance, groups=groups)
+    total = float(fp.sum())
+    return float(min(c - s * total for c, s in zip(caps, _shares(cluster))))
 
 
 
@@ -150,7 +173,7 @@ def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, mo
 
 def repair_balance(plan: Plan, cluster, tolerance: float,
                    mode: str = "cut", refine: bool = False,
-                   budget=None) -> tuple[Plan, int]:
+                   budget=None, footprint=None, caps=None) -> tuple[Plan, int]:
     """``plan`` with the paper's memory balance met on its own graph, and the number of ops
     moved (0: ``plan`` itself is returned, it already holds). The moved plan has no order (the
     caller simulates it with the orders it tries). Ops only move to devices that can run them
@@ -160,6 +183,9 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
     every cap, best first (a Fiduccia-Mattheyses-style cleanup of the greedy repair).
     ``budget`` (a :class:`~workbench.budget.Budget`): once it is spent the repair stops short
     with the moves made so far (a large graph's repair can take seconds per rule).
+    ``footprint``/``caps``: the footprint of each op and the per-device caps to meet, when
+    not :func:`tensor_footprint` and :func:`balance_caps` of ``plan``'s own graph (``pesto``
+    repairs a coarse warm start against the original graph's caps).
 
     >>> from workbench import samples, Cluster, Plan
     >>> from workbench.solvers.pesto.balance import repair_balance
@@ -177,8 +203,10 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
     g = plan.graph
     gc = g.c
     k = len(cluster)
-    fp = tensor_footprint(g)
-    caps = np.asarray(balance_caps(fp, cluster, tolerance, groups=gc.coloc.tolist()))
+    fp = tensor_footprint(g) if footprint is None else np.asarray(footprint, dtype=float)
+    if caps is None:
+        caps = balance_caps(fp, cluster, tolerance, groups=gc.coloc.tolist())
+    caps = np.asarray(caps, dtype=float)
     dev = plan.device_array(cluster).copy()
     held = np.bincount(dev, weights=fp, minlength=k)
     limit = caps * (1 + 1e-9)

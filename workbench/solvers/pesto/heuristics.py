@@ -182,7 +182,8 @@ def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
     p, s, m = best
     order = s.device_order()  # the simulated order, ties as the simulator ran them
     p = Plan(graph, dict(p.placement), method=m, order=order, status="heuristic",
-             stats={k: v for k, v in p.stats.items() if k.startswith("balance_")})
+             stats={k: v for k, v in p.stats.items()
+                    if k.startswith(("balance_", "coarse_balance_"))})
     return p, s, m, tried, errors
 
 

@@ -61,7 +61,7 @@ from ...plan import Plan
 from ..common import order_by_start, tensor_classes
 from ..milp import solve_milp
 from ..registry import register
-from .balance import MODES, balance_caps, repair_balance, tensor_footprint
+from .balance import MODES, balance_caps, repair_balance, tensor_footprint, unit_cap
 from .heuristics import (
     WARM_START_METHODS,
     best_heuristic,
@@ -147,7 +147,7 @@ class PestoModel:
 
     def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
                  symmetry: bool = True, budget: Budget | None = None,
-                 memory_balance: float | None = None, footprint=None):
+                 memory_balance: float | None = None, footprint=None, caps=None):
         self.graph, self.cluster, self.budget = graph, cluster, budget
         gc, cc = graph.c, cluster.c
         n, k = gc.n, cc.n
@@ -179,7 +179,7 @@ class PestoModel:
             prob += pulp.lpSum(x[i, d] for d in allowed[i]) == 1, f"assign_{i}"
             if not gc.succ[i]:
                 prob += S[i] + dur[i] <= cmax, f"makespan_{i}"
-        self._memory_rows(memory_balance, footprint)
+        self._memory_rows(memory_balance, footprint, caps)
         self._order_rows()
         self._comm_rows()
         if self.congestion_modelled:
@@ -308,8 +308,10 @@ class PestoModel:
                             prob += (S[v] >= ts + tdur - M * (1 - x[v, b]),
                                      f"recv_{e}_{b}")
 
-    def _memory_rows(self, memory_balance, footprint) -> None:
-        """Colocation, memory capacity and the paper's memory-balance rows."""
+    def _memory_rows(self, memory_balance, footprint, caps=None) -> None:
+        """Colocation, memory capacity and the paper's memory-balance rows (``caps``: the
+        per-device caps when not :func:`balance_caps` of ``footprint``; ``pesto`` passes the
+        original graph's)."""
         gc, cluster, prob, x = self.graph.c, self.cluster, self.prob, self.x
         n, k = self.n, self.k
 
@@ -337,7 +339,9 @@ class PestoModel:
         if memory_balance is not None and k > 1:
             fp = (tensor_footprint(self.graph) if footprint is None
                   else np.asarray(footprint, float))
-            caps = balance_caps(fp, cluster, memory_balance, groups=gc.coloc.tolist())
+            if caps is None:
+                caps = balance_caps(fp, cluster, memory_balance, groups=gc.coloc.tolist())
+            caps = [float(c_) for c_ in caps]
             self.balance_caps = caps
             for d in range(k):
                 terms = [float(fp[i]) * x[i, d] for i in range(n) if (i, d) in x and fp[i] > 0]
@@ -346,40 +350,60 @@ class PestoModel:
                     self.balance_rows += 1
 
     def _link_rows(self) -> None:
-        """Congestion: transfers to one device from producers on one device never overlap."""
+        """Congestion: transfers to one device from producers on one device never overlap.
+        The rows are written term by term (a dict per row: the pairs grow with the square of
+        the transfers into a device, and PuLP's expression arithmetic copied every term)."""
         prob, x, T, M = self.prob, self.x, self.T, self.M
         yvar, before, tick = self._yvar, self._before, self._tick
         src_dev_of = self.allowed
+        ge = pulp.LpConstraintGE
         by_b: dict = {}
         for (u, ci, b) in self.TS:
             by_b.setdefault(b, []).append((u, ci))
+
+        def row(terms: dict, rhs: float, name: str) -> None:
+            prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), ge, name,
+                                                 rhs), name)
+
         for b, items in by_b.items():
             items.sort()
+            # each transfer's start, duration terms (x[u, a] -> T) and "it happens" binary
+            info = [(self.TS[u, ci, b],
+                     {x[u, a]: T[u][ci][a][b] for a in src_dev_of[u] if a != b},
+                     self.z[u, ci, b]) for u, ci in items]
             for p in range(len(items)):
                 tick()
                 u, ci = items[p]
-                tu = self.TS[u, ci, b]
-                du = pulp.lpSum(T[u][ci][a][b] * x[u, a] for a in src_dev_of[u] if a != b)
-                zu = self.z[u, ci, b]
+                tu, du, zu = info[p]
                 for q_ in range(p + 1, len(items)):
                     w, cw = items[q_]
-                    tw = self.TS[w, cw, b]
-                    zw = self.z[w, cw, b]
-                    dw = pulp.lpSum(T[w][cw][a][b] * x[w, a]
-                                    for a in src_dev_of[w] if a != b)
+                    tw, dw, zw = info[q_]
                     tag = f"{u}_{ci}_{w}_{cw}_{b}"
-                    if w == u:
-                        prob += tw >= tu + du - M * (2 - zu - zw), f"link_{tag}"
+                    if w == u:   # tw >= tu + du - M (2 - zu - zw)
+                        terms = {tw: 1.0, tu: -1.0, zu: -M, zw: -M}
+                        for v, c_ in du.items():
+                            terms[v] = -c_
+                        row(terms, -2 * M, f"link_{tag}")
                         continue
                     common = set(src_dev_of[u]) & set(src_dev_of[w]) - {b}
                     if not common:
                         continue
                     y = yvar(u, w)
-                    off = M * (3 - y - zu - zw)
                     order = before(u, w)
-                    prob += tw >= tu + du - off - M * (1 - order), f"link_{tag}"
-                    if not isinstance(order, int):
-                        prob += tu >= tw + dw - off - M * order, f"link_r_{tag}"
+                    # tw >= tu + du - M (3 - y - zu - zw) - M (1 - order)
+                    terms = {tw: 1.0, tu: -1.0, y: -M, zu: -M, zw: -M}
+                    for v, c_ in du.items():
+                        terms[v] = -c_
+                    if isinstance(order, int):
+                        row(terms, -3 * M, f"link_{tag}")
+                        continue
+                    terms[order] = -M
+                    row(terms, -4 * M, f"link_{tag}")
+                    # tu >= tw + dw - M (3 - y - zu - zw) - M order
+                    terms = {tu: 1.0, tw: -1.0, y: -M, zu: -M, zw: -M, order: M}
+                    for v, c_ in dw.items():
+                        terms[v] = -c_
+                    row(terms, -3 * M, f"link_r_{tag}")
 
     # ------------------------------------------------------------------ warm start
     def warm_values(self, device: np.ndarray, schedule) -> dict:
@@ -462,12 +486,15 @@ def _serial_horizon(graph, cluster) -> float:
     return t + 1.0
 
 
-def _meets_balance(graph, cluster, schedule, tolerance: float, footprint=None) -> bool:
-    """Whether ``schedule``'s placement keeps every device within :func:`balance_caps`."""
+def _meets_balance(graph, cluster, schedule, tolerance: float, footprint=None,
+                   caps=None) -> bool:
+    """Whether ``schedule``'s placement keeps every device within ``caps`` (default
+    :func:`balance_caps`)."""
     if schedule is None:
         return False
     fp = tensor_footprint(graph) if footprint is None else np.asarray(footprint, float)
-    caps = balance_caps(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
+    if caps is None:
+        caps = balance_caps(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
     used = np.zeros(len(caps))
     np.add.at(used, np.asarray(schedule.device), fp)
     return bool((used <= np.asarray(caps) * (1 + 1e-9)).all())
@@ -484,7 +511,8 @@ def _model_matches_judge(model, cluster, congestion: bool) -> bool:
 
 
 def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, symmetry,
-             threads, memory_balance: float | None = None, footprint=None):
+             threads, memory_balance: float | None = None, footprint=None, caps=None,
+             fix=None):
     """Heuristic warm start, then the ILP. Returns (ilp_plan or None, warm_plan, stats).
 
     ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`; None: 120 s) covers the
@@ -493,7 +521,9 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     time: the warm start is returned) and the solve (what is left).
     ``memory_balance``/``footprint``: the paper's balance rows (see :func:`balance_caps`); when
     they make the ILP infeasible (device affinity can pin heavy ops) it is solved without them
-    (``stats["memory_balance"]`` says so).
+    (``stats["memory_balance"]`` says so); ``caps``: the rows' caps when not the graph's own.
+    ``fix``: applied to each warm-start heuristic's plan (``pesto`` repairs its balance, so that
+    the warm start is a solution of the balanced model and bounds it).
     """
     from ...simulate import simulate
 
@@ -502,7 +532,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     t_h = time.perf_counter()
     warm_plan, warm_s, warm_m, tried, errors = best_heuristic(
         graph, cluster, warm_start, congestion, seed,
-        budget=budget.until("pesto.warm_start", SHARES["pesto.warm_start"]))
+        budget=budget.until("pesto.warm_start", SHARES["pesto.warm_start"]), fix=fix)
     t_heur = time.perf_counter() - t_h
     horizon = warm_s.makespan if warm_s is not None else _serial_horizon(graph, cluster)
     stats = {
@@ -517,7 +547,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     balances = [memory_balance] if memory_balance is None else [memory_balance, None]
     for bal in balances:
         t1 = time.perf_counter()
-        warm_ok = bal is None or _meets_balance(graph, cluster, warm_s, bal, footprint)
+        warm_ok = bal is None or _meets_balance(graph, cluster, warm_s, bal, footprint, caps)
         # an unbalanced warm start neither bounds the balanced makespan nor starts the search
         hz = horizon if warm_ok else _serial_horizon(graph, cluster)
         stats.update(warm_start_balanced=warm_ok, horizon_ms=hz)
@@ -526,7 +556,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
             build = budget.until("pesto.build", 1.0 - SHARES["pesto.build_margin"])
             model = PestoModel(graph, cluster, congestion=congestion, horizon=hz,
                                symmetry=symmetry, budget=build,
-                               memory_balance=bal, footprint=footprint)
+                               memory_balance=bal, footprint=footprint, caps=caps)
         except TimeLimitError as e:
             stats.update(ilp_status="time_limit", build_seconds=time.perf_counter() - t1,
                          milp_message=str(e))
@@ -585,23 +615,38 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     return plan, warm_plan, stats
 
 
-def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool) -> str:
+def produced_by(chosen: str, ilp_plan, warm_plan, warm_method, coarse: bool,
+                symmetric: bool = False) -> str:
     """Which component produced the returned placement (``stats["produced_by"]``): ``"milp"``
     when the MILP's plan is returned and places some vertex elsewhere than its warm start;
     ``"warm_start:<heuristic>"`` when the warm start is returned, or the MILP's plan is the warm
     start's placement unchanged (it only proved or kept it); ``"@coarse"`` when it was found on
     the coarsened graph. (The guard's fallback is ``"original_heuristic:<heuristic>"``.)
+    ``symmetric``: the model broke the symmetry of identical devices (it relabels the warm
+    start's devices), so placements that differ only in device names are the same plan.
 
     >>> from workbench import samples, Plan
     >>> g = samples.diamond()
     >>> a = Plan(g, {v: "gpu0" for v in g.ops})
     >>> produced_by("ilp", a, a, "m_sct", False), produced_by("ilp", a, None, None, True)
     ('warm_start:m_sct', 'milp@coarse')
+    >>> b = Plan(g, {v: "gpu1" for v in g.ops})
+    >>> produced_by("ilp", b, a, "m_sct", False), produced_by("ilp", b, a, "m_sct", False, True)
+    ('milp', 'warm_start:m_sct')
     """
     same = (ilp_plan is not None and warm_plan is not None
-            and ilp_plan.placement == warm_plan.placement)
+            and _canonical(ilp_plan, symmetric) == _canonical(warm_plan, symmetric))
     who = "milp" if chosen == "ilp" and not same else f"warm_start:{warm_method}"
     return who + ("@coarse" if coarse else "")
+
+
+def _canonical(plan, symmetric: bool) -> tuple:
+    """The placement as a tuple in op order; with ``symmetric``, devices renamed by first use."""
+    devs = [plan.placement[v] for v in plan.graph.ops]
+    if symmetric:
+        names: dict = {}
+        devs = [names.setdefault(d, len(names)) for d in devs]
+    return tuple(devs)
 
 
 def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coarse=False,
@@ -625,7 +670,7 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
     name, plan, ms, _how = chosen
     stats["chosen"] = name
     stats["produced_by"] = produced_by(name, ilp_plan, warm_plan, stats.get("warm_start_method"),
-                                       coarse)
+                                       coarse, bool(stats.get("symmetry_breaking")))
     ilp_status = stats["ilp_status"]
     if name == "ilp":
         status = plan.status
@@ -713,7 +758,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
           threads: int | None = None, guard: bool = True, engine: str = "milp",
           memory_balance: float | None = MEMORY_BALANCE, start: Plan | None = None,
-          time_limit: float | Budget | None = None,
+          coarse_balance: bool = False, time_limit: float | Budget | None = None,
           seed: int | None = None) -> Plan:
     """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
     there (congestion, memory capacity and memory balance), expand the plan.
@@ -739,6 +784,11 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         :data:`MEMORY_BALANCE`); a coarse vertex's footprint is its members'. ``None``: memory
         capacity only. Rows that make the coarse ILP infeasible are dropped
         (``stats["memory_balance_dropped"]``).
+    coarse_balance : bool
+        Extension (issue 46; off by default: slower on the measured pairs, see
+        docs/results-pesto.md): coarse units within :func:`~.balance.unit_cap`, the original
+        graph's caps in the coarse rows, the coarse warm start repaired to meet them, so the
+        MILP's expanded plan meets the balance as it is (see :func:`_coarsen`).
     start : Plan or None
         A plan of the same graph the result must not be worse than (an extension, issue 46):
         e.g. ``pesto``'s plan under a tighter memory limit, which fits any looser one. It is
@@ -799,26 +849,27 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
                            warm_start=warm_start, time_limit=time_limit,
                            workers=2 if threads is None else int(threads), symmetry=symmetry,
                            seed=seed, method="pesto")
-    from ...transforms.coarsen import coarsen
-
     budget = budget_of(time_limit, "pesto")
     check_memory(graph, cluster)
     if target is None:
         target = default_target(cluster)
-    cg = coarsen(graph, int(target) if not isinstance(target, bool) else target,
-                 cluster=cluster, balance=balance, cp_slack=cp_slack,
-                 deadline=budget.share("pesto.coarsen").deadline)
-    t_coarsen = budget.elapsed()
     fp = tensor_footprint(graph)
+    cg, cap_x, caps = _coarsen(graph, cluster, target, fp,
+                               memory_balance if coarse_balance else None, balance=balance,
+                               cp_slack=cp_slack, deadline=budget.share("pesto.coarsen").deadline)
+    t_coarsen = budget.elapsed()
     coarse_fp = [float(sum(fp[graph.index[v]] for v in ms)) for ms in cg.members]
     # the coarse ILP ends at 80 % of the limit: the rest is kept for the guard
     ilp_plan, warm_plan, stats = _run_ilp(
         cg.coarse, cluster, congestion=congestion,
         time_limit=budget.until("pesto.ilp", SHARES["pesto.ilp"]), gap=gap,
         warm_start=warm_start, seed=seed, symmetry=symmetry, threads=threads,
-        memory_balance=memory_balance, footprint=coarse_fp)
+        memory_balance=memory_balance, footprint=coarse_fp, caps=caps,
+        fix=_balancer(cluster, memory_balance, congestion, budget=budget,
+                      footprint=coarse_fp, caps=caps, tag="coarse_balance"))
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
-                  "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped})
+                  "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped,
+                  "coarse_unit_cap_x": cap_x})
     merged = cg.coarse.n_ops < graph.n_ops
     fix = _balancer(cluster, memory_balance, congestion, budget=budget)
     plan = _finish(ilp_plan, warm_plan, stats, cluster, congestion, expand=cg.expand,
@@ -851,13 +902,47 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     return plan
 
 
-def _balancer(cluster, tolerance, congestion: bool = True, budget=None):
+def _coarsen(graph, cluster, target, fp, tolerance, *, balance, cp_slack, deadline):
+    """Theorem 3.5 coarsening for ``pesto``. Merging vertices of two colocation groups unites
+    the groups: without a cap, rnnlm's 568 groups became one holding the whole model (every
+    coarse placement on one device, nothing for the MILP to decide). With ``tolerance``
+    (``coarse_balance``) no merged
+    vertex or united colocation group outgrows :func:`~.balance.unit_cap` times 1, then 1.5
+    when that stops short of the target by more than a quarter (then the coarse rows may be
+    infeasible and are dropped; the fine repair restores the balance). Returns the coarsening,
+    the multiple of the unit cap used and the original graph's balance caps (None, None: no
+    cap)."""
+    from ...transforms.coarsen import coarsen
+
+    tgt = int(target) if not isinstance(target, bool) else target
+    if tolerance is None or len(cluster) < 2:
+        return coarsen(graph, tgt, cluster=cluster, balance=balance, cp_slack=cp_slack,
+                       deadline=deadline), None, None
+    caps = balance_caps(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
+    ucap = unit_cap(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
+    best = None
+    for x in (1.0, 1.5):
+        cg = coarsen(graph, tgt, cluster=cluster, balance=balance, cp_slack=cp_slack,
+                     deadline=deadline, weights=fp, weight_cap=ucap * x, max_rounds=1000)
+        if best is None or cg.coarse.n_ops < best[0].coarse.n_ops:
+            best = (cg, x)
+        if cg.coarse.n_ops <= 1.25 * tgt or (deadline is not None
+                                             and time.perf_counter() > deadline):
+            break
+    return (*best, caps)
+
+
+def _balancer(cluster, tolerance, congestion: bool = True, budget=None, footprint=None,
+              caps=None, tag: str = "balance"):
     """The fine-balance repair ``pesto`` applies to each expanded candidate (None: balance off):
     every rule of :data:`~.balance.MODES`, with and without the cut-reducing cleanup, simulated,
     the fastest kept. It records the ops it moved (``stats["balance_moved_ops"]``) and the rule
     (``stats["balance_repair"]``). Once ``budget`` (the call's) is spent no further rule is
     tried and a repair under way stops short (``stats["balance_stopped_by_time_limit"]``); a
-    plan reached with the budget already spent is returned unrepaired."""
+    plan reached with the budget already spent is returned unrepaired. ``footprint``/``caps``:
+    as in :func:`~.balance.repair_balance` (a coarse plan repaired against the original
+    graph's caps); ``tag`` prefixes the stats (``"coarse_balance"``: the coarse warm start's
+    repair, whose count is of coarse vertices)."""
     if tolerance is None:
         return None
 
@@ -871,7 +956,7 @@ def _balancer(cluster, tolerance, congestion: bool = True, budget=None):
             if best is not None and budget is not None and budget.over():
                 break
             out, moved = repair_balance(plan, cluster, tolerance, mode, refine=refine,
-                                        budget=budget)
+                                        budget=budget, footprint=footprint, caps=caps)
             if not moved:
                 return plan
             sched = simulate(out, cluster, congestion=congestion)
@@ -880,12 +965,12 @@ def _balancer(cluster, tolerance, congestion: bool = True, budget=None):
                         mode + ("+refine" if refine else ""), sched)
         _ms, out, moved, mode, sched = best
         # the order the simulator ran it in (the plan promises one per device)
-        stopped = {"balance_stopped_by_time_limit": True} \
+        stopped = {f"{tag}_stopped_by_time_limit": True} \
             if budget is not None and budget.over() else {}
         return out.with_placement(dict(out.placement), order=sched.device_order(),
                                   predicted=dict(plan.predicted),
-                                  stats={**out.stats, "balance_moved_ops": moved,
-                                         "balance_repair": mode, **stopped})
+                                  stats={**out.stats, f"{tag}_moved_ops": moved,
+                                         f"{tag}_repair": mode, **stopped})
     return fix
 
 
