@@ -165,3 +165,13 @@ def test_a_million_op_sample_builds_in_seconds(gen):
         g = getattr(samples, gen)(1_000_000, seed=0)
     assert g.n_ops == 1_000_000 and g.c.n == 1_000_000
     assert sw.within(30.0), sw
+
+
+def test_op_values_answer_as_the_networkx_form():
+    g = samples.to_training(samples.transformer(60, seed=2))
+    h = OpGraph.from_arrays(**_as_arrays(g))
+    for key, default in (("op_type", None), ("kind", None), ("colocate", None), ("memory", None),
+                         ("splits", None), ("out_bytes", 0.0), ("share", 1.0)):
+        fast = h.op_values(key, default)
+        assert "_g" not in h.__dict__, key
+        assert fast == g.op_values(key, default) == [g.op(v).get(key, default) for v in g.ops]

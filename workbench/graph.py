@@ -496,7 +496,9 @@ class OpGraph:
                 return list(coloc_l) if coloc_l is not None else [None] * len(self._ops)
             if key == "memory":
                 return self.c.memory.tolist()
-            if key not in ("compute", "splits"):     # a bulk graph has no other attribute
+            if key == "splits":
+                return _splits_values(cols[3], len(self._ops))
+            if key != "compute":                     # a bulk graph has no other attribute
                 return [default] * len(self._ops)
         nodes = self._g.nodes
         return [nodes[v].get(key, default) for v in self._ops]
@@ -824,6 +826,23 @@ def _array_colocate(colocate, names: list) -> tuple:
                              f"got {g!r}")
         coloc[i] = groups.setdefault(g, len(groups))
     return out, coloc, tuple(groups)
+
+
+def _splits_values(split_l: list | None, n: int) -> list:
+    """Per op its ``splits`` as the networkx form holds them (each distinct dict once)."""
+    if split_l is None:
+        return [{} for _ in range(n)]
+    made: dict = {}
+    out = []
+    for sp in split_l:
+        if not sp:
+            out.append({})
+            continue
+        d = made.get(id(sp))
+        if d is None:
+            d = made[id(sp)] = {str(k): int(x) for k, x in sp.items()}
+        out.append(d)
+    return out
 
 
 def _node_attrs(i: int, kinds: list, cols: list, mem: list, kind_l: list, type_l: list,
