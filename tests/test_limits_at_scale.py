@@ -72,3 +72,20 @@ def test_a_heuristic_and_the_judge_on_a_million_ops(million, method):
         s = wb.simulate(p, C2)
     assert sj.within(60.0), sj
     assert s.makespan > 0 and len(p.placement) == 1_000_000
+
+
+def test_whole_graph_models_refuse_a_graph_beyond_their_size_in_one_line():
+    from workbench.errors import NotApplicableError
+    from workbench.solvers import SOLVERS
+    from workbench.solvers.registry import MAX_MODEL_OPS
+
+    capped = sorted(m for m, info in SOLVERS.items() if info.max_ops)
+    assert {"dp", "dpl", "ip_contig", "ip_noncontig", "pesto_ilp"} <= set(capped)
+    g = samples.layered(MAX_MODEL_OPS + 1, seed=0)
+    for m in capped:
+        with Stopwatch() as sw:
+            with pytest.raises(NotApplicableError) as e:
+                wb.solve(g, C2, method=m, time_limit=5)
+        msg = str(e.value)
+        assert "\n" not in msg and f"up to {MAX_MODEL_OPS:,} ops" in msg and "100,001" in msg
+        assert sw.within(1.0), (m, sw)
