@@ -80,7 +80,7 @@ def test_whole_graph_models_refuse_a_graph_beyond_their_size_in_one_line():
     from workbench.solvers.registry import MAX_MODEL_OPS
 
     capped = sorted(m for m, info in SOLVERS.items() if info.max_ops)
-    assert {"dp", "dpl", "ip_contig", "ip_noncontig", "pesto_ilp"} <= set(capped)
+    assert {"dp", "dpl", "ip_contig", "ip_noncontig", "pesto_ilp", "pesto"} <= set(capped)
     g = samples.layered(MAX_MODEL_OPS + 1, seed=0)
     for m in capped:
         with Stopwatch() as sw:

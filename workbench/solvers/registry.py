@@ -82,9 +82,10 @@ SOLVERS: dict[str, SolverInfo] = {}
 
 MAX_MODEL_OPS = 100_000
 """The ``max_ops`` of the methods that build a model of the whole graph (the pipeline DPs and
-IPs, local search, Pesto's ILP without coarsening): at 100,000 ops they return or refuse
-within their limit and 8 GiB; the exact DP took 5.9 GiB to refuse 200,000 and was killed for
-memory (15 GiB) at 1,000,000 (docs/results-scaling.md)."""
+IPs, local search, Pesto's ILP) and of Pesto (its coarsening, expansion and guard run on the
+whole graph): at 100,000 ops they return or refuse with T = 20 s in 5-11 s CPU and 2 GiB; the
+exact DP took 5.9 GiB to refuse 200,000 ops and was killed for memory (15 GiB) at
+1,000,000, Pesto was still running after 241 s (docs/results-scaling.md)."""
 
 
 def register(name: str, *, family: str, paper: str, objective: str = "makespan",

@@ -705,7 +705,8 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
     return plan
 
 
-@register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+@register("pesto", max_ops=MAX_MODEL_OPS,
+          family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=False, orders=True,
           contract_params={"time_limit": 5, "target": 12, "threads": 1},
           description="Pesto: acyclic coarsening, then the placement + scheduling ILP")
