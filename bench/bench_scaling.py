@@ -7,7 +7,8 @@ Run: ``.venv/bin/python bench/bench_scaling.py`` (all methods, 1k/10k/100k/1M op
 ``--limit 20`` (seconds given to every method that takes a time limit) ``--mem-gib 8`` (address-
 space cap of each run) ``--json FILE`` (rows as JSON as well).
 
-Each cell: solve s (``plan.stats["solve_s"]``) / whole call s, peak MiB of the run, status,
+Each cell: solve s (``plan.stats["solve_s"]``) / whole call s (the call's CPU s: on a loaded
+machine wall time is inflated, CPU time much less), peak MiB of the run, status,
 and the judge's time on the plan (``workbench.simulate``). Every (method, size) runs in a fresh
 interpreter, one at a time (the machine is shared): the
 graph is built once per size in the parent and handed over as a pickle (its load is not
@@ -172,7 +173,8 @@ def table(rows: list, sizes: list, limit: float) -> str:
                            f"{r.get('error', '')[:60]}")
             else:
                 late = " **late**" if over_limit(r, limit) else ""
-                out.append(f"{r['solve_s']:.2f} / {r['call_s']:.2f} s{late}, "
+                out.append(f"{r['solve_s']:.2f} / {r['call_s']:.2f} s{late} "
+                           f"(CPU {r.get('cpu_s', math.nan):.2f} s), "
                            f"{r.get('peak_mib', math.nan):.0f} MiB, {r['status']}, judge "
                            f"{r.get('judge_s', math.nan):.2f} s")
         pts = [(n, r["solve_s"]) for n, r in cells.items() if "solve_s" in r]
@@ -219,6 +221,7 @@ def main(argv=None) -> int:
                 r.setdefault("ops", n)
                 rows.append(r)
                 print(f"  {m:13s} {r['status']:10s} call {r.get('call_s', math.nan):7.2f} s "
+                      f"CPU {r.get('cpu_s', math.nan):7.2f} s "
                       f"peak {r.get('peak_mib', math.nan):6.0f} MiB {r.get('error', '')}",
                       flush=True)
                 if over_limit(r, a.limit):

@@ -237,6 +237,133 @@ class OpGraph:
             G.add_edge(u, v, **dict(attrs or {}))
         return cls(G, name=name, meta=meta)
 
+    @classmethod
+    def from_arrays(
+        cls,
+        names,
+        compute: Mapping,
+        src=(),
+        dst=(),
+        *,
+        memory=None,
+        nbytes=None,
+        kind="fwd",
+        op_type="",
+        splits=None,
+        colocate=None,
+        name: str = "graph",
+        meta: Mapping | None = None,
+    ) -> "OpGraph":
+        """Build a graph from arrays, validated in bulk: the path of large generated graphs.
+
+        The graph equals ``from_ops`` of the same ops (listed in ``names`` order) and edges.
+        When every edge goes from a lower to a higher index (``src < dst``), that order is the
+        graph's topological order, and the networkx form (:attr:`nx`, :meth:`op`) is built only
+        when first asked for; otherwise the graph is built through networkx as ``from_ops`` does.
+
+        Parameters
+        ----------
+        names : sequence of str
+            The n op names.
+        compute : dict
+            Device kind -> n compute times in ms; ``nan`` where the op cannot run on that kind.
+        src, dst : sequences of int
+            The m edges as op indices into ``names``.
+        memory : n bytes, optional (0)
+        nbytes : m bytes, optional (0)
+        kind, op_type : str or n strings
+        splits : None, or n dicts (or None) dimension -> size
+        colocate : None, or n colocation group ids (str, int or None)
+
+        Raises
+        ------
+        GraphError
+            A malformed array, a duplicate name or edge, an edge out of range, a self-loop, a
+            NaN (every kind), infinite or negative cost, naming the op or edge.
+
+        Examples
+        --------
+        >>> g = OpGraph.from_arrays(["a", "b"], {"gpu": [1.0, 2.0], "cpu": [float("nan"), 8.0]},
+        ...                         [0], [1], nbytes=[4e6], name="tiny")
+        >>> g.op("a")["compute"], g.edge("a", "b")["bytes"], g.n_edges
+        ({'gpu': 1.0}, 4000000.0, 1)
+        >>> OpGraph.from_arrays(["a", "b"], {"gpu": [1.0, -2.0]})
+        Traceback (most recent call last):
+        ...
+        workbench.errors.GraphError: op 'b': compute time on 'gpu' is negative (-2)
+        """
+        names = list(names)
+        n = len(names)
+        if n > MAX_OPS:
+            raise GraphError(f"graph {name!r} has {n} ops; at most {MAX_OPS} are supported")
+        if any(not isinstance(v, str) for v in names):
+            bad = next(v for v in names if not isinstance(v, str))
+            raise GraphError(f"op name {bad!r} must be a string")
+        try:
+            "".join(names).encode()
+        except UnicodeEncodeError:
+            names = [_check_name(v, "op name") for v in names]
+        index = {v: i for i, v in enumerate(names)}
+        if len(index) != n:
+            seen: set = set()
+            dup = next(v for v in names if v in seen or seen.add(v))
+            raise GraphError(f"op {dup!r} is defined twice")
+        kinds, cols = _array_compute(names, compute)
+        mem = _array_numbers(memory, n, lambda i: f"op {names[i]!r}", "memory")
+        s, d = _array_edges(src, dst, names)
+        nb = _array_numbers(nbytes, len(s), lambda j: f"edge {names[s[j]]} -> {names[d[j]]}",
+                            "bytes")
+        kind_l = _array_strings(kind, n, "kind")
+        for k in set(kind_l):
+            if k not in _KIND_CODE:
+                v = names[kind_l.index(k)]
+                raise GraphError(f"op {v!r}: kind {k!r} is not one of {', '.join(OP_KINDS)}")
+        type_l = _array_strings(op_type, n, "op_type")
+        split_l = _array_splits(splits, names)
+        coloc_l, coloc, groups = _array_colocate(colocate, names)
+        if n and len(s) and not bool(np.all(s < d)):
+            G = nx.DiGraph()
+            cl = [np.where(np.isnan(col), np.inf, col).tolist() for col in cols]
+            ml = mem.tolist()
+            for i, v in enumerate(names):
+                G.add_node(v, **_node_attrs(i, kinds, cl, ml, kind_l, type_l, split_l,
+                                            coloc_l))
+            for j in range(len(s)):
+                G.add_edge(names[s[j]], names[d[j]], bytes=float(nb[j]), comm=None)
+            return cls(G, name=name, meta=meta)
+        self = cls.__new__(cls)
+        if meta is not None and not isinstance(meta, Mapping):
+            raise GraphError(f"graph {name!r}: meta must be a dict, got {type(meta).__name__}")
+        self.name = _check_name(name, "graph name")
+        self.meta = dict(meta or {})
+        self._ops = names
+        self.index = index
+        self._cols = (kinds, kind_l, type_l, split_l, coloc_l, s, d, nb)
+        sk = sorted(kinds)
+        comp = np.full((n, len(sk)), np.inf)
+        for k, col in zip(kinds, cols):
+            comp[:, sk.index(k)] = np.where(np.isnan(col), np.inf, col)
+        op_kind = np.fromiter((_KIND_CODE[k] for k in kind_l), dtype=np.int8, count=n)
+        self.__dict__["c"] = _compile(
+            tuple(names), index, sk, comp, mem, op_kind, coloc, groups, s, d, nb,
+            np.full(len(s), np.nan))
+        return self
+
+    @cached_property
+    def _g(self) -> nx.DiGraph:
+        """The networkx form of a graph built by :meth:`from_arrays`, made on first use."""
+        kinds, kind_l, type_l, split_l, coloc_l, s, d, nb = self._cols
+        c, names = self.c, self._ops
+        cols = [c.compute[:, c.kind_index[k]].tolist() for k in kinds]
+        mem = c.memory.tolist()
+        G = nx.DiGraph()
+        G.add_nodes_from((v, _node_attrs(i, kinds, cols, mem, kind_l, type_l, split_l, coloc_l))
+                         for i, v in enumerate(names))
+        G.add_edges_from((names[u], names[v], {"bytes": b, "comm": None})   # the order given
+                         for u, v, b in zip(s.tolist(), d.tolist(), nb.tolist()))
+        nx.freeze(G)
+        return G
+
     @staticmethod
     def _validated_copy(graph: nx.DiGraph) -> nx.DiGraph:
         G = nx.DiGraph()
@@ -322,7 +449,7 @@ class OpGraph:
 
     @property
     def n_edges(self) -> int:
-        return self._g.number_of_edges()
+        return self._g.number_of_edges() if "_g" in self.__dict__ else self.c.m
 
     def __len__(self) -> int:
         return len(self._ops)
@@ -350,6 +477,32 @@ class OpGraph:
         self._check_op(name)
         return copy.deepcopy(dict(self._g.nodes[name]))
 
+    def op_values(self, key: str, default: Any = None) -> list:
+        """Every op's attribute ``key`` (``default`` where it has none), in topological order;
+        a graph made by :meth:`from_arrays` answers without building its networkx form.
+
+        >>> from workbench import samples
+        >>> samples.two_branch().op_values("op_type")[:2], samples.diamond().op_values("x", 0)
+        (['Placeholder', 'Conv2D'], [0, 0, 0, 0])
+        """
+        cols = self.__dict__.get("_cols")
+        if cols is not None and "_g" not in self.__dict__:
+            kind_l, type_l, coloc_l = cols[1], cols[2], cols[4]
+            if key == "op_type":
+                return list(type_l)
+            if key == "kind":
+                return list(kind_l)
+            if key == "colocate":
+                return list(coloc_l) if coloc_l is not None else [None] * len(self._ops)
+            if key == "memory":
+                return self.c.memory.tolist()
+            if key == "splits":
+                return _splits_values(cols[3], len(self._ops))
+            if key != "compute":                     # a bulk graph has no other attribute
+                return [default] * len(self._ops)
+        nodes = self._g.nodes
+        return [nodes[v].get(key, default) for v in self._ops]
+
     def edge(self, u: str, v: str) -> dict:
         """The attributes of edge ``u -> v`` (a deep copy)."""
         if not isinstance(u, str) or not isinstance(v, str) or not self._g.has_edge(u, v):
@@ -367,21 +520,25 @@ class OpGraph:
 
     def predecessors(self, op: str) -> list[str]:
         self._check_op(op)
-        return sorted(self._g.predecessors(op), key=self.index.__getitem__)
+        c = self.c
+        return [c.names[u] for u in c.pred[self.index[op]]]
 
     def successors(self, op: str) -> list[str]:
         self._check_op(op)
-        return sorted(self._g.successors(op), key=self.index.__getitem__)
+        c = self.c
+        return [c.names[v] for v in c.succ[self.index[op]]]
 
     def topological_order(self) -> list[str]:
         """Same as :attr:`ops`: the graph's fixed topological order."""
         return self.ops
 
     def sources(self) -> list[str]:
-        return [v for v in self._ops if self._g.in_degree(v) == 0]
+        c = self.c
+        return [c.names[i] for i in np.flatnonzero(np.diff(c.pred_ptr) == 0).tolist()]
 
     def sinks(self) -> list[str]:
-        return [v for v in self._ops if self._g.out_degree(v) == 0]
+        c = self.c
+        return [c.names[i] for i in np.flatnonzero(np.diff(c.succ_ptr) == 0).tolist()]
 
     @property
     def device_kinds(self) -> tuple[str, ...]:
@@ -391,11 +548,10 @@ class OpGraph:
     @property
     def colocation_groups(self) -> dict:
         """Group id -> list of member ops (topological order)."""
+        c = self.c
         groups: dict = {}
-        for v in self._ops:
-            g = self._g.nodes[v]["colocate"]
-            if g is not None:
-                groups.setdefault(g, []).append(v)
+        for i in np.flatnonzero(c.coloc >= 0).tolist():
+            groups.setdefault(c.coloc_groups[c.coloc[i]], []).append(c.names[i])
         return groups
 
     def is_training(self) -> bool:
@@ -458,7 +614,10 @@ class OpGraph:
         for v in sorted(self._ops):
             h.update(v.encode())
             h.update(b"\0")
-        for u, v in sorted(self._g.edges):
+        c = self.c
+        names = c.names
+        for u, v in sorted(zip(map(names.__getitem__, c.src.tolist()),
+                               map(names.__getitem__, c.dst.tolist()))):
             h.update(f"{u}\1{v}\0".encode())
         return h.hexdigest()[:16]
 
@@ -512,28 +671,186 @@ class OpGraph:
             dst[j] = index[v]
             nbytes[j] = a["bytes"]
             comm[j] = np.nan if a["comm"] is None else a["comm"]
-        order = np.lexsort((dst, src))
-        src, dst, nbytes, comm = src[order], dst[order], nbytes[order], comm[order]
-        succ_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(succ_ptr, src + 1, 1)
-        succ_ptr = np.cumsum(succ_ptr)
-        succ_edge = np.arange(m, dtype=np.int64)
-        pred_edge = np.lexsort((src, dst)).astype(np.int64)
-        pred_ptr = np.zeros(n + 1, dtype=np.int64)
-        np.add.at(pred_ptr, dst + 1, 1)
-        pred_ptr = np.cumsum(pred_ptr)
-        src_l, dst_l = src.tolist(), dst.tolist()
-        sp, pp, pe = succ_ptr.tolist(), pred_ptr.tolist(), pred_edge.tolist()
-        out_edges = tuple(tuple(range(sp[i], sp[i + 1])) for i in range(n))
-        in_edges = tuple(tuple(pe[pp[i]:pp[i + 1]]) for i in range(n))
-        succ = tuple(tuple(dst_l[e] for e in out_edges[i]) for i in range(n))
-        pred = tuple(tuple(src_l[e] for e in in_edges[i]) for i in range(n))
-        for arr in (compute, memory, op_kind, coloc, src, dst, nbytes, comm, succ_ptr,
-                    succ_edge, pred_ptr, pred_edge):
-            arr.setflags(write=False)
-        return CompiledGraph(
-            n=n, m=m, names=names, index=index, kinds=tuple(kinds), kind_index=kidx,
-            compute=compute, memory=memory, op_kind=op_kind, coloc=coloc,
-            coloc_groups=tuple(groups), src=src, dst=dst, bytes=nbytes, comm=comm,
-            succ_ptr=succ_ptr, succ_edge=succ_edge, pred_ptr=pred_ptr, pred_edge=pred_edge,
-            succ=succ, pred=pred, out_edges=out_edges, in_edges=in_edges)
+        return _compile(names, index, kinds, compute, memory, op_kind, coloc, tuple(groups),
+                        src, dst, nbytes, comm)
+
+
+def _compile(names: tuple, index: dict, kinds, compute, memory, op_kind, coloc, groups: tuple,
+             src, dst, nbytes, comm) -> CompiledGraph:
+    """The :class:`CompiledGraph` of op arrays and unsorted edge arrays."""
+    n, m = len(names), len(src)
+    order = np.lexsort((dst, src))
+    src, dst, nbytes, comm = src[order], dst[order], nbytes[order], comm[order]
+    succ_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(succ_ptr, src + 1, 1)
+    succ_ptr = np.cumsum(succ_ptr)
+    succ_edge = np.arange(m, dtype=np.int64)
+    pred_edge = np.lexsort((src, dst)).astype(np.int64)
+    pred_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(pred_ptr, dst + 1, 1)
+    pred_ptr = np.cumsum(pred_ptr)
+    dst_l, src_by_dst = dst.tolist(), src[pred_edge].tolist()
+    sp, pp, pe = succ_ptr.tolist(), pred_ptr.tolist(), pred_edge.tolist()
+    out_edges = tuple(tuple(range(sp[i], sp[i + 1])) for i in range(n))
+    in_edges = tuple(tuple(pe[pp[i]:pp[i + 1]]) for i in range(n))
+    succ = tuple(tuple(dst_l[sp[i]:sp[i + 1]]) for i in range(n))
+    pred = tuple(tuple(src_by_dst[pp[i]:pp[i + 1]]) for i in range(n))
+    for arr in (compute, memory, op_kind, coloc, src, dst, nbytes, comm, succ_ptr,
+                succ_edge, pred_ptr, pred_edge):
+        arr.setflags(write=False)
+    return CompiledGraph(
+        n=n, m=m, names=names, index=index, kinds=tuple(kinds),
+        kind_index={k: i for i, k in enumerate(kinds)}, compute=compute, memory=memory,
+        op_kind=op_kind, coloc=coloc, coloc_groups=groups, src=src, dst=dst, bytes=nbytes,
+        comm=comm, succ_ptr=succ_ptr, succ_edge=succ_edge, pred_ptr=pred_ptr,
+        pred_edge=pred_edge, succ=succ, pred=pred, out_edges=out_edges, in_edges=in_edges)
+
+
+# ---------------------------------------------------------------- bulk validation (from_arrays)
+def _floats(values, count: int, what: str) -> np.ndarray:
+    try:
+        arr = np.array(values, dtype=float)
+    except (TypeError, ValueError, OverflowError):
+        raise GraphError(f"{what} must be {count} numbers") from None
+    if arr.shape != (count,):
+        raise GraphError(f"{what} must be {count} numbers, got shape {arr.shape}")
+    return arr
+
+
+def _first_bad(arr: np.ndarray, label, allow_nan: bool = False) -> None:
+    """Raise the GraphError of ``_number`` for the first NaN, infinite or negative value."""
+    bad = np.isinf(arr) | (arr < 0)
+    if not allow_nan:
+        bad |= np.isnan(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        _number(float(arr[i]), label(i))
+
+
+def _array_compute(names: list, compute) -> tuple[list, list]:
+    if not isinstance(compute, Mapping) or not compute:
+        raise GraphError("compute must be a non-empty dict device kind -> array of ms")
+    n, kinds, cols = len(names), [], []
+    for k, vals in compute.items():
+        if not isinstance(k, str) or not k:
+            raise GraphError(f"device kind {k!r} is not a non-empty string")
+        col = _floats(vals, n, f"compute on {k!r}")
+        _first_bad(col, lambda i: f"op {names[i]!r}: compute time on {k!r}", allow_nan=True)
+        kinds.append(k)
+        cols.append(col)
+    none = np.logical_and.reduce([np.isnan(c) for c in cols])
+    if none.any():
+        raise GraphError(f"op {names[int(np.argmax(none))]!r} has no 'compute' costs")
+    return kinds, cols
+
+
+def _array_numbers(values, count: int, label, what: str) -> np.ndarray:
+    if values is None:
+        return np.zeros(count)
+    arr = _floats(values, count, what)
+    _first_bad(arr, lambda i: f"{label(i)}: {what}")
+    return arr
+
+
+def _array_edges(src, dst, names: list) -> tuple[np.ndarray, np.ndarray]:
+    n = len(names)
+    s, d = np.asarray(src), np.asarray(dst)
+    if s.shape != d.shape or s.ndim != 1:
+        raise GraphError(f"src and dst must be two sequences of the same length, got shapes "
+                         f"{s.shape} and {d.shape}")
+    if len(s) and (s.dtype.kind not in "iu" or d.dtype.kind not in "iu"):
+        raise GraphError("src and dst must be op indices (integers)")
+    s, d = s.astype(np.int64), d.astype(np.int64)
+    out = (s < 0) | (s >= n) | (d < 0) | (d >= n)
+    if out.any():
+        j = int(np.argmax(out))
+        raise GraphError(f"edge {j} ({int(s[j])} -> {int(d[j])}) refers to an op index outside "
+                         f"0..{n - 1}")
+    loop = s == d
+    if loop.any():
+        raise GraphError(f"graph has a self-loop on op {names[int(s[np.argmax(loop)])]!r} "
+                         f"(a cycle)")
+    key = np.sort(s * n + d)
+    dup = key[1:] == key[:-1]
+    if dup.any():
+        k = int(key[int(np.argmax(dup))])
+        raise GraphError(f"edge {names[k // n]} -> {names[k % n]} is given twice")
+    return s, d
+
+
+def _array_strings(value, n: int, what: str) -> list:
+    if isinstance(value, str):
+        return [value] * n
+    out = list(value)
+    if len(out) != n or any(type(x) is not str for x in out):
+        raise GraphError(f"{what} must be a string or {n} strings")
+    return out
+
+
+def _array_splits(splits, names: list) -> list | None:
+    if splits is None:
+        return None
+    out = list(splits)
+    if len(out) != len(names):
+        raise GraphError(f"splits must be {len(names)} dicts (or None)")
+    seen: set = set()
+    for i, sp in enumerate(out):
+        if sp is None or id(sp) in seen:
+            continue
+        if not isinstance(sp, Mapping):
+            raise GraphError(f"op {names[i]!r}: 'splits' must be a dict dimension -> size")
+        for dim, size in sp.items():
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                raise GraphError(f"op {names[i]!r}: split dimension {dim!r} has size {size!r}, "
+                                 f"expected a positive integer")
+        seen.add(id(sp))
+    return out
+
+
+def _array_colocate(colocate, names: list) -> tuple:
+    """(group id per op or None, group index per op (-1: none), the groups in order of first
+    appearance), as the compiled form numbers them."""
+    n = len(names)
+    coloc = np.full(n, -1, dtype=np.int64)
+    if colocate is None:
+        return None, coloc, ()
+    out = [int(g) if isinstance(g, np.integer) else g for g in colocate]
+    if len(out) != n:
+        raise GraphError(f"colocate must be {n} group ids (or None)")
+    groups: dict = {}
+    for i, g in enumerate(out):
+        if g is None:
+            continue
+        if isinstance(g, bool) or not isinstance(g, (str, int)):
+            raise GraphError(f"op {names[i]!r}: colocate must be a str/int group id or None, "
+                             f"got {g!r}")
+        coloc[i] = groups.setdefault(g, len(groups))
+    return out, coloc, tuple(groups)
+
+
+def _splits_values(split_l: list | None, n: int) -> list:
+    """Per op its ``splits`` as the networkx form holds them (each distinct dict once)."""
+    if split_l is None:
+        return [{} for _ in range(n)]
+    made: dict = {}
+    out = []
+    for sp in split_l:
+        if not sp:
+            out.append({})
+            continue
+        d = made.get(id(sp))
+        if d is None:
+            d = made[id(sp)] = {str(k): int(x) for k, x in sp.items()}
+        out.append(d)
+    return out
+
+
+def _node_attrs(i: int, kinds: list, cols: list, mem: list, kind_l: list, type_l: list,
+                split_l: list | None, coloc_l: list | None) -> dict:
+    """The attributes ``_validated_copy`` gives op ``i`` of a :meth:`OpGraph.from_arrays` graph
+    (``cols``: lists with ``inf`` where the op cannot run)."""
+    sp = split_l[i] if split_l is not None else None
+    return {"compute": {k: col[i] for k, col in zip(kinds, cols) if col[i] != math.inf},
+            "memory": mem[i], "kind": kind_l[i],
+            "colocate": coloc_l[i] if coloc_l is not None else None, "op_type": type_l[i],
+            "splits": {str(d): int(s) for d, s in sp.items()} if sp else {}}

@@ -85,39 +85,65 @@ def two_branch() -> OpGraph:
 
 
 # ---------------------------------------------------------------------- generator machinery
+def _finish(name: str, names: list, gpu: np.ndarray, cpu: np.ndarray, memory, op_type: list,
+            splits: list, out: np.ndarray, src: np.ndarray, dst: np.ndarray, ccr: float,
+            meta: dict) -> OpGraph:
+    """The graph of generated ops; edge sizes are the source's output size scaled to ``ccr``
+    (edges in creation order: ``raw.sum()`` sums in that order)."""
+    raw = out[src] if len(src) else np.zeros(0)
+    work = sum(gpu.tolist())        # Python's left-to-right sum, as the generators always did
+    if len(raw) and raw.sum() > 0 and ccr > 0:
+        raw = raw * (ccr * work * REF_BANDWIDTH / raw.sum())
+    elif ccr == 0:
+        raw = np.zeros(len(raw))
+    return OpGraph.from_arrays(names, {"gpu": gpu, "cpu": cpu}, src, dst, memory=memory,
+                               nbytes=raw, op_type=op_type, splits=splits, name=name, meta=meta)
+
+
 class _Builder:
-    """Accumulates ops and edges with realistic random costs."""
+    """Accumulates ops and edges with realistic random costs (drawn op by op)."""
 
     def __init__(self, seed: int, cpu_factor: float):
         self.rng = np.random.default_rng(seed)
         self.cpu_factor = cpu_factor
-        self.ops: list = []
-        self.edges: list = []
+        self.ops: list = []                  # names, in creation (= topological) order
+        self.index: dict = {}
+        self.cols: list = []                 # (gpu, cpu, memory, op_type, out, splits) per op
+        self.src: list = []
+        self.dst: list = []
 
     def op(self, name: str, op_type: str, gpu_ms: float, memory: float, out_bytes: float,
            inputs=(), splits: dict | None = None) -> str:
         r = self.rng
         gpu = float(gpu_ms * r.lognormal(0.0, 0.25))
         cpu = gpu * float(self.cpu_factor * r.uniform(0.7, 1.4))
-        attrs = {"compute": {"gpu": gpu, "cpu": cpu}, "memory": float(memory),
-                 "op_type": op_type, "out_bytes": float(out_bytes * r.uniform(0.8, 1.2))}
-        if splits:
-            attrs["splits"] = splits
-        self.ops.append((name, attrs))
+        i = len(self.ops)
+        self.cols.append((gpu, cpu, float(memory), op_type,
+                          float(out_bytes * r.uniform(0.8, 1.2)), splits))
+        self.ops.append(name)
+        self.index[name] = i
         for u in inputs:
-            self.edges.append([u, name, None])
+            self.src.append(self.index[u])
+            self.dst.append(i)
         return name
 
     def build(self, name: str, ccr: float, meta: dict) -> OpGraph:
-        out = {v: a.pop("out_bytes") for v, a in self.ops}
-        raw = np.array([out[u] for u, _, _ in self.edges])
-        work = sum(a["compute"]["gpu"] for _, a in self.ops)
-        if len(raw) and raw.sum() > 0 and ccr > 0:
-            raw = raw * (ccr * work * REF_BANDWIDTH / raw.sum())
-        elif ccr == 0:
-            raw = np.zeros(len(raw))
-        edges = [(u, v, {"bytes": float(b)}) for (u, v, _), b in zip(self.edges, raw)]
-        return OpGraph.from_ops(self.ops, edges, name=name, meta=meta)
+        gpu, cpu, mem, types, out, splits = zip(*self.cols)
+        return _finish(name, self.ops, np.array(gpu), np.array(cpu), np.array(mem), list(types),
+                       list(splits), np.array(out), np.array(self.src, dtype=np.int64),
+                       np.array(self.dst, dtype=np.int64), ccr, meta)
+
+
+def _draws(rng: np.random.Generator, n: int, sigma: float, lo: float, hi: float,
+           lo2: float, hi2: float) -> tuple:
+    """Per op, in op order, what ``_Builder.op`` draws: ``lognormal(0, sigma)``,
+    ``uniform(lo, hi)``, ``uniform(lo2, hi2)`` (the same numbers: a log-normal is the
+    exponential of ``sigma`` times a standard normal, a uniform ``lo + (hi - lo) u``; the
+    exponential is libm's, as numpy's scalar draw uses)."""
+    sn, rd = rng.standard_normal, rng.random
+    z = np.array([(sn(), rd(), rd()) for _ in range(n)]).reshape(n, 3)
+    ln = np.fromiter(map(math.exp, (sigma * z[:, 0]).tolist()), dtype=float, count=n)
+    return ln, lo + (hi - lo) * z[:, 1], lo2 + (hi2 - lo2) * z[:, 2]
 
 
 MAX_SAMPLE_OPS = 1_000_000
@@ -207,43 +233,69 @@ def inception(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: 
     return to_training(g) if training else g
 
 
+_B16 = {"batch": 16}
+_BH = {"batch": 16, "heads": 16}
+_TRANSFORMER_BLOCK = (  # name, op type, gpu ms, memory (x w), output (x act), inputs, splits
+    ("ln1", "LayerNorm", 0.05, 0.01 * MB, 1, (-1,), _B16),
+    ("q", "MatMul", 0.5, "w", 1, (0,), _BH),
+    ("k", "MatMul", 0.5, "w", 1, (0,), _BH),
+    ("v", "MatMul", 0.5, "w", 1, (0,), _BH),
+    ("scores", "BatchMatMul", 0.7, 0, 2, (1, 2), _BH),
+    ("softmax", "Softmax", 0.2, 0, 2, (4,), _BH),
+    ("context", "BatchMatMul", 0.7, 0, 1, (5, 3), _BH),
+    ("out", "MatMul", 0.5, "w", 1, (6,), _B16),
+    ("add1", "AddV2", 0.03, 0, 1, (7, -1), _B16),
+    ("ln2", "LayerNorm", 0.05, 0.01 * MB, 1, (8,), _B16),
+    ("ffn1", "MatMul", 1.6, "4w", 4, (9,), {"batch": 16, "hidden": 4096}),
+    ("gelu", "Gelu", 0.15, 0, 4, (10,), _B16),
+    ("ffn2", "MatMul", 1.6, "4w", 1, (11,), {"batch": 16, "hidden": 1024}),
+    ("dropout", "Dropout", 0.04, 0, 1, (12,), _B16),
+    ("add2", "AddV2", 0.03, 0, 1, (13, 8), _B16),
+)
+"""One encoder block; input ``-1`` is the block's input (the previous block's ``add2``)."""
+
+
 def transformer(n_ops: int = 200, *, ccr: float = 0.5, seed: int = 0, cpu_factor: float = 10.0,
                 training: bool = False) -> OpGraph:
     """Repeated encoder blocks: layer norm, Q/K/V projections in parallel, scores, softmax,
     context, output projection, residual add, layer norm, two feed-forward matmuls with GELU
     and a second residual add (15 ops per block).
 
+    Built in bulk (a million ops in seconds): the blocks are tiled from one template; the
+    random costs are drawn op by op in the order of the ops, so a seed gives the same graph
+    at every size it always gave.
+
     >>> transformer(64).n_ops
     64
     """
     _check_size(n_ops, 18)
-    b = _Builder(seed, cpu_factor)
-    act = 4 * MB
-    w = 8 * MB
-    prev = b.op("embed", "Gather", 0.1, 120 * MB, act)
-    i = 0
-    while len(b.ops) + 15 <= n_ops - 1:
-        p = f"layer{i}/"
-        ln1 = b.op(p + "ln1", "LayerNorm", 0.05, 0.01 * MB, act, [prev], {"batch": 16})
-        q = b.op(p + "q", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
-        k = b.op(p + "k", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
-        v = b.op(p + "v", "MatMul", 0.5, w, act, [ln1], {"batch": 16, "heads": 16})
-        s = b.op(p + "scores", "BatchMatMul", 0.7, 0, 2 * act, [q, k], {"batch": 16, "heads": 16})
-        sm = b.op(p + "softmax", "Softmax", 0.2, 0, 2 * act, [s], {"batch": 16, "heads": 16})
-        ctx = b.op(p + "context", "BatchMatMul", 0.7, 0, act, [sm, v], {"batch": 16, "heads": 16})
-        o = b.op(p + "out", "MatMul", 0.5, w, act, [ctx], {"batch": 16})
-        a1 = b.op(p + "add1", "AddV2", 0.03, 0, act, [o, prev], {"batch": 16})
-        ln2 = b.op(p + "ln2", "LayerNorm", 0.05, 0.01 * MB, act, [a1], {"batch": 16})
-        f1 = b.op(p + "ffn1", "MatMul", 1.6, 4 * w, 4 * act, [ln2], {"batch": 16, "hidden": 4096})
-        ge = b.op(p + "gelu", "Gelu", 0.15, 0, 4 * act, [f1], {"batch": 16})
-        f2 = b.op(p + "ffn2", "MatMul", 1.6, 4 * w, act, [ge], {"batch": 16, "hidden": 1024})
-        dr = b.op(p + "dropout", "Dropout", 0.04, 0, act, [f2], {"batch": 16})
-        prev = b.op(p + "add2", "AddV2", 0.03, 0, act, [dr, a1], {"batch": 16})
-        i += 1
-    while len(b.ops) < n_ops - 1:
-        prev = b.op(f"head{len(b.ops)}", "LayerNorm", 0.05, 0, act, [prev])
-    b.op("logits", "MatMul", 1.0, 120 * MB, 0.5 * MB, [prev], {"batch": 16})
-    g = b.build(f"transformer{n_ops}", ccr, {"generator": "transformer", "seed": seed, "ccr": ccr})
+    act, w = 4 * MB, 8 * MB
+    blk = _TRANSFORMER_BLOCK
+    nb = (n_ops - 2) // 15                      # blocks while 1 + 15 (i + 1) <= n_ops - 1
+    heads = n_ops - 2 - 15 * nb
+    mem_of = {"w": w, "4w": 4 * w}
+    t_gpu = np.array([b[2] for b in blk])
+    t_mem = np.array([float(mem_of.get(b[3], b[3])) for b in blk])
+    t_out = np.array([b[4] * act for b in blk])
+    gpu_ms = np.concatenate([[0.1], np.tile(t_gpu, nb), np.full(heads, 0.05), [1.0]])
+    memory = np.concatenate([[120 * MB], np.tile(t_mem, nb), np.zeros(heads), [120 * MB]])
+    out = np.concatenate([[act], np.tile(t_out, nb), np.full(heads, act), [0.5 * MB]])
+    first = 1 + 15 * nb
+    names = ["embed"] + [f"layer{i}/{b[0]}" for i in range(nb) for b in blk] + \
+        [f"head{first + k}" for k in range(heads)] + ["logits"]
+    types = ["Gather"] + [b[1] for b in blk] * nb + ["LayerNorm"] * heads + ["MatMul"]
+    splits = [None] + [b[6] for b in blk] * nb + [None] * heads + [_B16]
+    e_src = np.array([j if j >= 0 else -1 for b in blk for j in b[5]])
+    e_dst = np.array([k for k, b in enumerate(blk) for _ in b[5]])
+    base = 1 + 15 * np.arange(nb)[:, None]
+    tail = np.arange(first, n_ops)
+    src = np.concatenate([(base + e_src).ravel(), tail - 1]).astype(np.int64)
+    dst = np.concatenate([(base + e_dst).ravel(), tail]).astype(np.int64)
+    ln, u_cpu, u_out = _draws(np.random.default_rng(seed), n_ops, 0.25, 0.7, 1.4, 0.8, 1.2)
+    gpu = gpu_ms * ln
+    g = _finish(f"transformer{n_ops}", names, gpu, gpu * (cpu_factor * u_cpu), memory, types,
+                splits, out * u_out, src, dst, ccr,
+                {"generator": "transformer", "seed": seed, "ccr": ccr})
     return to_training(g) if training else g
 
 
@@ -393,48 +445,65 @@ def layered(n_ops: int = 300, *, ccr: float = HARD_DEFAULTS["ccr"],
     if isinstance(fanout, bool) or not isinstance(fanout, (int, np.integer)) or fanout < 1:
         raise GraphError(f"layered: fanout must be an integer >= 1, got {fanout!r}")
     rng = np.random.default_rng(seed)
-    ops: list = [("input", {"gpu": 0.05, "op_type": "Placeholder"})]
-    edges: list = []
-    layers: list[list[str]] = [["input"]]
-    i = 0
-    while len(ops) < n_ops - 1:
-        width = min(fanout, n_ops - 1 - len(ops))
-        block_end = (len(layers) % 4 == 0)
-        if block_end or width == 1:
-            name = f"join{len(layers)}"
-            ops.append((name, {"gpu": float(rng.lognormal(-1.0, cost_sigma * 0.5)),
-                               "op_type": "ConcatV2"}))
-            edges.extend((p, name) for p in layers[-1])
-            layers.append([name])
-            continue
-        cur = []
-        for _ in range(width):
-            name = f"op{i}"
-            i += 1
-            ops.append((name, {"gpu": float(rng.lognormal(0.0, cost_sigma)),
-                               "op_type": "Conv2D"}))
-            prev = layers[-1]
-            edges.append((prev[int(rng.integers(len(prev)))], name))
-            if len(layers) > 2 and rng.random() < skip:
-                back = layers[-int(rng.integers(2, min(4, len(layers)) + 1))]
-                src = back[int(rng.integers(len(back)))]
-                if edges[-1] != (src, name):   # the only edge into ``name`` so far
-                    edges.append((src, name))
-            cur.append(name)
-        layers.append(cur)
-    ops.append(("output", {"gpu": 0.1, "op_type": "MatMul"}))
-    edges.extend((p, "output") for p in layers[-1])
-    work = sum(a["gpu"] for _, a in ops)
-    raw = rng.lognormal(0.0, 0.5, len(edges))
+    names, gpu, src, dst, joins = _layered_ops(rng, n_ops, fanout, cost_sigma, skip)
+    gpu = np.array(gpu)
+    work = sum(gpu.tolist())       # Python's left-to-right sum, as the generator always did
+    raw = rng.lognormal(0.0, 0.5, len(src))
     nbytes = raw * (ccr * work * REF_BANDWIDTH / raw.sum()) if ccr > 0 else raw * 0
-    nodes = [(v, {"compute": {"gpu": a["gpu"], "cpu": a["gpu"] * cpu_factor},
-                  "memory": a["gpu"] * 50 * _LAYERED_MB, "kind": "fwd", "op_type": a["op_type"]})
-             for v, a in ops]
-    return OpGraph.from_ops(nodes, [(u, v, {"bytes": float(b)}) for (u, v), b in
-                                    zip(edges, nbytes)], name=f"layered{n_ops}",
-                            meta={"generator": "layered", "seed": seed, "ccr": ccr,
-                                  "fanout": int(fanout), "cost_sigma": cost_sigma})
+    types = ["Placeholder"] + ["Conv2D"] * (n_ops - 2) + ["MatMul"]
+    for j in joins:
+        types[j] = "ConcatV2"
+    return OpGraph.from_arrays(names, {"gpu": gpu, "cpu": gpu * cpu_factor},
+                               np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+                               memory=gpu * 50 * _LAYERED_MB, nbytes=nbytes, op_type=types,
+                               name=f"layered{n_ops}",
+                               meta={"generator": "layered", "seed": seed, "ccr": ccr,
+                                     "fanout": int(fanout), "cost_sigma": cost_sigma})
 
+
+def _layered_ops(rng, n_ops: int, fanout: int, cost_sigma: float, skip: float) -> tuple:
+    """The ops and edges of :func:`layered` (draws in the order it always made them): names,
+    compute on the gpu, edge sources and targets, the joins' indices."""
+    lognormal, integers, random = rng.lognormal, rng.integers, rng.random
+    names, gpu, src, dst = ["input"], [0.05], [], []
+    layers: list = [(0, 1)]                 # (first op, width)
+    joins: list = []
+    i = 0
+    while len(names) < n_ops - 1:
+        width = min(fanout, n_ops - 1 - len(names))
+        if len(layers) % 4 == 0 or width == 1:
+            j = len(names)
+            names.append(f"join{len(layers)}")
+            gpu.append(float(lognormal(-1.0, cost_sigma * 0.5)))
+            a, w = layers[-1]
+            src.extend(range(a, a + w))
+            dst.extend([j] * w)
+            layers.append((j, 1))
+            joins.append(j)
+            continue
+        a, w = layers[-1]
+        first = len(names)
+        for _ in range(width):
+            j = len(names)
+            names.append(f"op{i}")
+            i += 1
+            gpu.append(float(lognormal(0.0, cost_sigma)))
+            src.append(a + int(integers(w)))
+            dst.append(j)
+            if len(layers) > 2 and random() < skip:
+                b, bw = layers[-int(integers(2, min(4, len(layers)) + 1))]
+                u = b + int(integers(bw))
+                if u != src[-1]:                    # the only edge into op j so far
+                    src.append(u)
+                    dst.append(j)
+        layers.append((first, width))
+    j = len(names)
+    names.append("output")
+    gpu.append(0.1)
+    a, w = layers[-1]
+    src.extend(range(a, a + w))
+    dst.extend([j] * w)
+    return names, gpu, src, dst, joins
 
 
 SAMPLES: dict[str, Callable[..., OpGraph]] = {

@@ -277,10 +277,8 @@ def op_shares(graph) -> np.ndarray | None:
         return _SHARES[graph]
     except (KeyError, TypeError):
         pass
-    nodes = graph.nx.nodes
     share = np.ones(graph.n_ops)
-    for i, v in enumerate(graph.ops):
-        x = nodes[v].get("share", 1.0)
+    for i, (v, x) in enumerate(zip(graph.ops, graph.op_values("share", 1.0))):
         if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)) \
                 or not (0.0 < float(x) <= 1.0):
             raise GraphError(f"op {v!r}: share must be a number in (0, 1] (the fraction of "

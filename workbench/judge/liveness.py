@@ -83,8 +83,7 @@ def view_ops(graph) -> np.ndarray:
     gc = graph.c
     out = _VIEWS.get(gc)
     if out is None:
-        nodes = graph.nx.nodes
-        out = np.array([nodes[v].get("op_type") in VIEW_OP_TYPES for v in gc.names], dtype=bool)
+        out = np.array([t in VIEW_OP_TYPES for t in graph.op_values("op_type")], dtype=bool)
         _VIEWS[gc] = out
     return out
 
@@ -97,8 +96,7 @@ def _out_bytes(graph) -> np.ndarray:
     gc = graph.c
     out = _OUT.get(gc)
     if out is None:
-        nodes = graph.nx.nodes
-        out = np.array([float(nodes[v].get("out_bytes", 0.0) or 0.0) for v in gc.names])
+        out = np.array([float(x or 0.0) for x in graph.op_values("out_bytes", 0.0)])
         _OUT[gc] = out
     return out
 
@@ -153,7 +151,7 @@ def forwarded_inputs(graph) -> np.ndarray:
     if out is not None:
         return out
     out = np.full(gc.n, -1, dtype=np.int64)
-    nodes = graph.nx.nodes
+    types = graph.op_values("op_type")
     size = _tensor_bytes(gc)
     view = view_ops(graph)
     back = np.isin(gc.op_kind, [1, 2])
@@ -164,7 +162,7 @@ def forwarded_inputs(graph) -> np.ndarray:
     nb, src = gc.bytes.tolist(), gc.src.tolist()
     taken: set = set()
     for v in range(gc.n):
-        if size[v] <= 0 or nodes[gc.names[v]].get("op_type") not in FORWARDING_OP_TYPES:
+        if size[v] <= 0 or types[v] not in FORWARDING_OP_TYPES:
             continue
         for e in gc.in_edges[v]:
             u = src[e]

@@ -26,13 +26,14 @@ from typing import Callable
 
 import numpy as np
 
-from ..errors import SolverError
+from ..errors import NotApplicableError, SolverError
 from . import params as _params_mod
 from ..budget import Budget
 from .params import RULES, Param, check as _check_params, declare
 from .progress import recording
 
-__all__ = ["SOLVERS", "SolverInfo", "Param", "register", "get", "solve", "methods"]
+__all__ = ["MAX_MODEL_OPS", "SOLVERS", "SolverInfo", "Param", "register", "get", "solve",
+           "methods"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,9 @@ class SolverInfo:
     quick in the contract test. ``needs``: parameters without which it cannot run (e.g. an
     expert split), so it is skipped where they are not given. ``params``: :class:`Param`
     overrides of the declaration derived from the signature (see :meth:`parameters`).
+    ``max_ops``: the largest graph the method takes (its model grows faster than the graph:
+    beyond it no plan comes within a time limit and 8 GiB); :func:`solve` refuses a larger one
+    at once with a :class:`~workbench.errors.NotApplicableError` naming that size.
     """
 
     name: str
@@ -61,6 +65,7 @@ class SolverInfo:
     contract_params: dict = field(default_factory=dict)
     needs: tuple = ()
     params: dict = field(default_factory=dict)
+    max_ops: int | None = None
 
     def parameters(self) -> dict:
         """Name -> :class:`Param` of every keyword parameter: types from the signature's
@@ -75,11 +80,18 @@ class SolverInfo:
 
 SOLVERS: dict[str, SolverInfo] = {}
 
+MAX_MODEL_OPS = 100_000
+"""The ``max_ops`` of the methods that build a model of the whole graph (the pipeline DPs and
+IPs, local search, Pesto's ILP) and of Pesto (its coarsening, expansion and guard run on the
+whole graph): at 100,000 ops they return or refuse with T = 20 s in 5-11 s CPU and 2 GiB; the
+exact DP took 5.9 GiB to refuse 200,000 ops and was killed for memory (15 GiB) at
+1,000,000, Pesto was still running after 241 s (docs/results-scaling.md)."""
+
 
 def register(name: str, *, family: str, paper: str, objective: str = "makespan",
              memory: bool = True, colocation: bool = True, exact: bool = False,
              orders: bool = False, description: str = "", contract_params: dict | None = None,
-             needs: tuple = (), params: dict | None = None):
+             needs: tuple = (), params: dict | None = None, max_ops: int | None = None):
     """Decorator registering ``func`` under ``name`` (see :class:`SolverInfo`)."""
 
     def deco(func: Callable) -> Callable:
@@ -88,7 +100,7 @@ def register(name: str, *, family: str, paper: str, objective: str = "makespan",
         doc = description or (inspect.getdoc(func) or "").split("\n")[0]
         SOLVERS[name] = SolverInfo(name, func, family, paper, objective, memory, colocation,
                                    exact, orders, doc, dict(contract_params or {}), tuple(needs),
-                                   dict(params or {}))
+                                   dict(params or {}), max_ops)
         return func
 
     return deco
@@ -159,6 +171,11 @@ def solve(graph, cluster, method: str = "dpos", *, time_limit: float | Budget | 
                           f"{type(cluster).__name__}")
     if graph.n_ops == 0:
         raise SolverError(f"method {method!r}: graph {graph.name!r} has no ops")
+    if info.max_ops is not None and graph.n_ops > info.max_ops:
+        raise NotApplicableError(
+            f"method {method!r} takes graphs of up to {info.max_ops:,} ops (its model grows "
+            f"faster than the graph); {graph.name!r} has {graph.n_ops:,}: coarsen it "
+            f"(workbench.transforms.coarsen, or method 'pesto') or use a list scheduler")
     cluster.check_graph(graph)
     kw = dict(params)
     bounded = "time_limit" in valid or accepts_kw

@@ -89,8 +89,7 @@ def has_split_dims(graph: OpGraph) -> bool:
     >>> has_split_dims(samples.cnn(20)), has_split_dims(samples.diamond())
     (True, False)
     """
-    nodes = graph.nx.nodes
-    return any(nodes[v].get("splits") for v in graph.ops)
+    return any(graph.op_values("splits"))
 
 
 def _model_dim(op_type: str, shape, nchw: bool) -> tuple[str, int] | None:

@@ -71,8 +71,7 @@ def batch_of(graph: OpGraph) -> int | None:
     >>> batch_of(samples.cnn(20)), batch_of(samples.diamond())
     (32, None)
     """
-    nodes = graph.nx.nodes
-    sizes = [nodes[v]["splits"]["batch"] for v in graph.ops if "batch" in nodes[v]["splits"]]
+    sizes = [sp["batch"] for sp in graph.op_values("splits", {}) if "batch" in sp]
     return max(sizes) if sizes else None
 
 

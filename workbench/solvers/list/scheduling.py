@@ -52,8 +52,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ...analysis import critical_path, levels
-from ...budget import Budget
-from ...errors import InfeasibleError
+from ...budget import SHARES, Budget
+from ...errors import InfeasibleError, TimeLimitError
 from ...plan import Plan
 from ..registry import register
 from ..common import SLOW_FACTOR, MemoryBook, fast_devices
@@ -72,6 +72,11 @@ __all__ = [
 ]
 
 _INF = math.inf
+
+LIST_S_PER_OP = 3e-5
+"""Seconds an op of the event-driven list phase (``etf``, ``m_etf``, ``m_sct``) is expected
+to take: measured 2.4 s CPU for m_etf on ``samples.transformer(100000)`` and 2xV100-pcie
+(24 us an op), with some margin; ``m_sct`` keeps it out of its LP's share of a time limit."""
 
 
 class ListCore:
@@ -431,7 +436,7 @@ def _propose(d: int, t: float, info: dict, last: list, favourite, level: list,
 
 # ---------------------------------------------------------------------- favourite children
 def favourite_children(graph, cluster, *, threshold: float = 0.5,
-                       time_limit: float | None = None) -> tuple:
+                       time_limit: float | Budget | None = None) -> tuple:
     """Favourite child of every op from the LP relaxation of the SCT model (Baechi's m-SCT).
 
     Variables ``x_e`` in [0, 1] (0 = edge ``e`` leads to the favourite child), start times
@@ -446,23 +451,26 @@ def favourite_children(graph, cluster, *, threshold: float = 0.5,
     build on dense 300-op graphs).
 
     Returns ``(favourite, lp_makespan)``: ``favourite[i]`` is the child's index or -1. When the
-    LP is not solved within ``time_limit`` every entry is -1 and ``lp_makespan`` is NaN (the
-    scheduler then behaves as m-ETF).
+    LP is not built and solved within ``time_limit`` (seconds or a Budget; building counts)
+    every entry is -1 and ``lp_makespan`` is NaN (the scheduler then behaves as m-ETF).
 
     >>> from workbench import samples, Cluster
     >>> fav, w = favourite_children(samples.diamond(), Cluster.preset("2xV100-pcie"))
     >>> fav[0] in (1, 2), fav[3], round(w, 3)
     (True, -1, 5.02)
     """
-    lv = levels(graph, cluster, agg="mean")
+    budget = Budget.of(time_limit, name="m_sct: favourite children LP")
     gc = graph.c
     n, m = gc.n, gc.m
     fav = [-1] * n
+    if budget.over():                          # no time for the LP at all
+        return fav, math.nan
+    lv = levels(graph, cluster, agg="mean")
     if m == 0:
         return fav, float(max(lv.w.tolist(), default=0.0))
     big = max(float(lv.w.sum()), float(lv.c.max(initial=0.0)))
     unit = big / 1e4 if big > 1e6 else 1.0
-    xval, objective = _sct_lp(gc, lv.w / unit, lv.c / unit, time_limit)
+    xval, objective = _sct_lp(gc, lv.w / unit, lv.c / unit, budget)
     if xval is None:
         return fav, math.nan
     src, dst = gc.src.tolist(), gc.dst.tolist()
@@ -477,7 +485,7 @@ def favourite_children(graph, cluster, *, threshold: float = 0.5,
     return fav, objective * unit
 
 
-def _sct_lp(gc, p: np.ndarray, c: np.ndarray, time_limit: float | None) -> tuple:
+def _sct_lp(gc, p: np.ndarray, c: np.ndarray, budget: Budget) -> tuple:
     """Solve the SCT LP relaxation with HiGHS; ``(x values, objective)`` or ``(None, nan)``."""
     import highspy
 
@@ -493,23 +501,27 @@ def _sct_lp(gc, p: np.ndarray, c: np.ndarray, time_limit: float | None) -> tuple
     vals += [np.ones(m), -np.ones(m), np.asarray(c, dtype=float)]
     lo.append(np.full(m, -np.inf))
     hi.append(-np.asarray(p, dtype=float)[src])
-    r = m
-    for i in range(n):
-        for edges, what in ((gc.out_edges[i], "child"), (gc.in_edges[i], "parent")):
-            if len(edges) > 1:                    # at most one favourite child / parent
-                rows.append(np.full(len(edges), r))
-                cols.append(xs + np.asarray(edges))
-                vals.append(np.ones(len(edges)))
-                lo.append(np.array([len(edges) - 1.0]))
-                hi.append(np.array([np.inf]))
-                r += 1
-        if not gc.out_edges[i]:                   # s_i - w <= -p_i
-            rows.append(np.array([r, r]))
-            cols.append(np.array([ss + i, w]))
-            vals.append(np.array([1.0, -1.0]))
-            lo.append(np.array([-np.inf]))
-            hi.append(np.array([-float(p[i])]))
-            r += 1
+    # per op, in this order, a row for at most one favourite child (out-degree > 1), one for
+    # at most one favourite parent (in-degree > 1) and, at a sink, s_i - w <= -p_i
+    outdeg, indeg = np.diff(gc.succ_ptr), np.diff(gc.pred_ptr)
+    flags = np.stack([outdeg > 1, indeg > 1, outdeg == 0], axis=1)
+    row_of = (m + np.cumsum(flags.ravel()) - 1).reshape(n, 3)
+    r = m + int(flags.sum())
+    row_lo, row_hi = np.full(r - m, -np.inf), np.full(r - m, np.inf)
+    ch = flags[:, 0]
+    row_lo[row_of[ch, 0] - m] = outdeg[ch] - 1.0
+    pa = flags[:, 1]
+    row_lo[row_of[pa, 1] - m] = indeg[pa] - 1.0
+    sk = flags[:, 2]
+    row_hi[row_of[sk, 2] - m] = -np.asarray(p, dtype=float)[sk]
+    e_ch = np.flatnonzero(ch[src])                   # edges out of an op with >1 children
+    e_pa = np.flatnonzero(pa[dst])
+    sinks = np.flatnonzero(sk)
+    rows += [row_of[src[e_ch], 0], row_of[dst[e_pa], 1], row_of[sinks, 2], row_of[sinks, 2]]
+    cols += [xs + e_ch, xs + e_pa, ss + sinks, np.full(len(sinks), w)]
+    vals += [np.ones(len(e_ch)), np.ones(len(e_pa)), np.ones(len(sinks)), -np.ones(len(sinks))]
+    lo.append(row_lo)
+    hi.append(row_hi)
     R, C, V = (np.concatenate(a) for a in (rows, cols, vals))
     keep = V != 0
     R, C, V = R[keep], C[keep], V[keep]
@@ -530,8 +542,10 @@ def _sct_lp(gc, p: np.ndarray, c: np.ndarray, time_limit: float | None) -> tuple
     lp.a_matrix_.index_ = R.astype(np.int32)
     lp.a_matrix_.value_ = V
     h = new_highs()
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
+    if budget.over():                             # the build used up the time
+        return None, math.nan
+    if budget.deadline is not None:
+        h.setOptionValue("time_limit", float(budget.left()))
     h.passModel(lp)
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
@@ -615,7 +629,10 @@ def m_sct(graph, cluster, *, threshold: float = 0.5,
     """Baechi's memory-constrained Small Communication Time scheduler.
 
     ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`): the LP gets the share
-    ``m_sct.lp`` of it (half).
+    ``m_sct.lp`` of it (half), less the time the list phase after it is expected to take
+    (:data:`LIST_S_PER_OP` an op; that phase cannot stop early); a limit shorter than that
+    expected time is refused at once with a :class:`~workbench.errors.TimeLimitError` naming
+    the time the graph needs.
 
     Favourite children come from :func:`favourite_children` (LP relaxation, HiGHS); scheduling
     is :func:`event_list_schedule` with the favourite-child rule, among the devices where an op
@@ -628,8 +645,17 @@ def m_sct(graph, cluster, *, threshold: float = 0.5,
     (True, 'heuristic')
     """
     budget = Budget.of(time_limit, name="m_sct")
-    lp = budget.share("m_sct.lp")  # half of the limit for the LP (SHARES["m_sct.lp"])
-    fav, lp_w = favourite_children(graph, cluster, threshold=threshold, time_limit=lp.seconds())
+    reserve = LIST_S_PER_OP * graph.n_ops          # the list phase, expected
+    if budget.deadline is not None and reserve > budget.left():
+        raise TimeLimitError(
+            f"m_sct: the list phase of a {graph.n_ops:,}-op graph takes about {reserve:.3g} s "
+            f"({LIST_S_PER_OP * 1e6:.0f} us an op), more than the {budget.left():.3g} s left of "
+            f"the time limit; give at least that, or use m_etf (the same phase without the LP)")
+    left = budget.left()
+    # half of the limit for the LP (SHARES["m_sct.lp"]), the list phase's time kept out of it
+    lp = budget.share("m_sct.lp", seconds=None if budget.deadline is None else
+                      max(0.0, min(SHARES["m_sct.lp"] * left, left - reserve)))
+    fav, lp_w = favourite_children(graph, cluster, threshold=threshold, time_limit=lp)
     lp_s = lp.elapsed()
     return _etf_like(graph, cluster, "m_sct", memory=True, favourite=fav, slow_factor=slow_factor,
                      extra_info={"favourites": sum(f >= 0 for f in fav), "lp_makespan_ms": lp_w,

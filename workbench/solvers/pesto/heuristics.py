@@ -25,14 +25,22 @@ from ...plan import Plan
 from ..common import order_by_start
 from ..registry import SOLVERS
 
-__all__ = ["DEFAULT_TIME_LIMIT", "WARM_START_METHODS", "best_heuristic", "best_order",
-           "budget_of", "budget_report", "candidates", "check_memory", "default_target",
-           "respects"]
+__all__ = ["DEFAULT_TIME_LIMIT", "EXPECTED_S_PER_OP", "WARM_START_METHODS", "best_heuristic",
+           "best_order", "budget_of", "budget_report", "candidates", "check_memory",
+           "default_target", "expected_seconds", "respects"]
 
 WARM_START_METHODS = ("dpos", "heft", "m_etf", "m_sct", "m_topo", "order_place",
                       "celeritas_portfolio", "round_robin", "single")
 """Heuristics tried for the warm start, when registered; the best simulated one is used
 (Celeritas with its extensions: the plan of the paper's rule is one of its candidates)."""
+
+EXPECTED_S_PER_OP = {"single": 1.5e-5, "round_robin": 2e-5, "m_topo": 1.5e-5, "heft": 4e-5,
+                     "dpos": 4e-5, "m_etf": 4e-5, "order_place": 5e-5, "m_sct": 8e-5,
+                     "celeritas_portfolio": 1e-4}
+"""Seconds per op a warm-start heuristic is expected to take with the judge's simulation of its
+plan (CPU seconds measured at 100,000 and 1,000,000 ops, docs/results-scaling.md, with
+margin; 1e-4 for a method not listed). Under a time limit :func:`best_heuristic` starts only
+heuristics expected to fit in what is left (the cheapest one alone when none does)."""
 
 DEFAULT_TIME_LIMIT = 120.0
 """Seconds a Pesto method runs when it is given no ``time_limit``."""
@@ -139,6 +147,15 @@ def candidates(warm_start) -> list[str]:
     return [str(m) for m in warm_start]
 
 
+def expected_seconds(method: str, n_ops: int) -> float:
+    """Seconds ``method`` is expected to take as a warm start on ``n_ops`` ops.
+
+    >>> expected_seconds("heft", 1_000_000)
+    40.0
+    """
+    return EXPECTED_S_PER_OP.get(method, 1e-4) * n_ops
+
+
 def _params(method: str) -> tuple:
     return tuple(inspect.signature(SOLVERS[method].func).parameters)
 
@@ -148,8 +165,14 @@ def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
     """(plan with an order, schedule, method, table of tried methods, errors). ``fix``: applied
     to each heuristic's plan before it is checked and simulated (``pesto``'s fine balance).
 
-    Once ``budget`` is over, no further heuristic is started after the first one that
-    succeeded; heuristics with a solver inside (m_sct's LP) get what is left of it."""
+    Under a bounded ``budget`` a heuristic is started only when it is expected to end in what
+    is left of it (:data:`EXPECTED_S_PER_OP`; when none is, the cheapest alone runs, as a warm
+    start is needed), and none after the first that succeeded once the budget is over;
+    heuristics with a solver inside (m_sct's LP) get what is left of it.
+
+    >>> [m for m in candidates("auto") if expected_seconds(m, 100_000) <= 2.0]
+    ['m_topo', 'round_robin', 'single']
+    """
     from ...simulate import simulate
     from ..registry import solve
 
@@ -157,8 +180,20 @@ def best_heuristic(graph, cluster, warm_start, congestion: bool, seed,
     errors: dict = {}
     best = None
     bounded = budget is not None and budget.deadline is not None
-    for m in candidates(warm_start):
-        if best is not None and bounded and budget.over():
+    names = candidates(warm_start)
+    if bounded:
+        n = graph.n_ops
+        fit = [m for m in names if expected_seconds(m, n) <= budget.left()]
+        if not fit and names:            # a warm start is needed: the cheapest one
+            fit = [min(names, key=lambda m: expected_seconds(m, n))]
+        for m in names:
+            if m not in fit:
+                errors[m] = (f"skipped: expected {expected_seconds(m, n):.3g} s, "
+                             f"{budget.left():.3g} s left of the time limit")
+        names = fit
+    for m in names:
+        if best is not None and bounded and (
+                budget.over() or expected_seconds(m, graph.n_ops) > budget.left()):
             errors[m] = "skipped: time limit"
             continue
         kw = {"seed": seed} if "seed" in _params(m) else {}

@@ -60,7 +60,7 @@ from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
 from ..common import order_by_start, tensor_classes
 from ..milp import solve_milp
-from ..registry import register
+from ..registry import MAX_MODEL_OPS, register
 from .balance import MODES, balance_caps, repair_balance, tensor_footprint, unit_cap
 from .heuristics import (
     WARM_START_METHODS,
@@ -687,7 +687,8 @@ def _finish(ilp_plan, warm_plan, stats, cluster, congestion, *, expand=None, coa
     return plan
 
 
-@register("pesto_ilp", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+@register("pesto_ilp", max_ops=MAX_MODEL_OPS,
+          family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=True, orders=True,
           contract_params={"time_limit": 5, "threads": 1},
           description="Pesto's joint placement + scheduling ILP on the graph as given")
@@ -749,7 +750,8 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
     return plan
 
 
-@register("pesto", family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
+@register("pesto", max_ops=MAX_MODEL_OPS,
+          family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=False, orders=True,
           contract_params={"time_limit": 5, "target": 12, "threads": 1},
           description="Pesto: acyclic coarsening, then the placement + scheduling ILP")

@@ -78,7 +78,7 @@ from ...costs.pipeline_costs import (
 )
 from ...judge.loads import device_loads
 from ...plan import Plan
-from ..registry import register
+from ..registry import MAX_MODEL_OPS, register
 from .contraction import (  # some re-exported (this module's former API)
     BACKWARD_KINDS,
     DPProblem,
@@ -428,7 +428,8 @@ def _forwarded_note(cluster) -> str | None:
             "max_load_ms is the judge's value over the actual links")
 
 
-@register("dp", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
+@register("dp", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           exact=True, contract_params={"max_ideals": 20_000},
           description="Optimal contiguous pipeline split by DP over ideals (max-load)")
 def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = False,
@@ -503,7 +504,8 @@ def dp(graph, cluster, *, max_ideals: int = 100_000, interleave: bool | str = Fa
                 progress=progress, backward_contiguous=backward_contiguous)
 
 
-@register("dpl", family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
+@register("dpl", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20", objective="max_load",
           description="DP over the prefixes of a DFS topological order (linearisation heuristic)")
 def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = False,
         allreduce_bandwidth: float | None = None, backward_contiguous: bool = False,
@@ -518,7 +520,8 @@ def dpl(graph, cluster, *, interleave: bool | str = False, replicate: bool = Fal
                 backward_contiguous=backward_contiguous)
 
 
-@register("pipedream", family="pipeline", paper="PipeDream (SOSP'19) as run by Tarnawski et al.",
+@register("pipedream", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="PipeDream (SOSP'19) as run by Tarnawski et al.",
           objective="max_load",
           description="PipeDream-style: contract branching regions to a path, then the DP")
 def pipedream(graph, cluster, *, skip_span: int | None = None,

@@ -46,7 +46,7 @@ from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
 from ..milp import solve_milp
-from ..registry import register
+from ..registry import MAX_MODEL_OPS, register
 from .dp import dp, dpl, warm_splits
 from .kernel import interleave_mode
 from .latency import greedy_latency
@@ -562,7 +562,8 @@ def _dp_warm(graph, cluster, budget: Budget, interleave=False, objective: str = 
     return best
 
 
-@register("ip_contig", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
+@register("ip_contig", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20",
           objective="max_load", exact=True, contract_params={"time_limit": 10},
           description="Max-load IP (Fig. 6) with Lemma 4.1 contiguity, HiGHS, DP warm start")
 def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
@@ -601,7 +602,8 @@ def ip_contig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,
                        hierarchical=hierarchical, objective=objective, symmetry=symmetry)
 
 
-@register("ip_noncontig", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
+@register("ip_noncontig", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20",
           objective="max_load", exact=True, contract_params={"time_limit": 10},
           description="Max-load IP (Fig. 6) without contiguity: best non-contiguous split")
 def ip_noncontig(graph, cluster, *, gap: float = 0.0, warm_start: bool = True,

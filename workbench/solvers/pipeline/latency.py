@@ -39,7 +39,7 @@ from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
 from ..milp import solve_milp
-from ..registry import register
+from ..registry import MAX_MODEL_OPS, register
 from .dp import dp, dpl, warm_splits
 from .units import (
     add_rows,
@@ -224,7 +224,8 @@ def _critical_path_bounds(U, slots_dev, cluster=None) -> np.ndarray:
     return lb
 
 
-@register("latency_ip", family="pipeline", paper="Tarnawski et al. NeurIPS'20",
+@register("latency_ip", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20",
           objective="latency", exact=True, contract_params={"time_limit": 10},
           description="Single-sample latency IP (Fig. 3; Fig. 4 with q subgraphs per device)")
 def latency_ip(graph, cluster, *, q: int = 1, engine: str = "cpsat", gap: float = 0.0,

@@ -26,13 +26,14 @@ import numpy as np
 from ...budget import Budget
 from ...errors import InfeasibleError
 from ...plan import Plan
-from ..registry import register
+from ..registry import MAX_MODEL_OPS, register
 from .units import class_units
 
 __all__ = ["local_search"]
 
 
-@register("local_search", family="pipeline", paper="Tarnawski et al. NeurIPS'20 (baseline)",
+@register("local_search", max_ops=MAX_MODEL_OPS,
+          family="pipeline", paper="Tarnawski et al. NeurIPS'20 (baseline)",
           objective="max_load", contract_params={"restarts": 2},
           description="Random restarts + best single colour-class move (max-load)")
 def local_search(graph, cluster, *, restarts: int = 10, max_moves: int = 10_000,
