@@ -57,7 +57,7 @@ def test_the_judge_sees_each_rows_strategy():
 
 
 def test_fit_recovers_coefficients_that_made_the_times():
-    truth = Calibration(0.6, 0.5, 40.0, 0.7, 5.0)
+    truth = Calibration(0.6, 0.5, 40.0, 0.7, 5.0, 60.0)
     rows = [RUNS[i] for i in range(0, 1008, 84)]            # 12 rows, varied strategies
     made = predict(rows, truth)
     synthetic = [type(r)(**{**r.__dict__, "measured_ms": float(t)}) for r, t in zip(rows, made)]

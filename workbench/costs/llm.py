@@ -86,12 +86,16 @@ class GPUSpec:
     ``nvlink`` NVLink/NVSwitch bandwidth per GPU and direction, ``nic`` the InfiniBand
     bandwidth per GPU and direction (bytes/ms), ``launch_ms`` the cost of a kernel launch.
 
-    Three achieved fractions make a datasheet GPU a calibrated one (all ``1.0`` / ``0.0`` on
+    Four achieved figures make a datasheet GPU a calibrated one (all ``1.0`` / ``0.0`` on
     the datasheet presets; :mod:`workbench.fidelity.public` fits them to measured iterations):
     ``compute_efficiency`` (of the tensor-core peak), ``memory_efficiency`` (of the HBM
-    bandwidth) and ``op_floor_ms``, the least time an op of the chain takes however small it
-    is (the host's dispatch of its kernels, which eager frameworks pay per op: a GPU that
-    finishes an op sooner waits for the next one to be issued).
+    bandwidth), ``op_floor_ms``, the least GPU time an op of the chain takes however small it
+    is (an op is several kernels, each with a fixed cost on the GPU), and ``host_op_ms``, the
+    host's time to issue one op (Python, the framework's dispatcher, the launches of its
+    kernels). The host runs ahead of the GPU, as a CUDA stream runs asynchronously from the
+    CPU that fills it: the training judge (:mod:`workbench.judge.training`) then runs the host
+    as a lane of its own, and an op starts on the GPU once issued and once the previous op is
+    done; ``host_op_ms = 0`` (the presets) is a host that is never the bottleneck.
     """
 
     name: str
@@ -106,6 +110,7 @@ class GPUSpec:
     compute_efficiency: float = 1.0
     memory_efficiency: float = 1.0
     op_floor_ms: float = 0.0
+    host_op_ms: float = 0.0
 
     def op_ms(self, flops: float, nbytes: float, *, half: bool = True) -> float:
         """Roofline time of one op (ms): ``max(flops / (peak e_c), bytes / (bw e_m)) +

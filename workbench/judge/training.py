@@ -19,6 +19,13 @@ and links as capacity-one FIFO resources -- specialised to what a training syste
   ZeRO-2/3, all-reduced otherwise; ZeRO-3 all-gathers each chunk's parameters before each of
   its tasks (one task ahead); the optimizer step follows the rank's last gradient bucket,
   ZeRO-1/2 all-gather the updated parameters after it;
+* **the host as a lane** (when the GPU's ``host_op_ms`` is positive, as
+  :mod:`workbench.fidelity.public` calibrates it): the host issues the ops one by one,
+  ``host_op_ms`` each, and runs ahead of the GPU (a CUDA stream is asynchronous to the CPU
+  that fills it); an op starts once issued and once the previous op has ended, so small ops
+  cost the host's time and large ones the GPU's. The host waits for the GPU where Megatron
+  synchronises: around each pipeline send and receive (``batch_p2p_sync``) and at the end of
+  the step;
 * **links**: each rank has an NVLink/NVSwitch channel and a network (InfiniBand) channel; a
   collective or send occupies the channels of every rank taking part for its whole duration
   (:mod:`workbench.judge.collectives`: ring or tree, hierarchical across nodes), in the order
@@ -92,7 +99,8 @@ def _layer_groups(ops) -> dict:
 
 def chunk_program(plan, c: int) -> dict:
     """What one rank of chunk ``c`` runs per micro-batch: ``fwd``/``bwd`` segments (``("c",
-    ms)`` compute, ``("r", ms)`` recomputation, ``("x", Comm)`` a tensor-parallel collective,
+    ms, per-op ms)`` compute, ``("r", ms, per-op ms)`` recomputation, ``("x", Comm)`` a
+    tensor-parallel collective,
     ``("g", bytes)`` a gradient bucket ready), ``stash`` (activation bytes kept from the
     forward to the backward), ``transient`` (recomputed bytes while the backward runs),
     ``params`` (of the shard) and ``send`` (bytes of the output sent to the next chunk).
@@ -109,7 +117,8 @@ def chunk_program(plan, c: int) -> dict:
             if only_core and not o.core:
                 continue
             d = _div(o, t, sp)
-            items.append(("c", gpu.op_ms(o.flops / d, o.bytes / d, half=half)))
+            ms = gpu.op_ms(o.flops / d, o.bytes / d, half=half)
+            items.append(("c", ms, (ms,)))
             cm = None if only_core else _comm(o, "f", t, sp)
             if cm is not None:
                 items.append(("x", cm))
@@ -117,13 +126,15 @@ def chunk_program(plan, c: int) -> dict:
 
     bwd: list = []
     if s.recompute == "full":
-        bwd += [("r", x[1]) if x[0] == "c" else x for x in fwd_items()]
+        bwd += [("r",) + x[1:] if x[0] == "c" else x for x in fwd_items()]
     elif s.recompute == "selective":
-        bwd += [("r", sum(x[1] for x in fwd_items(only_core=True)))]
+        core = fwd_items(only_core=True)
+        bwd += [("r", sum(x[1] for x in core), tuple(x[1] for x in core))]
     acc = 0.0
     for o in reversed(ops):
         d = _div(o, t, sp)
-        bwd.append(("c", gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half)))
+        ms = gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half)
+        bwd.append(("c", ms, (ms,)))
         acc += gbytes * o.params / (t if o.split else 1)
         if acc >= bucket:
             bwd.append(("g", acc))
@@ -160,7 +171,7 @@ def _merge(items: list) -> list:
     out: list = []
     for it in items:
         if out and it[0] in ("c", "r") and out[-1][0] == it[0]:
-            out[-1] = (it[0], out[-1][1] + it[1])
+            out[-1] = (it[0], out[-1][1] + it[1], out[-1][2] + it[2])
         else:
             out.append(it)
     return out
@@ -459,6 +470,17 @@ class _Sim:
         fab, link = ("nvl", self.intra) if same else ("nic", self.inter)
         return ("s", [(rank, fab), (dst, fab)], p2p_ms(nbytes, link), key, what)
 
+    def issue(self, host: list, now: float, kernels) -> float:
+        """GPU time, from ``now``, of ops taking ``kernels`` ms each on the GPU, each issued
+        ``host_op_ms`` after the previous one by a host free from ``host[0]`` (advanced): an op
+        starts once issued and once the previous op has ended (a CUDA stream)."""
+        lane, h, g = self.plan.gpu.host_op_ms, host[0], now
+        for k in kernels:
+            h += lane
+            g = (g if g > h else h) + k
+        host[0] = h
+        return g - now
+
     def static_bytes(self, params: float) -> float:
         """Parameters, gradients and optimizer states of ``params``, sharded under ZeRO."""
         s, z = self.s, self.s.zero
@@ -490,6 +512,7 @@ class _Sim:
         self.memory(rank, 0.0, self.static_bytes(params), state)
         counters: dict = {}
         grad_keys: list = []
+        lane, host = plan.gpu.host_op_ms, [0.0]
         order = plan.orders[stage]
         zero3 = s.zero >= 3 and s.dp > 1
         gathered = [self.pb * progs[c]["params"] * (s.dp - 1) / s.dp for c in range(nch)]
@@ -512,6 +535,7 @@ class _Sim:
                     bub = max(0.0, min(v[1], now) - t0)
                     parts["bubble"] += bub
                     parts["pp"] += now - t0 - bub
+                host[0] = max(host[0], now)
             if zero3:
                 t1 = core.now[rank]
                 yield ("w", ("z", rank, i))
@@ -528,12 +552,17 @@ class _Sim:
             for seg in prog["fwd" if kind == "F" else "bwd"]:
                 typ = seg[0]
                 if typ == "c" or typ == "r":
-                    yield ("c", seg[1])
-                    parts["compute" if typ == "c" else "recompute"] += seg[1]
+                    dur = self.issue(host, core.now[rank], seg[2]) if lane else seg[1]
+                    yield ("c", dur)
+                    parts["compute" if typ == "c" else "recompute"] += dur
                     if typ == "r":
-                        rec += seg[1]
+                        rec += dur
                 elif typ == "x":
                     ta = core.now[rank]
+                    if lane:                  # issued by the host like any op
+                        host[0] += lane
+                        if host[0] > ta:
+                            yield ("c", host[0] - ta)
                     yield self.coll(rank, counters, "tp", tp_group, seg[1].kind,
                                     seg[1].nbytes, True, None, "tp")
                     parts["tp"] += core.now[rank] - ta
@@ -545,6 +574,8 @@ class _Sim:
                                     False, key, "dp")
             end = core.now[rank]
             tasks.append((start, end, kind, c, m, rec))
+            if lane and ((kind == "F" and c + 1 < nch) or (kind == "B" and c > 0)):
+                host[0] = max(host[0], end)
             if kind == "F":
                 self.memory(rank, end, prog["stash"], state)
                 if c + 1 < nch:
@@ -558,6 +589,9 @@ class _Sim:
                                     "pp")
             if zero3:
                 self.memory(rank, end, -gathered[c], state)
+        if host[0] > core.now[rank]:       # the host still issuing when the GPU is done
+            parts["compute"] += host[0] - core.now[rank]
+            yield ("c", host[0] - core.now[rank])
         yield from self._finish(rank, here, dp_group, counters, grad_keys, params, parts)
 
     def _finish(self, rank, here, dp_group, counters, grad_keys, params, parts):
