@@ -91,7 +91,7 @@ def test_the_old_judge_fails_on_the_family(monkeypatch):
     """The generator finds the judge's old escape: with the fast piece rule alone, heft's,
     etf's and metis's plans of seed 14 had cyclic invocations (79 of 1,000 runs of the
     first 40 cases failed so)."""
-    from workbench import pipeline
+    from workbench.judge import pipelined as pipeline
 
     case = make_case(14)
     assert case.desc["family"] == "dense_oom"
