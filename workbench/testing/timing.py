@@ -25,7 +25,6 @@ True
 
 from __future__ import annotations
 
-import gc
 import time
 from typing import Self
 
@@ -64,8 +63,6 @@ class Stopwatch:
     otherwise the reference loop is timed (:func:`slowdown`, once, right after the block) and
     the bound applies to ``scaled = wall / factor``, the seconds the block would have taken on
     an idle machine, near enough. ``reference=False`` keeps ``factor`` at 1 (plain wall time).
-    Entering the block collects the process's garbage first (a full collection of a test
-    worker's heap took part of a second inside a 1-second bound).
 
     >>> with Stopwatch(reference=False) as sw:
     ...     pass
@@ -80,9 +77,6 @@ class Stopwatch:
 
     def __enter__(self) -> Self:
         self._factor = None
-        # the garbage of earlier work in this process (a test worker's heap) is collected
-        # now, not charged to the block by a full collection that happens to fall inside it
-        gc.collect()
         self._w0, self._c0 = time.perf_counter(), time.process_time()
         return self
 
