@@ -140,6 +140,20 @@ first/last one (shifting a pipeline-like boundary), each to the device it exchan
 bytes with among those with room."""
 
 
+def _move(u, d, e, held, mem, ufp, umem, udev, moved, conn, ptr, nbr, wts) -> None:
+    """Move unit ``u`` from device ``d`` to ``e``: its footprint and memory change devices and
+    its neighbours' connection weights to ``d`` and ``e`` follow it."""
+    held[d] -= ufp[u]
+    held[e] += ufp[u]
+    mem[d] -= umem[u]
+    mem[e] += umem[u]
+    udev[u] = e
+    moved[u] = True
+    lo, hi = ptr[u], ptr[u + 1]
+    np.subtract.at(conn, (nbr[lo:hi], np.full(hi - lo, d)), wts[lo:hi])
+    np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
+
+
 def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved, k,
             rounds: int = 4, budget=None) -> None:
     """Fiduccia-Mattheyses-style cleanup after the repair (in place): moves that cut fewer
@@ -160,15 +174,7 @@ def _refine(held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, mo
             return
         u, e = flat // k, flat % k
         d = int(udev[u])
-        held[d] -= ufp[u]
-        held[e] += ufp[u]
-        mem[d] -= umem[u]
-        mem[e] += umem[u]
-        udev[u] = e
-        moved[u] = True
-        lo, hi = ptr[u], ptr[u + 1]
-        np.subtract.at(conn, (nbr[lo:hi], np.full(hi - lo, d)), wts[lo:hi])
-        np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
+        _move(u, d, e, held, mem, ufp, umem, udev, moved, conn, ptr, nbr, wts)
 
 
 def repair_balance(plan: Plan, cluster, tolerance: float,
@@ -255,15 +261,7 @@ def repair_balance(plan: Plan, cluster, tolerance: float,
         if not np.isfinite(score.flat[flat]):
             break  # no unit fits anywhere (memory, devices that cannot run it): left as is
         u, e = int(cand[flat // k]), flat % k
-        held[d] -= ufp[u]
-        held[e] += ufp[u]
-        mem[d] -= umem[u]
-        mem[e] += umem[u]
-        udev[u] = e
-        moved[u] = True
-        lo, hi = ptr[u], ptr[u + 1]
-        np.subtract.at(conn, (nbr[lo:hi], np.full(hi - lo, d)), wts[lo:hi])
-        np.add.at(conn, (nbr[lo:hi], np.full(hi - lo, e)), wts[lo:hi])
+        _move(u, d, e, held, mem, ufp, umem, udev, moved, conn, ptr, nbr, wts)
     if refine:
         state = (held, limit, mem, room, ok, ufp, umem, udev, conn, ptr, nbr, wts, moved)
         _refine(*state, k, budget=budget)
