@@ -40,6 +40,12 @@ LLAMA3_8B = "llama:7b,vocab=128256,ffn=14336,kv_heads=8"
 """Llama-3-8B's shape (Dubey et al. 2024, Table 3) at sequence 4,096: 32 layers, hidden 4,096,
 32 heads, 8 key/value heads, SwiGLU width 14,336, vocabulary 128,256 (8.03 B parameters)."""
 
+LLAMA3_70B = "llama:70b,vocab=128256"
+"""Llama-3-70B's shape (Dubey et al. 2024, Table 3) at sequence 4,096: 80 layers, hidden 8,192,
+64 heads, 8 key/value heads, SwiGLU width 28,672, vocabulary 128,256 (70.6 B parameters). On
+32 A100-40GB (four DGX A100 40GB nodes) its parameter states alone (16 bytes a parameter)
+take 88 % of the memory: the memory-bound case, where recomputation decides."""
+
 T5_XL = "t5:layers=24,hidden=4096,heads=32,seq=512,vocab=32128"
 """An encoder-decoder of T5-3B's depth at hidden 4,096 (24 + 24 blocks, ReLU MLP 16,384,
 32 heads, sequence 512 both sides: each decoder block, with its cross-attention, costs
@@ -55,6 +61,7 @@ CASES = [
      True),
     ("t5-xl/64", T5_XL, "64xA100-80g", 64, None, True),
     ("moe-8x7b-alt/16", "moe:8x7b,moe_every=2", "64xA100-80g", 64, 16, True),
+    ("llama-70b/32-40g", LLAMA3_70B, "64xA100-40g", 64, 32, True),
 ]
 EXTRA = [
     ("llama-70b-v128k/64", "llama:70b,vocab=128256", "64xA100-80g", 64, None, True),

@@ -9,7 +9,8 @@ and links as capacity-one FIFO resources -- specialised to what a training syste
   (forward or backward of one chunk for one micro-batch) is its ops in chain order, each op's
   roofline time on its tensor-parallel shard, interrupted by the **tensor-parallel
   collectives** after the ops that have them (blocking: every rank of the group joins it);
-  a backward first re-runs the forward it did not keep (``recompute``);
+  a backward first re-runs the forward it did not keep (``recompute``, or each stage's
+  own: ``stage_recompute``, its stash and recomputed bytes following it);
 * **pipeline sends**: a forward's output goes to the next chunk's rank, a backward's input
   gradient to the previous one, as point-to-point transfers on the links; a task starts when
   its input has arrived -- the wait is the pipeline **bubble** while the producer had not
@@ -107,6 +108,7 @@ def chunk_program(plan, c: int) -> dict:
     """
     s, cfg, gpu = plan.strategy, plan.config, plan.gpu
     t, sp, half = s.tp, s.sp, cfg.precision != "fp32"
+    rec = s.recompute_of(c % s.pp)       # the recomputation of the chunk's stage
     ops = plan.chunk_ops(c)
     gbytes = 4 if cfg.precision == "fp32" else 2
     bucket = s.bucket_mb * 1e6
@@ -125,9 +127,9 @@ def chunk_program(plan, c: int) -> dict:
         return items
 
     bwd: list = []
-    if s.recompute == "full":
+    if rec == "full":
         bwd += [("r",) + x[1:] if x[0] == "c" else x for x in fwd_items()]
-    elif s.recompute == "selective":
+    elif rec == "selective":
         core = fwd_items(only_core=True)
         bwd += [("r", sum(x[1] for x in core), tuple(x[1] for x in core))]
     acc = 0.0
@@ -150,12 +152,12 @@ def chunk_program(plan, c: int) -> dict:
     ends = sum(stash_of[o.name] for k, v in groups.items() if k not in blocks for o in v)
     per_block = {k: sum(stash_of[o.name] for o in v) for k, v in blocks.items()}
     core = {k: sum(o.core_saved / _div(o, t, sp) for o in v) for k, v in blocks.items()}
-    if s.recompute == "full":     # each block's input kept (its first op's residual stream),
+    if rec == "full":     # each block's input kept (its first op's residual stream),
         # and once what the blocks also read (an encoder-decoder's encoder output: one tensor)
         kept = (sum(v[0].resid for v in blocks.values()) +
                 max((v[0].carry for v in blocks.values()), default=0.0)) / (t if sp else 1)
         stash, transient = ends + kept, max(per_block.values(), default=0.0)
-    elif s.recompute == "selective":
+    elif rec == "selective":
         stash = ends + sum(per_block.values()) - sum(core.values())
         transient = max(core.values(), default=0.0)
     else:

@@ -34,7 +34,10 @@ executes. What each knob means, and the reference it follows:
   section 5): ``none``; ``selective`` keeps everything but the attention core (scores,
   softmax, dropout, attention over values), recomputed in the backward pass; ``full`` keeps
   only each block's input and re-runs the whole block forward (with its collectives) before
-  its backward.
+  its backward. ``stage_recompute`` (one setting per pipeline stage) chooses it stage by stage:
+  under 1F1B stage ``k`` holds ``pp - k`` micro-batches' activations, so the first stages may
+  need recomputation where the last do not (per-stage recomputation, as Megatron Core's
+  ``--recompute-num-layers`` per pipeline rank and Aceso's per-stage search do).
 
 Rank layout (Megatron-LM): ``rank = stage x (dp x tp) + replica x tp + tp_rank``, ranks
 filling the cluster's hosts in order, so tensor-parallel groups stay inside a node when ``tp``
@@ -102,6 +105,7 @@ class Strategy:
     bucket_mb: float = 25.0
     overlap_grad: bool = True
     algorithm: str = "ring"
+    stage_recompute: tuple = ()
 
     def __post_init__(self):
         for f in ("tp", "pp", "dp", "virtual"):
@@ -120,6 +124,7 @@ class Strategy:
         if self.recompute not in RECOMPUTE:
             raise PlanError(f"strategy: recompute must be one of {', '.join(RECOMPUTE)}, got "
                             f"{self.recompute!r}")
+        self._check_stage_recompute()
         if isinstance(self.zero, bool) or not isinstance(self.zero, int) or \
                 self.zero not in (0, 1, 2, 3):
             raise PlanError(f"strategy: zero must be 0, 1, 2 or 3, got {self.zero!r}")
@@ -136,6 +141,43 @@ class Strategy:
                 isinstance(self.bucket_mb, (int, float)) and 0 < self.bucket_mb < math.inf):
             raise PlanError(f"strategy: bucket_mb must be > 0, got {self.bucket_mb!r}")
 
+    def _check_stage_recompute(self) -> None:
+        """``stage_recompute``: empty, or one setting of :data:`RECOMPUTE` per stage; the
+        same setting on every stage is kept as the uniform ``recompute`` (one strategy, one
+        spelling), and ``recompute`` then names the heaviest stage's."""
+        per = self.stage_recompute
+        if isinstance(per, str) or not isinstance(per, (tuple, list)):
+            raise PlanError(f"strategy: stage_recompute must be a tuple of one setting per "
+                            f"stage, got {per!r}")
+        if not per:
+            return
+        per = tuple(per)
+        if len(per) != self.pp or any(r not in RECOMPUTE for r in per):
+            raise PlanError(f"strategy: stage_recompute must give pp={self.pp} settings of "
+                            f"{', '.join(RECOMPUTE)}, got {per!r}")
+        if len(set(per)) == 1:
+            object.__setattr__(self, "recompute", per[0])
+            per = ()
+        else:
+            object.__setattr__(self, "recompute", max(per, key=RECOMPUTE.index))
+        object.__setattr__(self, "stage_recompute", per)
+
+    def recompute_of(self, stage: int) -> str:
+        """The recomputation of pipeline stage ``stage``.
+
+        >>> s = Strategy(pp=3, stage_recompute=("full", "selective", "none"))
+        >>> [s.recompute_of(k) for k in range(3)], s.recompute, s.recompute_label
+        (['full', 'selective', 'none'], 'full', 'full/selective/none')
+        >>> Strategy(pp=2, stage_recompute=("full", "full")) == Strategy(pp=2, recompute="full")
+        True
+        """
+        return self.stage_recompute[stage] if self.stage_recompute else self.recompute
+
+    @property
+    def recompute_label(self) -> str:
+        """``recompute``, or each stage's joined by ``/`` where they differ."""
+        return "/".join(self.stage_recompute) if self.stage_recompute else self.recompute
+
     @property
     def devices(self) -> int:
         return self.tp * self.pp * self.dp
@@ -144,8 +186,8 @@ class Strategy:
         """One line: the fields a board, a report or ``diff`` shows."""
         sched = self.schedule + (f"(v={self.virtual})" if self.virtual > 1 else "")
         return (f"tp{self.tp}{'+sp' if self.sp else ''} pp{self.pp} dp{self.dp} "
-                f"mbs{self.mbs} gbs{self.global_batch} {sched} recompute={self.recompute} "
-                f"zero{self.zero}")
+                f"mbs{self.mbs} gbs{self.global_batch} {sched} "
+                f"recompute={self.recompute_label} zero{self.zero}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -182,6 +224,13 @@ def schedule_orders(schedule: str, pp: int, n_micro: int, virtual: int = 1) -> l
                                  lambda k: chunk_mb(k, True))
         orders.append(order)
     return orders
+
+
+@lru_cache(maxsize=512)
+def _orders(schedule: str, pp: int, n_micro: int, virtual: int) -> tuple:
+    """:func:`schedule_orders` kept (each stage's order a tuple): a search builds thousands of
+    plans of a few schedules."""
+    return tuple(tuple(o) for o in schedule_orders(schedule, pp, n_micro, virtual))
 
 
 def _one_f_one_b(total: int, warm: int, fwd, bwd) -> list:
@@ -453,5 +502,5 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
             or cuts[-1] >= n_ops:
         raise PlanError(f"cuts {cuts} must be {n_chunks} increasing chain positions from 0 "
                         f"(below {n_ops})")
-    orders = schedule_orders(s.schedule, s.pp, n_micro, s.virtual)
+    orders = list(_orders(s.schedule, s.pp, n_micro, s.virtual))
     return TrainingPlan(config, cluster, s, cuts, orders, gpu_of(cluster, gpu))

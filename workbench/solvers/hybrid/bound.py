@@ -45,6 +45,7 @@ True
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 from .costs import op_vectors, static_bytes_per_param
 
@@ -83,7 +84,7 @@ def _tail_ms(plan, params: float) -> float:
     the last gradient bucket's synchronisation, as the judge times them."""
     from ...costs.llm import ADAM_FLOPS, state_bytes_per_param
     from ...judge.collectives import collective_ms
-    from ...judge.training import chunk_program, identical_ranks
+    from ...judge.training import identical_ranks
 
     s, cl = plan.strategy, plan.cluster
     pb, gb, ob = state_bytes_per_param(plan.config.precision)
@@ -97,10 +98,26 @@ def _tail_ms(plan, params: float) -> float:
                                  s.algorithm)
 
         if s.pp == 1 and s.virtual == 1:
-            last = [seg[1] for seg in chunk_program(plan, 0)["bwd"] if seg[0] == "g"][-1:]
-            tail += sum(coll("allreduce" if s.zero == 0 else "reducescatter", b) for b in last)
+            last = _last_bucket(plan.config, s.tp, s.bucket_mb)
+            tail += coll("allreduce" if s.zero == 0 else "reducescatter", last) if last else 0.0
             if s.zero >= 3:     # ZeRO-3: the first task waits for its parameters' gather
                 tail += coll("allgather", pb * params)
         if s.zero in (1, 2):
             tail += coll("allgather", pb * params)
     return tail
+
+
+@lru_cache(maxsize=256)
+def _last_bucket(config, tp: int, bucket_mb: float) -> float:
+    """Bytes of the last gradient bucket of a one-chunk step, as
+    :func:`workbench.judge.training.chunk_program` fills the buckets (the backward's ops in
+    reverse chain order, a bucket sent once it reaches ``bucket_mb`` MB)."""
+    from ...costs.llm import chain
+
+    gbytes = 4 if config.precision == "fp32" else 2
+    acc = last = 0.0
+    for o in reversed(chain(config)):
+        acc += gbytes * o.params / (tp if o.split else 1)
+        if acc >= bucket_mb * 1e6:
+            acc, last = 0.0, acc
+    return acc if acc > 0 else last

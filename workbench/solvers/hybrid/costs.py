@@ -64,14 +64,16 @@ def static_bytes_per_param(precision: str, zero: int, dp: int) -> float:
         ob / (dp if zero >= 1 else 1)
 
 
-def op_vectors(plan) -> OpVectors:
+def op_vectors(plan, recompute: str | None = None) -> OpVectors:
     """The per-op costs of ``plan``'s chain under its strategy (see the module docstring).
 
     Recomputation as the judge runs it: ``full`` re-runs every forward (with its collectives)
     and keeps only each block's input, ``selective`` re-runs the attention core and drops its
-    matrices.
+    matrices; ``recompute`` (default: the strategy's ``recompute``) the setting costed, e.g.
+    one stage's of a per-stage choice.
     """
     s, cfg, gpu = plan.strategy, plan.config, plan.gpu
+    rec = recompute or s.recompute
     t, sp, half = s.tp, s.sp, cfg.precision != "fp32"
     tp_nodes = len(set(plan.hosts[:t]))
     intra, inter = plan.cluster.intra_host, plan.cluster.inter_host
@@ -103,9 +105,9 @@ def op_vectors(plan) -> OpVectors:
         w = fwd + fcomm + gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half) + \
             coll(comm(o, "b"))
         block = 0 <= o.layer < cfg.blocks
-        if s.recompute == "full":
+        if rec == "full":
             w += fwd + fcomm
-        elif s.recompute == "selective" and o.core:
+        elif rec == "selective" and o.core:
             w += fwd
         work[i] = w
         params[i] = o.params / (t if o.split else 1)
@@ -113,14 +115,14 @@ def op_vectors(plan) -> OpVectors:
         if block:
             per_block[o.layer] = per_block.get(o.layer, 0.0) + saved
             core_block[o.layer] = core_block.get(o.layer, 0.0) + o.core_saved / d
-        if s.recompute == "full" and block:
+        if rec == "full" and block:
             first = i == 0 or ops[i - 1].layer != o.layer
             stash[i] = o.resid / (t if sp else 1) if first else 0.0
-        elif s.recompute == "selective":
+        elif rec == "selective":
             stash[i] = saved - o.core_saved / d
         else:
             stash[i] = saved
         out[i] = o.out / t
-    transient = max(per_block.values(), default=0.0) if s.recompute == "full" else \
-        max(core_block.values(), default=0.0) if s.recompute == "selective" else 0.0
+    transient = max(per_block.values(), default=0.0) if rec == "full" else \
+        max(core_block.values(), default=0.0) if rec == "selective" else 0.0
     return OpVectors(work, params, stash, out, transient)

@@ -177,10 +177,11 @@ def _plans(config, cluster, strategies, gpu=None) -> list:
 
 
 def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
-              plan_of=None, notes="", gpu=None):
+              plan_of=None, notes="", gpu=None, bound_of=None):
     """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
     ``plan_of(plan, vectors)`` may return another plan of the strategy (new cuts), a list of
-    plans (each judged) or None."""
+    plans (each judged) or None; ``bound_of(plan, vectors)`` the lower bound of what
+    ``plan_of`` may return (default :func:`.bound.strategy_bound`)."""
     t0, c0 = time.perf_counter(), time.process_time()
     plans = _plans(config, cluster, strategies, gpu)
     cache: dict = {}
@@ -191,7 +192,7 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
         if key not in cache:
             cache[key] = op_vectors(p)
         vecs.append(cache[key])
-    bounds = [strategy_bound(p, v) for p, v in zip(plans, vecs)]
+    bounds = [(bound_of or strategy_bound)(p, v) for p, v in zip(plans, vecs)]
     order = sorted(range(len(plans)), key=lambda i: bounds[i]) if prune else \
         range(len(plans))
     best_plan, best = incumbent if incumbent is not None else (None, None)

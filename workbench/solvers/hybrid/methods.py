@@ -76,17 +76,23 @@ def _least_memory(strategies):
 
 
 def _out_of_memory(config, cluster, strategies, found: SearchResult) -> SearchResult:
-    """``found`` with the least-memory strategy judged when nothing of it fits."""
+    """``found`` with the least-memory strategy judged when nothing of it fits (or nothing
+    was judged within the time limit); ``strategies``: a callable giving the space."""
     from ...judge.training import simulate_training
     from ...transforms.parallel import parallelize
 
-    if found.result is not None or not strategies:
+    if found.result is not None:
+        return found
+    strategies = strategies()
+    if not strategies:
         return found
     plan = parallelize(config, cluster, _least_memory(strategies))
     found.plan, found.result = plan, simulate_training(plan, record_links=False)
     found.judged += 1
+    why = "nothing judged fits within the time limit" if "time limit" in found.notes else \
+        "nothing fits"
     found.notes = (found.notes + "; " if found.notes else "") + \
-        "nothing fits: the strategy holding the least memory shown"
+        f"{why}: the strategy holding the least memory shown"
     return found
 
 
@@ -105,24 +111,26 @@ def search_strategy(method: str, config, cluster, *, global_batch: int,
                                  f"{', '.join(STRATEGY_METHODS)}")
     if isinstance(config, str):
         config = parse_spec(config)
+    def space():        # built only where nothing was found (a search can take seconds)
+        return grid(config, cluster, global_batch=global_batch)
+
     try:
         if method in _DP_ONLY:
-            space = [s for s in grid(config, cluster, global_batch=global_batch)
-                     if s.tp == 1 and s.pp == 1 and s.zero in _DP_ONLY[method]]
-            if not space:
+            dp_only = [s for s in space() if s.tp == 1 and s.pp == 1 and
+                       s.zero in _DP_ONLY[method]]
+            if not dp_only:
                 raise PlanError(f"no {method} strategy: global batch {global_batch} does not "
                                 f"split into micro-batches of 1, 2, 4 or 8 sequences over "
                                 f"{len(cluster.devices)} replicas")
-            found = judge_all(method, config, cluster, space, prune=True,
+            found = judge_all(method, config, cluster, dp_only, prune=True,
                               time_limit=time_limit, notes="judged in bound order")
+            space = dp_only.copy
         elif method == "megatron":
             found = megatron(config, cluster, global_batch=global_batch, prune=True,
                              time_limit=time_limit)
-            space = grid(config, cluster, global_batch=global_batch)
         else:
             found = tarnawski(config, cluster, global_batch=global_batch, baseline=baseline,
                               time_limit=time_limit)
-            space = grid(config, cluster, global_batch=global_batch)
     except PlanError as e:
         raise NotApplicableError(str(e)) from None
     return _out_of_memory(config, cluster, space, found)

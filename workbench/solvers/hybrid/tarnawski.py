@@ -54,10 +54,11 @@ from .stages import cut_points, stage_split
 __all__ = ["refine_cuts", "stage_split", "tarnawski"]
 
 
-def refine_cuts(plan, result, *, max_judged: int = 40):
+def refine_cuts(plan, result, *, max_judged: int = 40, deadline: float | None = None):
     """Judge-guided refinement of a plan's stage boundaries (an extension, named as such:
     first-improvement hill climbing): each cut moved by one block or to the next allowed cut
-    point (:func:`.split.cut_points`) either way, kept where the judged step drops and memory fits.
+    point (:func:`.split.cut_points`) either way, kept where the judged step drops and memory fits;
+    no move is judged after ``deadline`` (a :func:`time.perf_counter` time).
     Returns ``(plan, result, judged)``.
 
     >>> from workbench.cluster import Cluster
@@ -92,6 +93,8 @@ def refine_cuts(plan, result, *, max_judged: int = 40):
                 if not 0 < new < len(plan.ops) or not ok[new] or any(b <= a for a, b in zip(cuts, cuts[1:])) or \
                         cuts[-1] >= len(plan.ops) or judged >= max_judged:
                     continue
+                if deadline is not None and time.perf_counter() >= deadline:
+                    return plan, result, judged
                 cand = parallelize(plan.config, plan.cluster, plan.strategy, cuts=cuts,
                                    gpu=plan.gpu)
                 r = simulate_training(cand, record_links=False)
@@ -139,53 +142,112 @@ def _check_options(config, cluster, global_batch, baseline, refine, virtuals) ->
         raise PlanError(f"baseline is a search of another problem: {', '.join(other)}")
 
 
+def _per_stage(config, cluster, gpu):
+    """``(alternatives, bound_of)``: the selective and full recomputation costings of a
+    strategy's chain (cached), and the lower bound of a strategy whose stages choose their
+    recomputation (the work without recomputation, the memory test with full recomputation's
+    stash: both the least of any choice)."""
+    from .bound import strategy_bound
+    from .costs import OpVectors, op_vectors
+
+    cache: dict = {}
+
+    def alternatives(plan):
+        s = plan.strategy
+        key = (s.tp, s.sp, s.mbs, s.algorithm, len(set(plan.hosts[:s.tp])))
+        if key not in cache:
+            cache[key] = [op_vectors(plan, r) for r in PER_STAGE[1:]]
+        return cache[key]
+
+    def bound_of(plan, vec):
+        if not _chooses_per_stage(plan.strategy):
+            return strategy_bound(plan, vec)
+        full = alternatives(plan)[-1]
+        return strategy_bound(plan, OpVectors(vec.work, vec.params, full.stash, vec.out, 0.0))
+
+    return alternatives, bound_of
+
+
+PER_STAGE = ("none", "selective", "full")
+"""The recomputation settings each 1F1B stage chooses among (in this order in the DP)."""
+
+
+def _chooses_per_stage(s) -> bool:
+    """Whether the search lets each stage of ``s`` choose its recomputation: 1F1B with
+    several stages, entered as the strategy without recomputation."""
+    return s.pp > 1 and s.virtual == 1 and s.recompute == "none" and not s.stage_recompute
+
+
 def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               baseline: SearchResult | None = None, time_limit: float | None = None,
-              refine: int = 3, virtuals=(2, 3, 4, 6, 8), gpu=None) -> SearchResult:
+              refine: int = 3, virtuals=(2, 3, 4, 6, 8), gpu=None,
+              per_stage_recompute: bool = True) -> SearchResult:
     """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
     chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
     :func:`.megatron.megatron` result already at hand, or a list of them (e.g. the balanced
     grid's and ``layout=True``'s; their best is a candidate), else the balanced grid is
-    searched, pruned by the bound, and its time counted in this search's."""
+    searched, pruned by the bound, with half of ``time_limit``, and its time counted in this
+    search's. ``per_stage_recompute``: 1F1B strategies' stages choose their recomputation in
+    the DP (an extension, see the module docstring). ``time_limit`` bounds the whole call
+    (baseline, DP search and refinement; one judged plan may run past it); the notes say
+    "time limit reached" where it cut the search short."""
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
     _check_options(config, cluster, global_batch, baseline, refine, virtuals)
     t0, c0 = time.perf_counter(), time.process_time()
+    deadline = None if time_limit is None else t0 + time_limit
     bases = list(baseline) if isinstance(baseline, (list, tuple)) else \
         [baseline or megatron(config, cluster, global_batch=global_batch, gpus=gpus,
-                              prune=True, time_limit=time_limit, gpu=gpu)]
+                              prune=True, gpu=gpu,
+                              time_limit=None if time_limit is None else time_limit / 2)]
     base = min(bases, key=lambda r: r.step_ms)
     strategies = [s for s in grid(config, cluster, global_batch=global_batch, gpus=gpus,
                                   virtuals=virtuals, divisible=False, gpu=gpu) if s.pp > 1]
+    alternatives, bound_of = _per_stage(config, cluster, gpu)
 
     def plan_of(plan, vec):
         s = plan.strategy
         cap = min(cluster.devices[r].memory for r in range(s.devices))
         per_param = static_bytes_per_param(config.precision, s.zero, s.dp)
         ok, send = cut_points(plan, vec)
+        chooses = per_stage_recompute and _chooses_per_stage(s)
         split = stage_split(vec, pp=s.pp, n_micro=plan.n_micro, capacity=cap,
-                            per_param=per_param, virtual=s.virtual, cut_ok=ok, send_ms=send)
+                            per_param=per_param, virtual=s.virtual, cut_ok=ok, send_ms=send,
+                            alternatives=alternatives(plan) if chooses else ())
         if split is None:
             return None
+        if chooses:
+            s = replace(s, stage_recompute=tuple(PER_STAGE[i] for i in split[2]))
         return parallelize(config, cluster, s, cuts=split[1], gpu=gpu)
 
-    left = None if time_limit is None else max(0.0, time_limit - (time.perf_counter() - t0))
+    left = None if deadline is None else max(0.0, deadline - time.perf_counter())
     incumbent = (base.plan, base.result) if base.result is not None else None
     own = judge_all("tarnawski", config, cluster, strategies, prune=True, time_limit=left,
-                    incumbent=incumbent, plan_of=plan_of, gpu=gpu)
+                    incumbent=incumbent, plan_of=plan_of, gpu=gpu,
+                    bound_of=bound_of if per_stage_recompute else None)
     plan, result, judged = own.plan, own.result, own.judged
     pool = sorted(own.top + [t for b in bases for t in b.top], key=lambda x: x[0])[:refine]
+    cut_short = False
     for _, p, r in pool:
-        p2, r2, n = refine_cuts(p, r)
+        if deadline is not None and time.perf_counter() >= deadline:
+            cut_short = True
+            break
+        p2, r2, n = refine_cuts(p, r, deadline=deadline)
         judged += n
+        cut_short = deadline is not None and time.perf_counter() >= deadline
         if result is None or r2.step_ms < result.step_ms:
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
     won = result is not None and base.result is not None and plan is not base.plan
     notes = (f"op-level stage split beats {base.method}'s best" if won else
              f"{base.method}'s best kept (a candidate of this search)")
+    limited = [x for x in [b.notes for b in bases] + [own.notes] if "time limit" in x]
     if own.notes:            # e.g. the time limit was reached
         notes += "; " + own.notes
+    if cut_short and not limited:
+        notes += "; time limit reached: the refinement cut short"
+    elif limited and "time limit" not in notes:
+        notes += "; time limit reached in megatron's search"
     bound = min([own.bound] + [b.bound for b in bases])
     return SearchResult("tarnawski", plan, result, own.grid + sum(b.grid for b in bases),
                         judged + sum(b.judged for b in bases),
