@@ -119,7 +119,7 @@ def _row(m: str, found, result, cluster) -> dict:
             "solve_s": float(found.seconds), "error": "", "proven_bound": math.nan,
             "strategy": s.describe(), "tp": s.tp, "sp": s.sp, "pp": s.pp, "dp": s.dp,
             "mbs": s.mbs, "n_micro": result.plan.n_micro, "schedule": s.schedule,
-            "virtual": s.virtual, "recompute": s.recompute, "zero": s.zero, **parts,
+            "virtual": s.virtual, "recompute": s.recompute_label, "zero": s.zero, **parts,
             "peak_mem_bytes": float(result.peak[peak_rank]),
             "capacity_bytes": float(cluster.devices[peak_rank].memory),
             "mfu": result.mfu(), "space_bound_ms": float(found.bound), "grid": found.grid,

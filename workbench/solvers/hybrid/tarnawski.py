@@ -26,6 +26,15 @@ strategy's DP split is judged by :func:`workbench.judge.training.simulate_traini
 configuration of :func:`.megatron.megatron` is a candidate too, so the answer is never worse
 than Megatron's grid under the judge.
 
+**Extension (named as such): per-stage recomputation.** Under 1F1B stage ``k`` holds ``pp -
+k`` micro-batches' activations, the first stage the most, the last one: recomputing only where
+memory needs it is cheaper than recomputing everywhere (Megatron Core sets recomputation per
+pipeline rank; Aceso searches it per stage). For each 1F1B strategy the DP takes each stage's
+recomputation (none, selective, full) with its boundaries, charging the stage its own work,
+stash and recomputed bytes (:func:`.stages.stage_split` with ``alternatives``); the plan
+carries the choice (``Strategy.stage_recompute``) and the judge executes it. Its lower bound
+counts the work without recomputation and the memory of full recomputation's stash.
+
 Examples
 --------
 >>> from workbench.cluster import Cluster
