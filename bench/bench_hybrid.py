@@ -50,6 +50,13 @@ LLAMA3_70B = "llama:70b,vocab=128256"
 32 A100-40GB (four DGX A100 40GB nodes) its parameter states alone (16 bytes a parameter)
 take 88 % of the memory: the memory-bound case, where recomputation decides."""
 
+MIXTRAL_8X22B = ("moe:layers=56,hidden=6144,heads=48,kv_heads=8,ffn=16384,experts=8,topk=2,"
+                 "vocab=32768,seq=4096")
+"""Mixtral 8x22B's shape (Mistral AI's model card: 56 layers, hidden 6,144, 48 heads, 8
+key/value heads, 8 SwiGLU experts of width 16,384 with top-2 routing in every block,
+vocabulary 32,768; 140.6 B parameters) at sequence 4,096. On 64 A100-40GB its parameter
+states take 88 % of the memory, as the 70B case's on 32."""
+
 T5_XL = "t5:layers=24,hidden=4096,heads=32,seq=512,vocab=32128"
 """An encoder-decoder of T5-3B's depth at hidden 4,096 (24 + 24 blocks, ReLU MLP 16,384,
 32 heads, sequence 512 both sides: each decoder block, with its cross-attention, costs
@@ -66,6 +73,7 @@ CASES = [
     ("t5-xl/64", T5_XL, "64xA100-80g", 64, None, True),
     ("moe-8x7b-alt/16", "moe:8x7b,moe_every=2", "64xA100-80g", 64, 16, True),
     ("llama-70b/32-40g", LLAMA3_70B, "64xA100-40g", 64, 32, True),
+    ("moe-8x22b/64-40g", MIXTRAL_8X22B, "64xA100-40g", 64, None, True),
 ]
 EXTRA = [
     ("llama-70b-v128k/64", "llama:70b,vocab=128256", "64xA100-80g", 64, None, True),
