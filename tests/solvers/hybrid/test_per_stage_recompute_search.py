@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from workbench.errors import PlanError
+
 from workbench.cluster import Cluster, Device
 from workbench.judge.training import simulate_training
 from workbench.solvers.hybrid import megatron, op_vectors, search_strategy, stage_split, tarnawski
@@ -34,6 +36,8 @@ def test_the_search_recomputes_only_on_the_stages_that_need_it():
     # the judge agrees with what the DP charged: the last stage recomputes nothing
     last = h.result.breakdown(h.plan.rank(1))
     assert last["recompute"] == 0 and h.result.breakdown(h.plan.rank(0))["recompute"] > 0
+    with pytest.raises(PlanError, match="per_stage_recompute"):
+        _search(per_stage_recompute="yes")
 
 
 def test_the_dp_charges_each_stage_its_own_setting():

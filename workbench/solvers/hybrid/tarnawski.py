@@ -203,6 +203,9 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
     _check_options(config, cluster, global_batch, baseline, refine, virtuals)
+    if not isinstance(per_stage_recompute, bool):
+        raise PlanError(f"per_stage_recompute must be True or False, got "
+                        f"{per_stage_recompute!r}")
     t0, c0 = time.perf_counter(), time.process_time()
     deadline = None if time_limit is None else t0 + time_limit
     bases = list(baseline) if isinstance(baseline, (list, tuple)) else \
