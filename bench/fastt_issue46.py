@@ -124,7 +124,8 @@ from the recorded shapes, then single / data_parallel / dpos / os_dpos (paper) o
 def torch_bundled() -> None:
     """The bundled PyTorch captures (sample_graphs/torch_*.json.gz) re-captured with shapes:
     their batch-splittable ops, then single / data_parallel / dpos / os_dpos (paper) on 2 and 4
-    V100s with the preset's memory (V100 roofline costs as bundled)."""
+    V100s with the preset's memory (V100 roofline costs as bundled). Names after the command
+    pick captures (``torch_bundled torch_gpt2 torch_llama``)."""
     import time
 
     from workbench import Cluster, simulate, solve
@@ -132,7 +133,8 @@ def torch_bundled() -> None:
     print("| capture | batch | ops | batch-splittable ops | cluster | single | data_parallel | dpos | "
           "os_dpos (paper) | start | splits kept | os_dpos CPU s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in ("torch_bert_base", "torch_vit_b16", "torch_gpt2", "torch_llama"):
+    names = sys.argv[2:] or ["torch_bert_base", "torch_vit_b16", "torch_gpt2", "torch_llama"]
+    for name in names:
         g = load_sample(name)
         n_split = sum("batch" in g.op(v).get("splits", {}) for v in g.ops)
         for cname in ("2xV100-pcie", "4xV100-nvlink"):
