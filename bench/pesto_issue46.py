@@ -217,9 +217,9 @@ def highs(limit: float = 120.0) -> None:
     from workbench import simulate
     from workbench.budget import Budget
     from workbench.solvers.milp import solve_milp
+    from workbench.solvers.pesto.balance import tensor_footprint
     from workbench.solvers.pesto.heuristics import best_heuristic
     from workbench.solvers.pesto.ilp import PestoModel, _balancer, _coarsen
-    from workbench.solvers.pesto.balance import tensor_footprint
     from workbench.workloads import workload
     g, c = workload("resnet50-4xV100").build()
     fp = tensor_footprint(g)
