@@ -815,11 +815,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         graph's caps in the coarse rows, the coarse warm start repaired to meet them, so the
         MILP's expanded plan meets the balance as it is (see :func:`_coarsen`).
     load_cuts : bool
-        Extension (issue 46; off by default): add ``Cmax >= load of device d`` for every device
-        to the MILP. Valid for every integer solution (the optimum is the paper's); it lifts
-        the relaxation's bound, which the big-M rows leave near the critical path, so HiGHS
-        can prune, prove the warm start near-optimal, or close the coarse model
-        (``stats["load_rows"]``; measured in docs/results-pesto.md).
+        Extension (issue 46, off): the MILP's device-load rows (:meth:`PestoModel._load_rows`).
     start : Plan or None
         A plan of the same graph the result must not be worse than (an extension, issue 46):
         e.g. ``pesto``'s plan under a tighter memory limit, which fits any looser one. It is
