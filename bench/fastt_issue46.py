@@ -3,7 +3,7 @@ on 2xV100-pcie against one GPU and data parallelism; ``why`` -- why Algorithm 2 
 ``colocate`` -- the replica co-location extension against the paper's algorithm; ``torch`` --
 PyTorch captures made now (they carry split dimensions) through os_dpos.
 
-Run: ``python bench/fastt_issue46.py single|why|colocate|torch|torch_bundled``
+Run: ``python bench/fastt_issue46.py single|why|colocate|torch|torch_bundled|torch_batch``
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ from the recorded shapes, then single / data_parallel / dpos / os_dpos (paper) o
 def torch_bundled() -> None:
     """The bundled PyTorch captures (sample_graphs/torch_*.json.gz) re-captured with shapes:
     their batch-splittable ops, then single / data_parallel / dpos / os_dpos (paper) on 2 and 4
-    V100s with the preset's memory (V100 roofline costs as bundled)."""
+    V100s with the preset's memory (V100 roofline costs as bundled). Names after the command
+    pick captures (``torch_bundled torch_gpt2 torch_llama``)."""
     import time
 
     from workbench import Cluster, simulate, solve
@@ -132,7 +133,8 @@ def torch_bundled() -> None:
     print("| capture | batch | ops | batch-splittable ops | cluster | single | data_parallel | dpos | "
           "os_dpos (paper) | start | splits kept | os_dpos CPU s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for name in ("torch_bert_base", "torch_vit_b16", "torch_gpt2", "torch_llama"):
+    names = sys.argv[2:] or ["torch_bert_base", "torch_vit_b16", "torch_gpt2", "torch_llama"]
+    for name in names:
         g = load_sample(name)
         n_split = sum("batch" in g.op(v).get("splits", {}) for v in g.ops)
         for cname in ("2xV100-pcie", "4xV100-nvlink"):
@@ -151,6 +153,33 @@ def torch_bundled() -> None:
                   f"{p.info['start']} | {len(p.info['splits'] or [])} | {cpu:.1f} |", flush=True)
 
 
+def torch_batch(batch: int = 4) -> None:
+    """gpt2 and llama, bundled at batch 1 (data parallelism cannot split one sample), scaled to
+    ``batch`` samples with ``with_batch`` along their captured batch dimensions: single /
+    data_parallel / dpos / os_dpos (paper) on 2 and 4 V100s (``*``: out of memory)."""
+    import time
+
+    from workbench import Cluster, evaluate, simulate, solve
+    from workbench.samples import load_sample
+    from workbench.transforms.split_dims import with_batch
+    print("| capture | batch | cluster | single | data_parallel | dpos | os_dpos (paper) | start | "
+          "splits kept | os_dpos CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name in ("torch_gpt2", "torch_llama"):
+        g = with_batch(load_sample(name), batch)
+        for cname in ("2xV100-pcie", "4xV100-nvlink"):
+            c = Cluster.preset(cname)
+            ms = {}
+            for m in ("single", "data_parallel", "dpos", "os_dpos"):
+                t = time.process_time()
+                p = solve(g, c, method=m, **({"time_limit": 60} if m == "os_dpos" else {}))
+                ms[m] = f"{simulate(p, c).makespan:.2f}" + ("" if evaluate(p, c).feasible else "*")
+            cpu = time.process_time() - t
+            print(f"| {name} | {batch} | {cname} | {ms['single']} | {ms['data_parallel']} | "
+                  f"{ms['dpos']} | {ms['os_dpos']} | {p.info['start']} | "
+                  f"{len(p.info['splits'] or [])} | {cpu:.1f} |", flush=True)
+
+
 if __name__ == "__main__":
     {"single": single, "why": why, "colocate": colocate, "torch": torch_captures,
-     "torch_bundled": torch_bundled}[sys.argv[1]]()
+     "torch_bundled": torch_bundled, "torch_batch": torch_batch}[sys.argv[1]]()

@@ -2,7 +2,7 @@
 each plan, the memory balance on the fine plan, a looser memory limit started from the tighter
 one's plan; ``fig5`` -- the ILP with link congestion modelled against without.
 
-Run: ``python bench/pesto_issue46.py components|fig5|fig5_congested|repair|milp|groups|highs``
+Run: ``python bench/pesto_issue46.py components|fig5|fig5_congested|repair|milp|milp_cuts|milp_200|groups|highs|highs_200``
 """
 
 from __future__ import annotations
@@ -125,18 +125,44 @@ def milp(limit: float = 30.0) -> None:
     the coarse rows, the coarse warm start repaired) and that without the guard; rnnlm on
     2xV100-pcie with the preset's memory also from the 1.6 plan (``start=``). CPU s: this process's CPU time for the call
     (wall-clock limits on a shared machine; the CPU a run got says how loaded it was)."""
+    _milp_rows([("default", {}), ("coarse_balance=True", {"coarse_balance": True}),
+                ("coarse_balance=True, guard=False", {"coarse_balance": True, "guard": False})],
+               limit, start_row=True)
+
+
+def milp_cuts(limit: float = 45.0) -> None:
+    """Issue 46, fourth pass: the paper's pipeline against the extension ``load_cuts`` (the
+    device-load rows in the MILP), alone and with ``coarse_balance``, at the issue's 45 s."""
+    _milp_rows([("default", {}), ("load_cuts=True", {"load_cuts": True}),
+                ("coarse_balance=True", {"coarse_balance": True}),
+                ("coarse_balance=True, load_cuts=True", {"coarse_balance": True, "load_cuts": True})],
+               limit, start_row=False)
+
+
+def milp_200(limit: float = 45.0) -> None:
+    """The paper's coarse size (~200 vertices, Section 3.3) instead of the default 60, with and
+    without ``load_cuts``, at the issue's 45 s."""
+    _milp_rows([("target=200", {"target": 200}),
+                ("target=200, load_cuts=True", {"target": 200, "load_cuts": True})],
+               limit, start_row=False)
+
+
+def _milp_rows(variants: list, limit: float, start_row: bool) -> None:
+    """One row per pair and variant: the simulated makespan, ``produced_by``, the coarse model,
+    the MILP's incumbent and bound, and how far the bound leaves the coarse warm start
+    (``warm start - bound`` over the warm start: what the MILP could still gain on the coarse
+    graph)."""
     import time
 
     from workbench import simulate, solve
-    variants = [("default", {}), ("coarse_balance=True", {"coarse_balance": True}),
-                ("coarse_balance=True, guard=False", {"coarse_balance": True, "guard": False})]
     print("| pair | variant | ms | produced_by | coarse vertices (cap x) | coarse warm start ms | "
-          "MILP status / objective / bound | build s / MILP s | fine balance holds (moved ops) | "
-          "wall s / CPU s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "MILP status / objective / bound | warm start above bound | build s / MILP s | "
+          "fine balance holds (moved ops) | wall s / CPU s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     tight = None
     for name, g, c in _pairs():
-        extra = [("default, start= the 1.6 plan", {"start": tight})] if tight is not None else []
+        extra = ([("default, start= the 1.6 plan", {"start": tight})]
+                 if tight is not None and start_row else [])
         for vname, kw in variants + extra:
             t, cpu = time.perf_counter(), time.process_time()
             p = solve(g, c, method="pesto", time_limit=limit, **kw)
@@ -145,10 +171,12 @@ def milp(limit: float = 30.0) -> None:
             wall, cpu = time.perf_counter() - t, time.process_time() - cpu
             st = p.stats
             fb = st.get("fine_balance", {})
+            warm = st.get("warm_start_predicted_ms") or float("nan")
+            above = (warm - st["bound_ms"]) / warm * 100
             print(f"| {name} | {vname} | {simulate(p, c).makespan:.2f} | {st['produced_by']} | "
-                  f"{st['coarse_vertices']} ({st.get('coarse_unit_cap_x')}) | "
-                  f"{st.get('warm_start_predicted_ms') or float('nan'):.2f} | "
+                  f"{st['coarse_vertices']} ({st.get('coarse_unit_cap_x')}) | {warm:.2f} | "
                   f"{st['ilp_status']} / {st['objective_ms']:.2f} / {st['bound_ms']:.2f} | "
+                  f"{above:.1f} % | "
                   f"{st.get('build_seconds', float('nan')):.1f} / {st['milp_seconds']:.1f} | "
                   f"{fb.get('holds')} ({st.get('balance_moved_ops', 0)}) | {wall:.1f} / {cpu:.1f} |",
                   flush=True)
@@ -189,9 +217,9 @@ def highs(limit: float = 120.0) -> None:
     from workbench import simulate
     from workbench.budget import Budget
     from workbench.solvers.milp import solve_milp
+    from workbench.solvers.pesto.balance import tensor_footprint
     from workbench.solvers.pesto.heuristics import best_heuristic
     from workbench.solvers.pesto.ilp import PestoModel, _balancer, _coarsen
-    from workbench.solvers.pesto.balance import tensor_footprint
     from workbench.workloads import workload
     g, c = workload("resnet50-4xV100").build()
     fp = tensor_footprint(g)
@@ -214,6 +242,37 @@ def highs(limit: float = 120.0) -> None:
               flush=True)
 
 
+def highs_200(limit: float = 20.0) -> None:
+    """The MILP alone on bert_base-4xV100 coarsened to the paper's ~200 vertices (pesto's
+    default model: balance rows, no load rows), its best coarse heuristic as the warm start,
+    one thread, ``limit`` s: how far HiGHS runs past its limit, with its defaults and with
+    symmetry detection off."""
+    import time
+
+    from workbench.budget import Budget
+    from workbench.solvers.milp import solve_milp
+    from workbench.solvers.pesto.balance import tensor_footprint
+    from workbench.solvers.pesto.heuristics import best_heuristic
+    from workbench.solvers.pesto.ilp import PestoModel, _coarsen
+    from workbench.workloads import workload
+    g, c = workload("bert_base-4xV100").build()
+    fp = tensor_footprint(g)
+    cg, _x, _caps = _coarsen(g, c, 200, fp, None, balance=2.0, cp_slack=0.1, deadline=None)
+    cfp = [float(sum(fp[g.index[v]] for v in ms)) for ms in cg.members]
+    _wp, ws, _wm, _t, _e = best_heuristic(cg.coarse, c, "auto", True, 0, budget=Budget(30))
+    m = PestoModel(cg.coarse, c, congestion=True, horizon=ws.makespan, memory_balance=0.25,
+                   footprint=cfp)
+    for opts in ({}, {"mip_detect_symmetry": False}):
+        w, t = time.perf_counter(), time.process_time()
+        r = solve_milp(m.prob, time_limit=limit, warm_start=m.warm_values(ws.device, ws),
+                       threads=1, options=opts)
+        print(f"{opts or 'defaults'}: {r.status}, {r.objective:.2f} / {r.bound:.2f}, "
+              f"{r.seconds:.1f} s (limit {limit:.0f}); wall {time.perf_counter() - w:.1f}, "
+              f"CPU {time.process_time() - t:.1f}", flush=True)
+
+
 if __name__ == "__main__":
     {"components": components, "fig5": fig5, "fig5_congested": fig5_congested,
-     "repair": repair, "milp": milp, "groups": groups, "highs": highs}[sys.argv[1]]()
+     "repair": repair, "milp": milp, "milp_cuts": milp_cuts, "milp_200": milp_200, "groups": groups,
+     "highs_200": highs_200,
+     "highs": highs}[sys.argv[1]]()

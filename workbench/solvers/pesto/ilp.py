@@ -147,7 +147,8 @@ class PestoModel:
 
     def __init__(self, graph, cluster, *, congestion: bool, horizon: float,
                  symmetry: bool = True, budget: Budget | None = None,
-                 memory_balance: float | None = None, footprint=None, caps=None):
+                 memory_balance: float | None = None, footprint=None, caps=None,
+                 load_cuts: bool = False):
         self.graph, self.cluster, self.budget = graph, cluster, budget
         gc, cc = graph.c, cluster.c
         n, k = gc.n, cc.n
@@ -179,12 +180,31 @@ class PestoModel:
             prob += pulp.lpSum(x[i, d] for d in allowed[i]) == 1, f"assign_{i}"
             if not gc.succ[i]:
                 prob += S[i] + dur[i] <= cmax, f"makespan_{i}"
+        self.load_rows = self._load_rows(times) if load_cuts and k > 1 else 0
         self._memory_rows(memory_balance, footprint, caps)
         self._order_rows()
         self._comm_rows()
         if self.congestion_modelled:
             self._link_rows()
         self.n_binaries = len(x) + len(self.delta) + len(self.z)
+
+    def _load_rows(self, times: np.ndarray) -> int:
+        """The extension ``load_cuts`` (not in the paper): ``Cmax >= sum_i t[i, d] x[i, d]`` for
+        every device ``d``. Every integer solution meets them (a device runs its ops one at a
+        time, by the non-overlap rows), so the optimum is the paper's; they lift the LP bound,
+        which the big-M rows leave near the critical path, to at least the average load."""
+        prob, x, cmax = self.prob, self.x, self.cmax
+        rows = 0
+        for d in range(self.k):
+            terms = {x[i, d]: float(times[i, d]) for i in range(self.n)
+                     if (i, d) in x and times[i, d] > 0}
+            if terms:
+                terms[cmax] = -1.0
+                prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms),
+                                                     pulp.LpConstraintLE, f"load_{d}", 0.0),
+                                   f"load_{d}")
+                rows += 1
+        return rows
 
     def _tick(self) -> None:
         """TimeLimitError once the build's budget is over."""
@@ -512,7 +532,7 @@ def _model_matches_judge(model, cluster, congestion: bool) -> bool:
 
 def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, symmetry,
              threads, memory_balance: float | None = None, footprint=None, caps=None,
-             fix=None):
+             fix=None, load_cuts: bool = False):
     """Heuristic warm start, then the ILP. Returns (ilp_plan or None, warm_plan, stats).
 
     ``time_limit`` (seconds or a :class:`~workbench.budget.Budget`; None: 120 s) covers the
@@ -523,7 +543,8 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
     they make the ILP infeasible (device affinity can pin heavy ops) it is solved without them
     (``stats["memory_balance"]`` says so); ``caps``: the rows' caps when not the graph's own.
     ``fix``: applied to each warm-start heuristic's plan (``pesto`` repairs its balance, so that
-    the warm start is a solution of the balanced model and bounds it).
+    the warm start is a solution of the balanced model and bounds it). ``load_cuts``: the
+    extension's device-load rows (:meth:`PestoModel._load_rows`).
     """
     from ...simulate import simulate
 
@@ -556,7 +577,8 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
             build = budget.until("pesto.build", 1.0 - SHARES["pesto.build_margin"])
             model = PestoModel(graph, cluster, congestion=congestion, horizon=hz,
                                symmetry=symmetry, budget=build,
-                               memory_balance=bal, footprint=footprint, caps=caps)
+                               memory_balance=bal, footprint=footprint, caps=caps,
+                               load_cuts=load_cuts)
         except TimeLimitError as e:
             stats.update(ilp_status="time_limit", build_seconds=time.perf_counter() - t1,
                          milp_message=str(e))
@@ -566,6 +588,7 @@ def _run_ilp(graph, cluster, *, congestion, time_limit, gap, warm_start, seed, s
             "n_vars": model.prob.numVariables(), "n_constraints": model.prob.numConstraints(),
             "n_binaries": model.n_binaries, "congestion_modelled": model.congestion_modelled,
             "symmetry_breaking": model.symmetric, "time_unit_ms": model.unit,
+            "load_rows": model.load_rows,
             "memory_balance": "off" if model.balance_caps is None else
             f"footprint per device <= {[round(c_ / 1e6, 1) for c_ in model.balance_caps]} MB"})
         warm_vals = None
@@ -760,8 +783,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
           cp_slack: float | None = 0.1, reorder: bool = True, symmetry: bool = True,
           threads: int | None = None, guard: bool = True, engine: str = "milp",
           memory_balance: float | None = MEMORY_BALANCE, start: Plan | None = None,
-          coarse_balance: bool = False, time_limit: float | Budget | None = None,
-          seed: int | None = None) -> Plan:
+          coarse_balance: bool = False, load_cuts: bool = False,
+          time_limit: float | Budget | None = None, seed: int | None = None) -> Plan:
     """Pesto as the paper runs it: coarsen to ``target`` vertices (Theorem 3.5), solve the ILP
     there (congestion, memory capacity and memory balance), expand the plan.
 
@@ -791,6 +814,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         docs/results-pesto.md): coarse units within :func:`~.balance.unit_cap`, the original
         graph's caps in the coarse rows, the coarse warm start repaired to meet them, so the
         MILP's expanded plan meets the balance as it is (see :func:`_coarsen`).
+    load_cuts : bool
+        Extension (issue 46, off): the MILP's device-load rows (:meth:`PestoModel._load_rows`).
     start : Plan or None
         A plan of the same graph the result must not be worse than (an extension, issue 46):
         e.g. ``pesto``'s plan under a tighter memory limit, which fits any looser one. It is
@@ -868,7 +893,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
         warm_start=warm_start, seed=seed, symmetry=symmetry, threads=threads,
         memory_balance=memory_balance, footprint=coarse_fp, caps=caps,
         fix=_balancer(cluster, memory_balance, congestion, budget=budget,
-                      footprint=coarse_fp, caps=caps, tag="coarse_balance"))
+                      footprint=coarse_fp, caps=caps, tag="coarse_balance"),
+        load_cuts=load_cuts)
     stats.update({"coarsen_seconds": t_coarsen, "coarse_vertices": cg.coarse.n_ops,
                   "coarse_edges": cg.coarse.n_edges, "coarsen_stopped": cg.stopped,
                   "coarse_unit_cap_x": cap_x})
