@@ -858,7 +858,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     fp = tensor_footprint(graph)
     cg, cap_x, caps = _coarsen(graph, cluster, target, fp,
                                memory_balance if coarse_balance else None, balance=balance,
-                               cp_slack=cp_slack, deadline=budget.share("pesto.coarsen").deadline)
+                               cp_slack=cp_slack, deadline=budget.share("pesto.coarsen").deadline,
+                               stop_at=budget.until("pesto.coarsen_stop",
+                                                    SHARES["pesto.coarsen_stop"]).deadline)
     t_coarsen = budget.elapsed()
     coarse_fp = [float(sum(fp[graph.index[v]] for v in ms)) for ms in cg.members]
     # the coarse ILP ends at 80 % of the limit: the rest is kept for the guard
@@ -904,7 +906,8 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     return plan
 
 
-def _coarsen(graph, cluster, target, fp, tolerance, *, balance, cp_slack, deadline):
+def _coarsen(graph, cluster, target, fp, tolerance, *, balance, cp_slack, deadline,
+             stop_at=None):
     """Theorem 3.5 coarsening for ``pesto``. Merging vertices of two colocation groups unites
     the groups: without a cap, rnnlm's 568 groups became one holding the whole model (every
     coarse placement on one device, nothing for the MILP to decide). With ``tolerance``
@@ -913,19 +916,20 @@ def _coarsen(graph, cluster, target, fp, tolerance, *, balance, cp_slack, deadli
     when that stops short of the target by more than a quarter (then the coarse rows may be
     infeasible and are dropped; the fine repair restores the balance). Returns the coarsening,
     the multiple of the unit cap used and the original graph's balance caps (None, None: no
-    cap)."""
+    cap). ``deadline`` drops the guards, ``stop_at`` stops the rounds (:func:`coarsen`)."""
     from ...transforms.coarsen import coarsen
 
     tgt = int(target) if not isinstance(target, bool) else target
     if tolerance is None or len(cluster) < 2:
         return coarsen(graph, tgt, cluster=cluster, balance=balance, cp_slack=cp_slack,
-                       deadline=deadline), None, None
+                       deadline=deadline, stop_at=stop_at), None, None
     caps = balance_caps(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
     ucap = unit_cap(fp, cluster, tolerance, groups=graph.c.coloc.tolist())
     best = None
     for x in (1.0, 1.5):
         cg = coarsen(graph, tgt, cluster=cluster, balance=balance, cp_slack=cp_slack,
-                     deadline=deadline, weights=fp, weight_cap=ucap * x, max_rounds=1000)
+                     deadline=deadline, weights=fp, weight_cap=ucap * x, max_rounds=1000,
+                     stop_at=stop_at)
         if best is None or cg.coarse.n_ops < best[0].coarse.n_ops:
             best = (cg, x)
         if cg.coarse.n_ops <= 1.25 * tgt or (deadline is not None
