@@ -835,11 +835,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     >>> plan = solve(g, c, method="pesto", target=12, time_limit=10)
     >>> plan.stats["coarse_vertices"] <= 12, plan.stats["memory_balance"].startswith("footprint")
     (True, True)
-    >>> plan.stats["chosen"] in ("ilp", "warm_start", "original_heuristic")
-    True
-    >>> plan.stats["produced_by"].split(":")[0] in ("milp@coarse", "warm_start",
-    ...                                             "original_heuristic")
-    True
+    >>> (plan.stats["chosen"] in ("ilp", "warm_start", "original_heuristic"), plan.stats[
+    ...     "produced_by"].split(":")[0] in ("milp@coarse", "warm_start", "original_heuristic"))
+    (True, True)
     >>> plan = solve(g, c, method="pesto", target=12, time_limit=5, engine="cpsat")
     >>> plan.stats["engine"], plan.status in ("optimal", "feasible", "time_limit")
     ('cpsat', True)
@@ -856,14 +854,9 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
     if target is None:
         target = default_target(cluster)
     fix = _balancer(cluster, memory_balance, congestion, budget=budget)
-    if budget.deadline is not None and graph.n_ops > target and \
-            graph.n_ops * COARSEN_S_PER_OP > SHARES["pesto.coarsen_stop"] * budget.limit:
-        plan = _heuristic_only(graph, cluster, budget, warm_start, congestion, seed, fix)
-        plan = _from_start(plan, start, graph, cluster, congestion, fix=fix, reorder=reorder)
-        if memory_balance is not None:
-            plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
-        plan.stats["budget"] = budget_report(budget)
-        return plan
+    if _coarsening_cannot_fit(graph, target, budget):
+        return _heuristic_only(graph, cluster, budget, warm_start, congestion, seed, fix,
+                               start=start, reorder=reorder, memory_balance=memory_balance)
     fp = tensor_footprint(graph)
     cg, cap_x, caps = _coarsen(graph, cluster, target, fp,
                                memory_balance if coarse_balance else None, balance=balance,
@@ -921,9 +914,18 @@ guards, and the coarse graph's build): measured 12.4 s wall (about 7.4 s CPU, lo
 expected to pass its share ``pesto.coarsen_stop`` of the limit."""
 
 
-def _heuristic_only(graph, cluster, budget, warm_start, congestion, seed, fix) -> Plan:
+def _coarsening_cannot_fit(graph, target: int, budget: Budget) -> bool:
+    """Whether coarsening ``graph`` is expected (:data:`COARSEN_S_PER_OP`) to pass the share
+    ``pesto.coarsen_stop`` of the limit."""
+    return budget.deadline is not None and graph.n_ops > target and \
+        graph.n_ops * COARSEN_S_PER_OP > SHARES["pesto.coarsen_stop"] * budget.limit
+
+
+def _heuristic_only(graph, cluster, budget, warm_start, congestion, seed, fix, *, start,
+                    reorder, memory_balance) -> Plan:
     """``pesto`` on a graph too large to coarsen within its limit: the best warm-start
-    heuristic on the whole graph (status ``time_limit``), or TimeLimitError without one."""
+    heuristic on the whole graph (status ``time_limit``; ``start`` when faster), or
+    TimeLimitError without one."""
     est = graph.n_ops * COARSEN_S_PER_OP
     h_plan, h_sched, h_method, _tried, err = best_heuristic(
         graph, cluster, warm_start, congestion, seed,
@@ -938,7 +940,11 @@ def _heuristic_only(graph, cluster, budget, warm_start, congestion, seed, fix) -
     h_plan.stats = {**h_plan.stats, "chosen": "original_heuristic",
                     "produced_by": f"original_heuristic:{h_method}",
                     "note": f"{why}: the best heuristic on the whole graph is returned"}
-    return h_plan
+    plan = _from_start(h_plan, start, graph, cluster, congestion, fix=fix, reorder=reorder)
+    if memory_balance is not None:
+        plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
+    plan.stats["budget"] = budget_report(budget)
+    return plan
 
 
 def _coarsen(graph, cluster, target, fp, tolerance, *, balance, cp_slack, deadline,
