@@ -456,10 +456,10 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     nz = sum(len(row) for row in m.prob.constraints.values())
     if budget.deadline is not None and budget.left() < after + nz * HIGHS_S_PER_NZ:
         return _out_of_time(warm, cluster, method, budget,
-                            f"building the model (HiGHS not started: the MILP's {nz:,} "
-                            f"nonzeros take about {nz * HIGHS_S_PER_NZ:.0f} s of set-up that "
-                            f"HiGHS does not interrupt, more than the {budget.left():.1f} s "
-                            f"left)", m.judge, m.key)
+                            f"HiGHS not started: the MILP's {nz:,} nonzeros take about "
+                            f"{nz * HIGHS_S_PER_NZ:.0f} s of set-up that HiGHS does not "
+                            f"interrupt, more than the {budget.left():.1f} s left of the "
+                            f"limit", m.judge, m.key, reached=False)
     res = m.solve(budget, gap, reserve=after / 2)
     if not res.has_solution:
         if res.status == "infeasible":
@@ -474,18 +474,20 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
 
 
 def _out_of_time(warm: Plan | None, cluster, method: str, budget: Budget, where: str,
-                 judge=None, key: str = "max_load_ms") -> Plan:
-    """The warm start as the answer when the time limit ran out before HiGHS could improve it."""
+                 judge=None, key: str = "max_load_ms", reached: bool = True) -> Plan:
+    """The warm start as the answer when the time limit ran out (``reached``; else ``where``
+    says why HiGHS is not started) before HiGHS could improve it."""
     from ...simulate import max_load
 
+    why = f"time limit reached while {where}" if reached else where
     if warm is None:
-        raise SolverError(f"{method}: the time limit ({budget.limit} s) ran out while {where}, "
-                          f"before any solution was found; raise time_limit")
+        raise SolverError(f"{method}: {why} (time limit {budget.limit} s), before any solution "
+                          f"was found; raise time_limit")
     plan = Plan(warm.graph, dict(warm.placement), method=method, status="time_limit",
                 info={k: warm.info[k] for k in ("chain", "transfers") if k in warm.info})
     plan.predicted = {key: (judge or max_load)(warm, cluster)}
-    plan.stats = {"note": f"time limit reached while {where}; the warm start ({warm.method}) "
-                          f"is returned", "total_s": budget.elapsed(), "budget": budget.report()}
+    plan.stats = {"note": f"{why}; the warm start ({warm.method}) is returned",
+                  "total_s": budget.elapsed(), "budget": budget.report()}
     return plan
 
 
