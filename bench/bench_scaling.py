@@ -9,7 +9,8 @@ space cap of each run) ``--json FILE`` (rows as JSON as well).
 
 Each cell: solve s (``plan.stats["solve_s"]``) / whole call s (the call's CPU s: on a loaded
 machine wall time is inflated, CPU time much less), peak MiB of the run, status,
-and the judge's time on the plan (``workbench.simulate``). Every (method, size) runs in a fresh
+the judge's time on the plan (``workbench.simulate``) and the machine's load average when the
+call ended. Every (method, size) runs in a fresh
 interpreter, one at a time (the machine is shared): the
 graph is built once per size in the parent and handed over as a pickle (its load is not
 counted), the child times ``workbench.solve`` and reports its peak resident memory. A run is
@@ -72,6 +73,8 @@ except Exception as e:
     out["status"] = "error"
     out["error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
 out["peak_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+import os
+out["load"] = os.getloadavg()[0]     # the machine's 1-minute load average at the end
 print("RESULT " + json.dumps(out))
 """
 
@@ -176,7 +179,8 @@ def table(rows: list, sizes: list, limit: float) -> str:
                 out.append(f"{r['solve_s']:.2f} / {r['call_s']:.2f} s{late} "
                            f"(CPU {r.get('cpu_s', math.nan):.2f} s), "
                            f"{r.get('peak_mib', math.nan):.0f} MiB, {r['status']}, judge "
-                           f"{r.get('judge_s', math.nan):.2f} s")
+                           f"{r.get('judge_s', math.nan):.2f} s, load "
+                           f"{r.get('load', math.nan):.1f}")
         pts = [(n, r["solve_s"]) for n, r in cells.items() if "solve_s" in r]
         k = growth_exponent(pts)
         first = min(cells)
@@ -222,7 +226,8 @@ def main(argv=None) -> int:
                 rows.append(r)
                 print(f"  {m:13s} {r['status']:10s} call {r.get('call_s', math.nan):7.2f} s "
                       f"CPU {r.get('cpu_s', math.nan):7.2f} s "
-                      f"peak {r.get('peak_mib', math.nan):6.0f} MiB {r.get('error', '')}",
+                      f"peak {r.get('peak_mib', math.nan):6.0f} MiB "
+                      f"load {r.get('load', math.nan):4.1f} {r.get('error', '')}",
                       flush=True)
                 if over_limit(r, a.limit):
                     alive.discard(m)

@@ -52,7 +52,8 @@ __all__ = ["Budget", "SHARES"]
 SHARES: dict[str, float] = {
     # Pesto's paper pipeline (workbench.solvers.pesto.ilp)
     "pesto.warm_start": 0.3,       # heuristic warm starts on the whole graph
-    "pesto.coarsen": 0.2,          # Theorem 3.5 coarsening
+    "pesto.coarsen": 0.2,          # Theorem 3.5 coarsening (its guards dropped after)
+    "pesto.coarsen_stop": 0.35,    # no coarsening round past this fraction of the whole
     "pesto.ilp": 0.8,              # the ILP on the coarse graph (of what is left)
     "pesto.polish": 0.9,           # deadline of the final heuristic polish (fraction of the whole)
     "pesto.build_margin": 0.1,     # stop building the ILP this much before the deadline
@@ -70,6 +71,8 @@ SHARES: dict[str, float] = {
     "pipeline.dp_warm": 0.25,
     "pipeline.dp_gpipe_warm": 0.25,     # objective="gpipe": the GPipe DP first
     "pipeline.dp_hier_warm": 0.25,      # hierarchical=True: the hierarchical DP first
+    "pipeline.build": 0.6,         # the max-load MILP is built by this fraction of the whole
+    "pipeline.after_build": 0.5,   # PuLP's hand-over and the reading back, per second of build
     # the latency IP's DP warm starts (workbench.solvers.pipeline.latency)
     "latency_ip.dpl_warm": 0.1,
     "latency_ip.dp_warm": 0.1,

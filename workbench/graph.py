@@ -52,6 +52,7 @@ MAX_OPS = 2_000_000
 
 OP_KINDS = ("fwd", "bwd", "update", "other")
 _KIND_CODE = {k: i for i, k in enumerate(OP_KINDS)}
+_STD_NODE = frozenset({"compute", "memory", "kind", "colocate", "op_type", "splits"})
 
 
 def _check_name(name: Any, what: str) -> str:
@@ -251,6 +252,9 @@ class OpGraph:
         op_type="",
         splits=None,
         colocate=None,
+        comm=None,
+        attrs: Mapping | None = None,
+        edge_attrs: Mapping | None = None,
         name: str = "graph",
         meta: Mapping | None = None,
     ) -> "OpGraph":
@@ -274,6 +278,10 @@ class OpGraph:
         kind, op_type : str or n strings
         splits : None, or n dicts (or None) dimension -> size
         colocate : None, or n colocation group ids (str, int or None)
+        comm : m fixed transfer times in ms, optional (``nan``: none, the default)
+        attrs, edge_attrs : dict, optional
+            Op index (edge index) -> a dict of further attributes of that op (edge), beyond
+            the ones above (e.g. the ``replica`` of an all-reduce op).
 
         Raises
         ------
@@ -287,6 +295,10 @@ class OpGraph:
         ...                         [0], [1], nbytes=[4e6], name="tiny")
         >>> g.op("a")["compute"], g.edge("a", "b")["bytes"], g.n_edges
         ({'gpu': 1.0}, 4000000.0, 1)
+        >>> h = OpGraph.from_arrays(["a", "b"], {"gpu": [1.0, 2.0]}, [0], [1], comm=[0.5],
+        ...                         attrs={1: {"replica": 0}}, edge_attrs={0: {"batch": False}})
+        >>> h.op("b")["replica"], h.op_values("replica"), h.edge("a", "b")
+        (0, [None, 0], {'bytes': 0.0, 'comm': 0.5, 'batch': False})
         >>> OpGraph.from_arrays(["a", "b"], {"gpu": [1.0, -2.0]})
         Traceback (most recent call last):
         ...
@@ -313,6 +325,10 @@ class OpGraph:
         s, d = _array_edges(src, dst, names)
         nb = _array_numbers(nbytes, len(s), lambda j: f"edge {names[s[j]]} -> {names[d[j]]}",
                             "bytes")
+        cm = np.full(len(s), np.nan) if comm is None else _floats(comm, len(s), "comm")
+        _first_bad(cm, lambda j: f"edge {names[s[j]]} -> {names[d[j]]}: comm", allow_nan=True)
+        extra = (_array_extra(attrs, n, tuple(sorted(_STD_NODE)), "op"),
+                 _array_extra(edge_attrs, len(s), ("bytes", "comm"), "edge"))
         kind_l = _array_strings(kind, n, "kind")
         for k in set(kind_l):
             if k not in _KIND_CODE:
@@ -327,9 +343,10 @@ class OpGraph:
             ml = mem.tolist()
             for i, v in enumerate(names):
                 G.add_node(v, **_node_attrs(i, kinds, cl, ml, kind_l, type_l, split_l,
-                                            coloc_l))
+                                            coloc_l), **extra[0].get(i, {}))
             for j in range(len(s)):
-                G.add_edge(names[s[j]], names[d[j]], bytes=float(nb[j]), comm=None)
+                G.add_edge(names[s[j]], names[d[j]], bytes=float(nb[j]),
+                           comm=None if np.isnan(cm[j]) else float(cm[j]), **extra[1].get(j, {}))
             return cls(G, name=name, meta=meta)
         self = cls.__new__(cls)
         if meta is not None and not isinstance(meta, Mapping):
@@ -339,28 +356,32 @@ class OpGraph:
         self._ops = names
         self.index = index
         self._cols = (kinds, kind_l, type_l, split_l, coloc_l, s, d, nb)
+        self._extra = (*extra, cm)
         sk = sorted(kinds)
         comp = np.full((n, len(sk)), np.inf)
         for k, col in zip(kinds, cols):
             comp[:, sk.index(k)] = np.where(np.isnan(col), np.inf, col)
         op_kind = np.fromiter((_KIND_CODE[k] for k in kind_l), dtype=np.int8, count=n)
         self.__dict__["c"] = _compile(
-            tuple(names), index, sk, comp, mem, op_kind, coloc, groups, s, d, nb,
-            np.full(len(s), np.nan))
+            tuple(names), index, sk, comp, mem, op_kind, coloc, groups, s, d, nb, cm)
         return self
 
     @cached_property
     def _g(self) -> nx.DiGraph:
         """The networkx form of a graph built by :meth:`from_arrays`, made on first use."""
         kinds, kind_l, type_l, split_l, coloc_l, s, d, nb = self._cols
+        node_x, edge_x, cm = self._extra
         c, names = self.c, self._ops
         cols = [c.compute[:, c.kind_index[k]].tolist() for k in kinds]
         mem = c.memory.tolist()
         G = nx.DiGraph()
-        G.add_nodes_from((v, _node_attrs(i, kinds, cols, mem, kind_l, type_l, split_l, coloc_l))
+        G.add_nodes_from((v, {**_node_attrs(i, kinds, cols, mem, kind_l, type_l, split_l,
+                                            coloc_l), **node_x.get(i, {})})
                          for i, v in enumerate(names))
-        G.add_edges_from((names[u], names[v], {"bytes": b, "comm": None})   # the order given
-                         for u, v, b in zip(s.tolist(), d.tolist(), nb.tolist()))
+        cm = [None if math.isnan(x) else x for x in cm.tolist()]
+        G.add_edges_from((names[u], names[v], {"bytes": b, "comm": cm[j], **edge_x.get(j, {})})
+                         for j, (u, v, b) in enumerate(zip(s.tolist(), d.tolist(),
+                                                           nb.tolist())))  # the order given
         nx.freeze(G)
         return G
 
@@ -498,8 +519,12 @@ class OpGraph:
                 return self.c.memory.tolist()
             if key == "splits":
                 return _splits_values(cols[3], len(self._ops))
-            if key != "compute":                     # a bulk graph has no other attribute
-                return [default] * len(self._ops)
+            if key != "compute":                     # the sparse further attributes
+                node_x = self._extra[0]
+                if not node_x:
+                    return [default] * len(self._ops)
+                return [node_x[i].get(key, default) if i in node_x else default
+                        for i in range(len(self._ops))]
         nodes = self._g.nodes
         return [nodes[v].get(key, default) for v in self._ops]
 
@@ -513,6 +538,28 @@ class OpGraph:
         """All edges as (src, dst) pairs, ordered by the topological index of src then dst."""
         c = self.c
         return [(c.names[s], c.names[d]) for s, d in zip(c.src.tolist(), c.dst.tolist())]
+
+    def further_attributes(self) -> tuple[dict, dict]:
+        """The attributes beyond the standard ones (module docstring): ``(op index -> dict,
+        (src index, dst index) -> dict)``, only ops and edges that have any; a graph made by
+        :meth:`from_arrays` answers without building its networkx form.
+
+        >>> g = OpGraph.from_ops([("a", {"compute": {"gpu": 1}, "shapes": [[2]]}),
+        ...                       ("b", {"compute": {"gpu": 1}})], [("a", "b", {"batch": False})])
+        >>> g.further_attributes()
+        ({0: {'shapes': [[2]]}}, {(0, 1): {'batch': False}})
+        """
+        if "_cols" in self.__dict__ and "_g" not in self.__dict__:
+            node_x, edge_x, _cm = self._extra
+            s, d = self._cols[5], self._cols[6]
+            return ({i: dict(a) for i, a in node_x.items()},
+                    {(int(s[j]), int(d[j])): dict(a) for j, a in edge_x.items()})
+        std, idx = _STD_NODE, self.index
+        nodes = {idx[v]: x for v, a in self._g.nodes(data=True)
+                 if (x := {k: a[k] for k in a if k not in std})}
+        edges = {(idx[u], idx[v]): x for u, v, a in self._g.edges(data=True)
+                 if (x := {k: a[k] for k in a if k not in ("bytes", "comm")})}
+        return nodes, edges
 
     def _check_op(self, name: str) -> None:
         if not isinstance(name, str) or name not in self.index:
@@ -776,6 +823,24 @@ def _array_edges(src, dst, names: list) -> tuple[np.ndarray, np.ndarray]:
         k = int(key[int(np.argmax(dup))])
         raise GraphError(f"edge {names[k // n]} -> {names[k % n]} is given twice")
     return s, d
+
+
+def _array_extra(extra, count: int, reserved: tuple, what: str) -> dict:
+    """``attrs`` / ``edge_attrs`` of :meth:`OpGraph.from_arrays`, checked: index -> dict."""
+    if extra is None:
+        return {}
+    if not isinstance(extra, Mapping):
+        raise GraphError(f"{what} attributes must be a dict index -> dict")
+    out = {}
+    for i, a in extra.items():
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not 0 <= i < count:
+            raise GraphError(f"{what} attributes: index {i!r} is outside 0..{count - 1}")
+        if not isinstance(a, Mapping) or any(not isinstance(k, str) or k in reserved
+                                             for k in a):
+            raise GraphError(f"{what} {i}: further attributes must be a dict with string "
+                             f"names other than {', '.join(reserved)}")
+        out[int(i)] = dict(a)
+    return out
 
 
 def _array_strings(value, n: int, what: str) -> list:

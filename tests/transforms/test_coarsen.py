@@ -162,3 +162,17 @@ def test_expand_keeps_members_consecutive_and_simulates():
     assert simulate(p, c).makespan > 0
     with pytest.raises(PlanError, match="coarse graph"):
         cg.expand(Plan(g, {v: "gpu0" for v in g.ops}))
+
+
+def test_stop_at_ends_the_rounds_where_they_are():
+    """``stop_at`` (a hard bound after ``deadline``): no round begins past it, nor one
+    expected to end past it; the coarsest graph so far is returned, consistent."""
+    import time
+
+    g = samples.layered(400, seed=0)
+    full = coarsen(g, 20)
+    now = coarsen(g, 20, stop_at=time.perf_counter())
+    assert now.stopped == "deadline" and now.rounds == 0 and now.coarse.n_ops == g.n_ops
+    later = coarsen(g, 20, stop_at=time.perf_counter() + 60)
+    assert later.stopped == full.stopped == "target"
+    assert later.coarse.n_ops == full.coarse.n_ops

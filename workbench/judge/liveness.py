@@ -107,8 +107,7 @@ def _workspace_bytes(graph) -> np.ndarray:
     gc = graph.c
     out = _WS.get(gc)
     if out is None:
-        nodes = graph.nx.nodes
-        out = np.array([float(nodes[v].get("workspace_bytes", 0.0) or 0.0) for v in gc.names])
+        out = np.array([float(x or 0.0) for x in graph.op_values("workspace_bytes", 0.0)])
         _WS[gc] = out
     return out
 

@@ -120,7 +120,7 @@ class _WarmStart:
     def __init__(self, warm: dict | None = None, scale: float = 1.0,
                  deadline: float | None = None, **kw):
         super().__init__(**kw)
-        self._deadline = deadline
+        self._deadline = deadline    # when HiGHS must have stopped (the reading kept after it)
         self._warm = warm or {}
         self._scale = scale
         self.interrupted = False
@@ -217,7 +217,8 @@ def _run_interruptible(h, time_limit: float | None = None) -> tuple[bool, bool]:
 def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
                gap: float | None = None, warm_start: dict | None = None, solver: str = "highs",
                threads: int | None = None, msg: bool = False,
-               options: dict | None = None, progress_scale: float = 1.0) -> MilpResult:
+               options: dict | None = None, progress_scale: float = 1.0,
+               reserve: float = 0.0) -> MilpResult:
     """Solve ``prob`` and report what really happened.
 
     Parameters
@@ -239,6 +240,11 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
         The objective's unit in ms (a model written in units of a reference time): incumbents
         and bounds go to the progress recording (:mod:`workbench.solvers.progress`) times this,
         so every method's progress is in ms. The result's own figures stay in model units.
+    reserve : float
+        Seconds of ``time_limit`` kept for reading the answer back (PuLP's hand-over of the
+        model counts against the limit too): HiGHS stops that much before the limit, and the
+        second solve below is not begun with less than twice that left. A caller that must end
+        within the limit passes its estimate (for a large model, seconds).
 
     Raises
     ------
@@ -254,15 +260,20 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
     backend = solver if solver in avail else avail[0]
     warm = {v.name: float(x) for v, x in (warm_start or {}).items()}
     t0 = time.perf_counter()
+    reserve = max(0.0, float(reserve))
     if backend == "highs":
-        res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options, progress_scale)
-        if warm and res.stale_values:
+        res = _solve_highs(prob, time_limit, gap, warm, threads, msg, options, progress_scale,
+                           reserve)
+        late = time_limit is not None and \
+            time_limit - (time.perf_counter() - t0) < 2 * reserve + 0.05
+        if warm and res.stale_values and not late:
             # HiGHS 1.16 can finish (e.g. solved in presolve) with a better objective than the
             # warm start's while getSolution() still returns the warm start's values: solve
             # again without it, in the time that is left
             left = (None if time_limit is None
                     else max(0.05, time_limit - (time.perf_counter() - t0)))
-            res = _solve_highs(prob, left, gap, {}, threads, msg, options, progress_scale)
+            res = _solve_highs(prob, left, gap, {}, threads, msg, options, progress_scale,
+                               reserve)
             res.message += " (solved again without the warm start, whose values HiGHS returned)"
     else:
         res = _solve_cbc(prob, time_limit, gap, warm, threads, msg)
@@ -272,8 +283,9 @@ def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,
 
 
 def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
-                 scale: float = 1.0) -> MilpResult:
-    deadline = None if time_limit is None else time.perf_counter() + float(time_limit)
+                 scale: float = 1.0, reserve: float = 0.0) -> MilpResult:
+    deadline = None if time_limit is None else \
+        time.perf_counter() + max(0.01, float(time_limit) - reserve)
     new_highs()  # PuLP creates its own Highs: absorb the process's banner first
     import highspy
 
@@ -295,7 +307,8 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
     obj = float(pulp.value(prob.objective) or 0.0) if has_sol else math.nan
     bound = sense * float(getattr(info, "mip_dual_bound", math.nan))
     mip_gap = float(getattr(info, "mip_gap", math.nan))
-    is_mip = any(v.cat == pulp.LpInteger for v in prob.variables())
+    cols = prob.variables()   # (PuLP sorts them on every call: once)
+    is_mip = any(v.cat == pulp.LpInteger for v in cols)
     if not is_mip:
         bound = obj if st == M.kOptimal else bound
         mip_gap = 0.0 if st == M.kOptimal else mip_gap
@@ -319,7 +332,7 @@ def _solve_highs(prob, time_limit, gap, warm, threads, msg, options=None,
         status = "feasible"
     else:
         status = "error"
-    values = {v.name: v.varValue for v in prob.variables()} if has_sol else {}
+    values = {v.name: v.varValue for v in cols} if has_sol else {}
     if mip_gap > 1e20:
         mip_gap = math.inf
     hobj = sense * float(getattr(info, "objective_function_value", math.nan))

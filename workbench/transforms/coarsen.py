@@ -140,7 +140,8 @@ class Coarsening:
     seconds : float
         Wall time.
     stopped : str
-        ``"target"`` or ``"no_feasible_edge"``.
+        ``"target"``, ``"no_feasible_edge"`` or ``"deadline"`` (:func:`coarsen`'s
+        ``stop_at``).
     """
 
     graph: OpGraph
@@ -238,7 +239,7 @@ class _UnionFind:
 def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None = 2.0,
             cp_slack: float | None = 0.1, max_rounds: int = 200,
             strict: bool = False, deadline: float | None = None, weights=None,
-            weight_cap: float | None = None) -> Coarsening:
+            weight_cap: float | None = None, stop_at: float | None = None) -> Coarsening:
     """Coarsen ``graph`` to at most ``target`` vertices by Pesto's acyclic batch merging.
 
     Parameters
@@ -271,6 +272,11 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         group (never relaxed, not dropped at the deadline); an op or an original group already
         above it stays as it is. ``pesto`` passes the tensor footprint and the room its memory
         balance leaves (:func:`~workbench.solvers.pesto.balance.unit_cap`).
+    stop_at : float, optional
+        A :func:`time.perf_counter` value after which no round begins, nor one expected to
+        end past it (the last round's time scaled by the vertices left): the coarsest graph
+        so far is returned with ``stopped="deadline"``. A caller's hard bound, after
+        ``deadline``.
 
     Raises
     ------
@@ -304,10 +310,16 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
     rounds = 0
     history = [cur.n]
     stopped = "target"
+    t_round, n_round = 0.0, cur.n
     while cur.n > target:
         if rounds >= max_rounds:
             stopped = "no_feasible_edge"
             break
+        if stop_at is not None and \
+                time.perf_counter() + t_round * cur.n / max(1, n_round) > stop_at:
+            stopped = "deadline"
+            break
+        t_begin, n_round = time.perf_counter(), cur.n
         rounds += 1
         if deadline is not None and (cap < math.inf or slack is not None) \
                 and time.perf_counter() > deadline:
@@ -321,6 +333,7 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
         if not acc:
             if cap < math.inf or slack is not None:
                 cap, slack = _relax(cap, slack, total_work, cur.n)
+                t_round = time.perf_counter() - t_begin
                 continue
             stopped = "no_feasible_edge"
             break
@@ -328,7 +341,8 @@ def coarsen(graph: OpGraph, target: int, *, cluster=None, balance: float | None 
             slack = _guard_batch(cur, acc, mate, guard[2], slack)
         cur = _contract(cur, mate)
         history.append(cur.n)
-    if cur.n > target:
+        t_round = time.perf_counter() - t_begin
+    if cur.n > target and stopped != "deadline":
         stopped = "no_feasible_edge"
         if strict:
             raise InfeasibleError(

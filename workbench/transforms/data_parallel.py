@@ -61,6 +61,7 @@ True
 from __future__ import annotations
 
 import networkx as nx
+import numpy as np
 
 from ..errors import GraphError
 from ..graph import OpGraph
@@ -118,27 +119,33 @@ def variables(graph: OpGraph) -> dict:
     >>> sorted(variables(g))
     []
     """
-    nodes = graph.nx.nodes
-    upd = [v for v in graph.ops if nodes[v]["kind"] == "update"]
+    c, names = graph.c, graph.ops
+    kind, coloc = graph.op_values("kind"), graph.op_values("colocate")
+    upd = np.flatnonzero(c.op_kind == 2).tolist()
     key: dict = {}
-    for v in reversed(upd):       # successors first: an ungrouped update joins its successor's
-        grp = nodes[v]["colocate"]
+    for i in reversed(upd):       # successors first: an ungrouped update joins its successor's
+        grp = coloc[i]
         if grp is None:
-            nxt = [key[s] for s in graph.successors(v) if s in key]
-            grp = nxt[0] if nxt else f"update:{v}"
-        key[v] = grp
-    groups = graph.colocation_groups
+            nxt = [key[j] for j in c.succ[i] if j in key]
+            grp = nxt[0] if nxt else f"update:{names[i]}"
+        key[i] = grp
     out: dict = {}
-    for v in upd:
-        for u in graph.predecessors(v):
-            if nodes[u]["kind"] == "bwd":
-                out.setdefault(key[v], [0.0, []])[1].append((u, v))
-    for k, rec in out.items():
-        var_bytes = sum(nodes[m]["memory"] for m in groups.get(k, [])
-                        if nodes[m].get("op_type") in _VARIABLES)
-        rec[0] = var_bytes if var_bytes > 0 else \
-            max(graph.nx.edges[u, v]["bytes"] for u, v in rec[1])
-    return {k: (b, edges) for k, (b, edges) in out.items()}
+    for i in upd:
+        for u, e in zip(c.pred[i], c.in_edges[i]):
+            if kind[u] == "bwd":
+                rec = out.setdefault(key[i], [0.0, [], []])
+                rec[1].append((names[u], names[i]))
+                rec[2].append(float(c.bytes[e]))
+    if not out:
+        return {}
+    groups, types = graph.colocation_groups, graph.op_values("op_type")
+    mem = c.memory
+    result = {}
+    for k, (_b, edges, nb) in out.items():
+        var_bytes = sum(float(mem[graph.index[m]]) for m in groups.get(k, [])
+                        if types[graph.index[m]] in _VARIABLES)
+        result[k] = (var_bytes if var_bytes > 0 else max(nb), edges)
+    return result
 
 
 def allreduce_bytes(graph: OpGraph) -> float:
@@ -150,94 +157,192 @@ def allreduce_bytes(graph: OpGraph) -> float:
     ...     g.op(v)["memory"] for v in g.ops if g.op(v)["kind"] == "fwd")
     True
     """
-    nodes = graph.nx.nodes
-    return float(sum(nodes[v].get("allreduce_bytes", 0.0) for v in graph.ops
-                     if nodes[v].get("op_type") == "AllReduce" and v.endswith("@0")))
+    types, nb = graph.op_values("op_type"), graph.op_values("allreduce_bytes", 0.0)
+    return float(sum(b for v, t, b in zip(graph.ops, types, nb)
+                     if t == "AllReduce" and v.endswith("@0")))
 
 
-def _share(a: dict, R: int, strong: bool) -> float:
-    if not strong or a["kind"] == "update" or "batch" not in (a.get("splits") or {}):
-        return 1.0
-    return 1.0 / R
+class _Replicas:
+    """The data-parallel graph as arrays: ``R`` replicas of every op (position ``i R + r`` for
+    replica ``r`` of op ``i``), then the all-reduce ops in the order they are added; edges as
+    index lists, the further attributes sparse (:meth:`OpGraph.from_arrays`)."""
 
-
-def _replicate(graph: OpGraph, R: int, strong: bool) -> tuple[nx.DiGraph, dict]:
-    src = graph.nx
-    G = nx.DiGraph()
-    scale = {}
-    for v in graph.ops:
-        a = dict(src.nodes[v])
-        sp = a.get("splits") or {}
-        share = _share(a, R, strong)
-        scale[v] = share
-        new_sp = dict(sp)
-        if share < 1.0:
-            new_sp["batch"] = max(1, sp["batch"] // R)
-        mem = a["memory"]
-        if share < 1.0 and a.get("batch_out"):        # a stashed batch-carrying output
-            mem *= share
-        grp = a.get("colocate")
-        for r in range(R):
-            G.add_node(f"{v}@{r}", **{**a, "compute": {k: t * share for k, t in
-                                                       a["compute"].items()},
-                                      "memory": mem, "splits": new_sp,
-                                      "colocate": None if grp is None else f"{grp}@{r}"})
-    for u, v, e in src.edges(data=True):
-        e2 = dict(e)
+    def __init__(self, graph: OpGraph, R: int, strong: bool):
+        c = self.c = graph.c
+        n, self.R, self.graph = c.n, R, graph
+        kind_l, sp_l = graph.op_values("kind"), graph.op_values("splits", {})
+        node_x, edge_x = graph.further_attributes()
+        self.edge_x = edge_x
+        batch = [bool(sp) and "batch" in sp for sp in sp_l]
+        share = np.ones(n)
+        if strong and R > 1:
+            share[[i for i in range(n) if batch[i] and kind_l[i] != "update"]] = 1.0 / R
+        self.share = share
+        split_memo: dict = {}
+        new_sp = []
+        for i, sp in enumerate(sp_l):
+            if share[i] < 1.0:
+                d = split_memo.get(id(sp))
+                if d is None:
+                    d = split_memo[id(sp)] = {**sp, "batch": max(1, sp["batch"] // R)}
+                new_sp.append(d)
+            else:
+                new_sp.append(sp)
+        mem = c.memory.copy()
+        bout = [i for i, a in node_x.items() if share[i] < 1.0 and a.get("batch_out")]
+        mem[bout] *= share[bout]
+        rep = lambda values: [x for x in values for _r in range(R)]  # noqa: E731
+        self.names = [f"{v}@{r}" for v in c.names for r in range(R)]
+        self.compute = {k: np.repeat(np.where(np.isinf(c.compute[:, j]), np.nan,
+                                              c.compute[:, j] * share), R)
+                        for j, k in enumerate(c.kinds)}
+        self.memory, self.kind = np.repeat(mem, R), rep(kind_l)
+        self.op_type, self.splits = rep(graph.op_values("op_type")), rep(new_sp)
+        self.colocate = [None if g is None else f"{g}@{r}" for g in graph.op_values("colocate")
+                         for r in range(R)]
+        self.node_x = {i * R + r: a for i, a in node_x.items() for r in range(R)}
         # without derived flags, every tensor but a gradient into an update carries the batch
-        if e.get("batch", src.nodes[v]["kind"] != "update"):
-            e2["bytes"] = e.get("bytes", 0.0) * scale[u]
-            if e.get("comm") is not None:
-                e2["comm"] = e["comm"] * scale[u]
+        carries = np.array([edge_x.get((u, v), {}).get("batch", kind_l[v] != "update")
+                            for u, v in zip(c.src.tolist(), c.dst.tolist())], dtype=bool) \
+            if len(c.src) else np.zeros(0, dtype=bool)
+        scale = np.where(carries, share[c.src], 1.0)
+        self.bytes, self.comm = c.bytes * scale, c.comm * scale
+        self.cut = np.zeros(c.m, dtype=bool)             # edges routed through an all-reduce
+        self.extra_edges: dict = {}                      # (src pos, dst pos) -> attrs
+
+    def edge_attrs(self, u: int, v: int) -> tuple[int, dict]:
+        """(index, attributes) of the replicated edge ``u@r -> v@r`` (op indices)."""
+        c = self.c
+        e = next(e for e, d in zip(c.out_edges[u], c.succ[u]) if d == v)
+        cm = float(self.comm[e])
+        return e, {"bytes": float(self.bytes[e]), "comm": None if np.isnan(cm) else cm,
+                   **self.edge_x.get((u, v), {})}
+
+    def add_op(self, name: str, t: float, grp, attrs: dict, op_type: str) -> int:
+        for k, col in self.compute.items():
+            self.compute[k] = col if isinstance(col, list) else col.tolist()
+            self.compute[k].append(t)
+        if not isinstance(self.memory, list):
+            self.memory = self.memory.tolist()
+        self.names.append(name)
+        self.memory.append(0.0)
+        self.kind.append("bwd")
+        self.op_type.append(op_type)
+        self.splits.append({})
+        self.colocate.append(grp)
+        pos = len(self.names) - 1
+        if attrs:
+            self.node_x[pos] = attrs
+        return pos
+
+    def add_edge(self, u: int, v: int, **attrs) -> None:
+        """An added edge (positions); a second one between the same ops replaces its
+        attributes (as networkx does)."""
+        self.extra_edges[(u, v)] = attrs
+
+    def aggregate(self, name: str, grp, nbytes: float, t: float, links: bool, grads: list,
+                  users: list) -> None:
+        """``allreduce:<name>@r`` for every replica (and with ``links``, its ``/done`` op and
+        the ring over the replicas in order): waits for ``grads`` ``[(op index, bytes)]`` of
+        all replicas, feeds replica ``r``'s ``users`` ``[(op index, edge attrs)]``."""
+        R, ars, outs = self.R, [], []
         for r in range(R):
-            G.add_edge(f"{u}@{r}", f"{v}@{r}", **e2)
-    return G, scale
+            ar = f"allreduce:{name}@{r}"
+            if links:
+                group = f"{grp}@{r}" if grp is not None else ar
+                common = {"allreduce_var": name, "replica": r}
+                a = self.add_op(ar, 0.0, group, {"allreduce_bytes": nbytes, **common},
+                                "AllReduce")
+                out = self.add_op(f"allreduce:{name}/done@{r}", 0.0, group, dict(common),
+                                  "AllReduceDone")
+                self.add_edge(a, out, bytes=0.0)
+            else:
+                a = out = self.add_op(ar, t, None if grp is None else f"{grp}@{r}",
+                                      {"allreduce_bytes": nbytes}, "AllReduce")
+            ars.append(a)
+            outs.append(out)
+            for q in range(R):
+                for u, nb in grads:
+                    if q == r:
+                        self.add_edge(u * R + q, a, bytes=nb)
+                    else:  # synchronisation: the data moves inside the ring time
+                        self.add_edge(u * R + q, a, bytes=0.0, comm=0.0)
+            for x, e in users:
+                self.add_edge(out, x * R + r, **e)
+        if links and R > 1:    # the ring over the replicas in order (_ring_edges)
+            nb = 2.0 * (R - 1) / R * float(nbytes)
+            for r in range(R):
+                self.add_edge(ars[(r - 1) % R], outs[r], bytes=nb)
+
+    def build(self, name: str, meta: dict) -> OpGraph:
+        """The OpGraph, its ops in the lexicographic topological order of their positions."""
+        c, R = self.c, self.R
+        keep = ~self.cut
+        rs = np.arange(R)
+        src = (c.src[keep][:, None] * R + rs).ravel()
+        dst = (c.dst[keep][:, None] * R + rs).ravel()
+        nbytes = np.repeat(self.bytes[keep], R)
+        comm = np.repeat(self.comm[keep], R)
+        kept = np.flatnonzero(keep).tolist()
+        s_l, d_l = c.src.tolist(), c.dst.tolist()
+        edge_x = {j * R + r: a for j, e in enumerate(kept)
+                  if (a := self.edge_x.get((s_l[e], d_l[e]))) for r in range(R)}
+        if self.extra_edges:
+            m0 = len(src)
+            xs = list(self.extra_edges)
+            src = np.concatenate([src, np.array([u for u, _ in xs], dtype=np.int64)])
+            dst = np.concatenate([dst, np.array([v for _, v in xs], dtype=np.int64)])
+            nbytes = np.concatenate([nbytes, [float(a.get("bytes", 0.0))
+                                              for a in self.extra_edges.values()]])
+            comm = np.concatenate([comm, [np.nan if a.get("comm") is None else a["comm"]
+                                          for a in self.extra_edges.values()]])
+            for j, a in enumerate(self.extra_edges.values()):
+                x = {k: y for k, y in a.items() if k not in ("bytes", "comm")}
+                if x:
+                    edge_x[m0 + j] = x
+        N = len(self.names)
+        order = _lexicographic_order(N, src, dst) if N > c.n * R else None
+        names, node_x = self.names, self.node_x
+        cols = {k: np.asarray(v, dtype=float) for k, v in self.compute.items()}
+        memory = np.asarray(self.memory, dtype=float)
+        kind, op_type, splits, coloc = self.kind, self.op_type, self.splits, self.colocate
+        if order is not None:
+            pos = np.empty(N, dtype=np.int64)
+            pos[order] = np.arange(N)
+            src, dst = pos[src], pos[dst]
+            ol = order.tolist()
+            names = [names[i] for i in ol]
+            cols = {k: v[order] for k, v in cols.items()}
+            memory = memory[order]
+            kind, op_type = [kind[i] for i in ol], [op_type[i] for i in ol]
+            splits, coloc = [splits[i] for i in ol], [coloc[i] for i in ol]
+            node_x = {int(pos[i]): a for i, a in node_x.items()}
+        return OpGraph.from_arrays(names, cols, src, dst, memory=memory, nbytes=nbytes,
+                                   comm=comm, kind=kind, op_type=op_type, splits=splits,
+                                   colocate=coloc, attrs=node_x, edge_attrs=edge_x,
+                                   name=name, meta=meta)
 
 
-def _add_allreduce(G: nx.DiGraph, name: str, grp, nbytes: float, t: float, kinds, R: int,
-                   grads: list, users: list) -> None:
-    """``allreduce:<name>@r`` for every replica: waits for ``grads`` of all replicas, feeds
-    replica ``r``'s ``users`` (``[(user, edge attrs)]``)."""
-    for r in range(R):
-        ar = f"allreduce:{name}@{r}"
-        G.add_node(ar, compute={k: t for k in kinds}, memory=0.0, kind="bwd",
-                   op_type="AllReduce", splits={}, allreduce_bytes=nbytes,
-                   colocate=None if grp is None else f"{grp}@{r}")
-        for q in range(R):
-            for gname, nb in grads:
-                if q == r:
-                    G.add_edge(f"{gname}@{q}", ar, bytes=nb)
-                else:  # synchronisation: the data moves inside the ring time
-                    G.add_edge(f"{gname}@{q}", ar, bytes=0.0, comm=0.0)
-        for x, e in users:
-            G.add_edge(ar, f"{x}@{r}", **e)
+def _lexicographic_order(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    """The topological order of ``n`` nodes that takes, of the ready nodes, the one of least
+    index first (networkx's ``lexicographical_topological_sort`` keyed by insertion)."""
+    import heapq
 
-
-def _add_ring(G: nx.DiGraph, name: str, grp, nbytes: float, kinds, R: int, grads: list,
-              users: list) -> None:
-    """``allreduce:<name>@r`` (waits for ``grads`` of all replicas) and
-    ``allreduce:<name>/done@r`` (feeds replica ``r``'s ``users``) for every replica, no
-    compute, in replica ``r``'s group (their own when the variable has none); the ring's edges
-    over the replicas in order (:func:`_ring_edges`)."""
-    zero = {k: 0.0 for k in kinds}
-    for r in range(R):
-        ar, done = f"allreduce:{name}@{r}", f"allreduce:{name}/done@{r}"
-        group = f"{grp}@{r}" if grp is not None else ar
-        common = dict(memory=0.0, kind="bwd", splits={}, allreduce_var=name, replica=r,
-                      colocate=group)
-        G.add_node(ar, compute=dict(zero), op_type="AllReduce", allreduce_bytes=nbytes,
-                   **common)
-        G.add_node(done, compute=dict(zero), op_type="AllReduceDone", **common)
-        for q in range(R):
-            for gname, nb in grads:
-                if q == r:
-                    G.add_edge(f"{gname}@{q}", ar, bytes=nb)
-                else:  # synchronisation: the ring starts once every gradient is in
-                    G.add_edge(f"{gname}@{q}", ar, bytes=0.0, comm=0.0)
-        G.add_edge(ar, done, bytes=0.0)
-        for x, e in users:
-            G.add_edge(done, f"{x}@{r}", **e)
-    _ring_edges(G, name, list(range(R)))
+    indeg = np.bincount(dst, minlength=n).tolist()
+    order_e = np.argsort(src, kind="stable")
+    ptr = np.searchsorted(src[order_e], np.arange(n + 1)).tolist()
+    succ = dst[order_e].tolist()
+    heap = [i for i in range(n) if indeg[i] == 0]
+    heapq.heapify(heap)
+    out = []
+    while heap:
+        u = heapq.heappop(heap)
+        out.append(u)
+        for v in succ[ptr[u]:ptr[u + 1]]:
+            indeg[v] -= 1
+            if indeg[v] == 0:
+                heapq.heappush(heap, v)
+    return np.array(out, dtype=np.int64)
 
 
 def _ring_edges(G: nx.DiGraph, name: str, where: list) -> None:
@@ -282,12 +387,11 @@ def ring_over_devices(graph: OpGraph, placement: dict) -> OpGraph:
     >>> ring_over_devices(h, {v: f"gpu{v[-1]}" for v in h.ops}) is h
     True
     """
-    nodes = graph.nx.nodes
     rings: dict = {}
-    for v in graph.ops:
-        a = nodes[v]
-        if a.get("op_type") == "AllReduce" and "allreduce_var" in a:
-            rings.setdefault(a["allreduce_var"], {})[a["replica"]] = placement[v]
+    for v, t, var, r in zip(graph.ops, graph.op_values("op_type"),
+                            graph.op_values("allreduce_var"), graph.op_values("replica")):
+        if t == "AllReduce" and var is not None:
+            rings.setdefault(var, {})[r] = placement[v]
     G = None
     for name, by_r in rings.items():
         where = [by_r[r] for r in range(len(by_r))]
@@ -302,8 +406,8 @@ def ring_over_devices(graph: OpGraph, placement: dict) -> OpGraph:
 def _is_replica_ring(graph: OpGraph, name: str, where: list) -> bool:
     """Whether the ring of ``name`` is already the ring over the replicas in order (all on
     distinct devices), as :func:`data_parallel_graph` draws it."""
-    R = len(where)
-    return all(graph.nx.has_edge(f"allreduce:{name}@{(r - 1) % R}", f"allreduce:{name}/done@{r}")
+    R, c, idx = len(where), graph.c, graph.index
+    return all(idx[f"allreduce:{name}/done@{r}"] in c.succ[idx[f"allreduce:{name}@{(r - 1) % R}"]]
                for r in range(R))
 
 
@@ -341,41 +445,31 @@ def data_parallel_graph(graph: OpGraph, replicas: int, *, cluster=None, devices=
                          f"{aggregation!r}")
     R = replicas
     links = aggregation == "links"
-    G, _ = _replicate(graph, R, scaling == "strong")
-    src = graph.nx
-    kinds = graph.device_kinds
+    b = _Replicas(graph, R, scaling == "strong")
     if R > 1 and graph.is_training():
+        idx, kind = graph.index, graph.op_values("kind")
         var = variables(graph)
         for key, (nbytes, edges) in var.items():
             t = 0.0 if links else ring_allreduce_ms(nbytes, R, cluster, devices)
-            grads = sorted({(u, float(G.edges[f"{u}@0", f"{v}@0"]["bytes"]))
-                            for u, v in edges})
-            users = {v: dict(G.edges[f"{u}@0", f"{v}@0"]) for u, v in edges}
-            for r in range(R):
-                for u, v in edges:
-                    G.remove_edge(f"{u}@{r}", f"{v}@{r}")
+            attrs = {(u, v): b.edge_attrs(idx[u], idx[v]) for u, v in edges}
+            grads = [(idx[u], nb) for u, nb in sorted({(u, attrs[u, v][1]["bytes"])
+                                                       for u, v in edges})]
+            users = {idx[v]: attrs[u, v][1] for u, v in edges}
+            for e, _a in attrs.values():
+                b.cut[e] = True
             grp = key if key in graph.colocation_groups else None
-            if links:
-                _add_ring(G, key, grp, nbytes, kinds, R, grads, list(users.items()))
-            else:
-                _add_allreduce(G, key, grp, nbytes, t, kinds, R, grads, list(users.items()))
+            b.aggregate(key, grp, nbytes, t, links, grads, list(users.items()))
         if not var:   # generated graphs without update ops: weights are forward ops' memory
-            groups = graph.colocation_groups
-            for v in graph.ops:
-                a = src.nodes[v]
-                if a["kind"] != "fwd" or a["memory"] <= 0:
-                    continue
-                grp = a.get("colocate")
-                grads = [x for x in (groups.get(grp, []) if grp is not None else [])
-                         if src.nodes[x]["kind"] == "bwd"] or \
-                    [x for x in graph.successors(v) if src.nodes[x]["kind"] == "bwd"]
+            groups, coloc, c = graph.colocation_groups, graph.op_values("colocate"), graph.c
+            for i in np.flatnonzero((c.op_kind == 0) & (c.memory > 0)).tolist():
+                grp = coloc[i]
+                grads = [idx[x] for x in (groups.get(grp, []) if grp is not None else [])
+                         if kind[idx[x]] == "bwd"] or \
+                    [x for x in c.succ[i] if kind[x] == "bwd"]
                 if not grads:
                     continue
-                sent = [(x, float(a["memory"])) for x in grads]
-                if links:
-                    _add_ring(G, v, grp, float(a["memory"]), kinds, R, sent, [])
-                else:
-                    t = ring_allreduce_ms(a["memory"], R, cluster, devices)
-                    _add_allreduce(G, v, grp, float(a["memory"]), t, kinds, R, sent, [])
+                nb = float(c.memory[i])
+                t = 0.0 if links else ring_allreduce_ms(nb, R, cluster, devices)
+                b.aggregate(c.names[i], grp, nb, t, links, [(x, nb) for x in grads], [])
     meta = {**graph.meta, "data_parallel": R, "scaling": scaling, "aggregation": aggregation}
-    return OpGraph(G, name=f"{graph.name}-dp{R}", meta=meta)
+    return b.build(f"{graph.name}-dp{R}", meta)

@@ -164,3 +164,24 @@ def test_cpsat_units_follow_the_time_limit_as_documented():
     assert q.stats["units"] == units_target(2, 5) == 25
     r = solve(g, c, method="pesto", engine="cpsat", time_limit=5, target=30, threads=1, seed=0)
     assert r.stats["units"] == 30  # a target fixes the size whatever the limit
+
+
+def test_a_graph_too_large_to_coarsen_in_time_gets_the_best_heuristic_at_once(monkeypatch):
+    """Pesto's coarsening of 100,000 ops took 12.4 s of a 3.8 s share (T = 20 s): a coarsening
+    expected to pass ``pesto.coarsen_stop`` of the limit is not begun; the best heuristic on
+    the whole graph is the answer, and it says why."""
+    from workbench.solvers.pesto import ilp
+    from workbench.transforms import coarsen as coarsen_mod
+
+    def no_coarsening(*a, **k):
+        raise AssertionError("coarsening was begun")
+
+    monkeypatch.setattr(ilp, "COARSEN_S_PER_OP", 1.0)      # a second an op: never fits
+    monkeypatch.setattr(coarsen_mod, "coarsen", no_coarsening)
+    c = Cluster.preset("2xV100-pcie")
+    g = samples.transformer(200, seed=0)
+    p = solve(g, c, method="pesto", time_limit=5)
+    assert p.status == "time_limit" and p.stats["chosen"] == "original_heuristic"
+    assert "coarsening 200 ops takes about 200 s" in p.stats["note"]
+    assert p.predicted["makespan_ms"] == pytest.approx(simulate(p, c).makespan, rel=1e-9)
+    p.validate(c)

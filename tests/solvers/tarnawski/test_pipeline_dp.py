@@ -142,6 +142,24 @@ def test_too_many_ideals_says_how_many_and_suggests_dpl():
     assert solve(g, host(2), method="dpl").status == "heuristic"
 
 
+def test_too_many_ideals_is_refused_before_the_lattice_grows(monkeypatch):
+    """A chain of n ops has n + 1 ideals and each level of width w 2^w: a graph past
+    ``max_ideals`` by that count is refused in linear time, naming the size the DP takes
+    (it grew the lattice to the limit first: 7-11 s CPU on 100,000 ops)."""
+    from workbench.solvers.pipeline import ideals
+
+    def grow(*a, **k):
+        raise AssertionError("the lattice was grown")
+
+    monkeypatch.setattr(ideals, "_grow", grow)
+    ops = [(f"v{i}", {"compute": {"gpu": 1.0, "cpu": 2.0}}) for i in range(1200)]
+    chain = OpGraph.from_ops(ops, [(f"v{i}", f"v{i + 1}") for i in range(1199)])
+    with pytest.raises(SolverError, match=r"more than 1,000 ideals.*up to 1,000 ideals.*"
+                                          r"chain of up to 999 ops.*dpl"):
+        solve(chain, host(2), method="dp", max_ideals=1000)
+    assert ideals.ideals_lower_bound(*[[[]] * 30] * 2) == 2 ** 30
+
+
 def test_interleave_and_replication_options():
     g = samples.transformer(30, seed=2)
     c = host(4, 0)

@@ -289,3 +289,23 @@ def test_canonical_relabelling_meets_the_symmetry_rows():
         firsts = [int(out[v]) for v in order if out[v] != 4]
         seen = list(dict.fromkeys(firsts))
         assert seen == sorted(seen) and seen == list(range(len(seen)))
+
+
+@pytest.mark.parametrize("method", ["ip_contig", "ip_noncontig"])
+def test_highs_is_not_started_when_its_set_up_does_not_fit_the_time_left(monkeypatch, method):
+    """HiGHS's MIP set-up after presolve is not interrupted by its time limit (32-44 s for
+    transformer(10000) given 5-9 s): with too little time left for it, the warm start is the
+    answer, and HiGHS is never called."""
+    from workbench.solvers.pipeline import ip
+
+    def no_highs(*a, **k):
+        raise AssertionError("HiGHS was started")
+
+    g = samples.transformer(120, seed=0)
+    c = Cluster.preset("2xV100-pcie").with_memory(float("inf"))
+    monkeypatch.setattr(ip, "HIGHS_S_PER_NZ", 1.0)     # a second per nonzero: never fits
+    monkeypatch.setattr(ip, "solve_milp", no_highs)
+    p = solve(g, c, method=method, time_limit=5)
+    assert p.status == "time_limit" and "HiGHS not started" in p.stats["note"]
+    assert "warm start" in p.stats["note"] and p.predicted["max_load_ms"] > 0
+    p.validate(c)

@@ -92,7 +92,8 @@ def test_ip_warm_starts_take_their_named_shares_of_one_budget():
     rep = p.stats["budget"]
     assert rep["limit_s"] == pytest.approx(20.0)
     shares = rep["shares"]
-    assert set(shares) == {"pipeline.dpl_warm", "pipeline.dp_warm"}
+    assert set(shares) == {"pipeline.dpl_warm", "pipeline.dp_warm", "pipeline.build"}
+    assert shares["pipeline.build"]["limit_s"] <= 0.6 * 20 + 1e-9   # built by 60 % of T
     assert shares["pipeline.dpl_warm"]["limit_s"] <= 0.2 * 20 + 1e-9
     assert shares["pipeline.dp_warm"]["limit_s"] <= 0.25 * 20 + 1e-9
     # (a share's used_s is the time since it started, up to the report: Budget.report)

@@ -154,10 +154,11 @@ def dp_plan(graph: OpGraph, cluster, devices: list[int], *, scaling: str = "stro
                               f"{graph.name!r} (a replica needs them all)")
     g = data_parallel_graph(graph, R, cluster=cluster, devices=names, scaling=scaling,
                             aggregation=aggregation)
-    placement = {v: names[int(v.rsplit("@", 1)[1])] for v in g.ops}
-    nodes = g.nx.nodes
+    rep = [int(v.rsplit("@", 1)[1]) for v in g.ops]
+    placement = dict(zip(g.ops, (names[r] for r in rep)))
+    needs = np.bincount(np.array(rep), weights=g.c.memory, minlength=R)
     for r, d in enumerate(devices):
-        need = sum(nodes[v]["memory"] for v in g.ops if placement[v] == names[r])
+        need = float(needs[r])
         cap = cluster.devices[d].memory
         if need > cap:
             raise InfeasibleError(f"{method}: a replica of graph {graph.name!r} needs "

@@ -178,7 +178,7 @@ def paper_coarse_start(graph, cluster, current: tuple, tried: dict, *, warm_star
     tgt = default_target(cluster)
     if graph.n_ops <= tgt or budget.over():
         return current
-    cg = coarsen(graph, tgt, cluster=cluster, deadline=budget.deadline)
+    cg = coarsen(graph, tgt, cluster=cluster, deadline=budget.deadline, stop_at=budget.deadline)
     cp, _cs, cm, _tried, _err = best_heuristic(cg.coarse, cluster, warm_start, congestion,
                                                seed, budget=budget)
     if cp is None:

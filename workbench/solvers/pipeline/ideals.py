@@ -50,6 +50,7 @@ def lattice(pred: list, succ: list, *, limit: int = 100_000) -> Lattice:
 
     Raises SolverError naming the count when there are more than ``limit``.
     """
+    _refuse_early(pred, succ, limit)
     out, up_from = _grow(pred, succ, limit, edges=True)
     return _csr(out, up_from)
 
@@ -161,6 +162,7 @@ def enumerate_ideals(pred: list, succ: list, *, limit: int = 100_000) -> list[in
     >>> enumerate_ideals([[], [0], [0]], [[1, 2], [], []])
     [0, 1, 3, 5, 7]
     """
+    _refuse_early(pred, succ, limit)
     out, _ = _grow(pred, succ, limit, edges=False)
     full = (1 << len(pred)) - 1
     if out[-1] != full:  # pragma: no cover
@@ -196,6 +198,51 @@ def linear_order(p) -> list[int]:
             if indeg[w] == 0:
                 stack.append(w)
     return out
+
+
+def ideals_lower_bound(pred: list, succ: list, cap: int | None = None) -> int:
+    """A lower bound on the number of ideals of a DAG, in linear time: with ``L_i`` the ops
+    whose longest path from a source has ``i`` edges (an antichain whose predecessors all lie
+    in earlier levels), every set of the levels before ``i`` plus any subset of ``L_i`` is an
+    ideal, so there are at least ``1 + sum_i (2^|L_i| - 1)`` (at least ``n + 1``). ``cap``:
+    stop adding once the bound exceeds it.
+
+    >>> ideals_lower_bound([[], [0], [0]], [[1, 2], [], []])     # {}, {0}, {0,1}, {0,2}, all
+    5
+    >>> ideals_lower_bound([[]] * 20, [[]] * 20, cap=1000) > 1000  # 20 independent ops
+    True
+    """
+    n = len(pred)
+    indeg = [len(x) for x in pred]
+    level = [0] * n
+    ready = [v for v in range(n) if not indeg[v]]
+    for v in ready:                       # grows while it is walked (Kahn's algorithm)
+        lv = level[v] + 1
+        for w in succ[v]:
+            if level[w] < lv:
+                level[w] = lv
+            indeg[w] -= 1
+            if not indeg[w]:
+                ready.append(w)
+    width = np.bincount(np.array(level, dtype=np.int64), minlength=1) if n else []
+    top = cap.bit_length() + 1 if cap is not None else n
+    bound = 1
+    for w in (width.tolist() if n else []):
+        bound += (1 << min(int(w), top)) - 1
+        if cap is not None and bound > cap:
+            break
+    return bound
+
+
+def _refuse_early(pred: list, succ: list, limit: int) -> None:
+    """NotApplicableError before any growth when :func:`ideals_lower_bound` passes ``limit``."""
+    bound = ideals_lower_bound(pred, succ, cap=limit)
+    if bound > limit:
+        raise NotApplicableError(
+            f"the forward graph has more than {limit:,} ideals (at least {bound:,} from its "
+            f"{len(pred):,} nodes, counted before growing them): the exact DP takes up to "
+            f"{limit:,} ideals (a chain of up to {limit - 1:,} ops, fewer the wider the graph); "
+            f"use method='dpl' (linearised, polynomial) or raise max_ideals")
 
 
 def _grow(pred: list, succ: list, limit: int, *, edges: bool) -> tuple:

@@ -41,7 +41,7 @@ import numpy as np
 
 from ..._lazy import lazy_module
 from ...judge.bounds import max_load_lower_bound
-from ...budget import Budget
+from ...budget import SHARES, Budget
 from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
@@ -362,10 +362,11 @@ class MaxLoadModel:
         return ws
 
     # ------------------------------------------------------------------ solve and extract
-    def solve(self, budget: Budget, gap: float):
-        """HiGHS on the built model within what is left of ``budget``, from the warm start."""
+    def solve(self, budget: Budget, gap: float, reserve: float = 0.0):
+        """HiGHS on the built model within what is left of ``budget``, from the warm start
+        (``reserve`` seconds of it kept for reading the answer back, :func:`solve_milp`)."""
         return solve_milp(self.prob, time_limit=budget.seconds(), gap=gap, warm_start=self.ws,
-                          progress_scale=self.T)
+                          progress_scale=self.T, reserve=reserve)
 
     def extract(self, res, warm: Plan | None, budget: Budget) -> Plan:
         """The judged plan of HiGHS's answer ``res`` (the warm start where HiGHS lost it)."""
@@ -419,6 +420,16 @@ class MaxLoadModel:
         return plan
 
 
+HIGHS_S_PER_NZ = 150e-6
+"""Seconds per nonzero of HiGHS's MIP set-up after presolve, which neither its time limit nor
+an interrupt stops: 32-44 s wall for the 428,584 nonzeros of ``ip_contig`` on
+``transformer(10000)`` (HiGHS 1.16, load 4-6, with or without warm start, symmetry detection
+or presolve probing; with a time limit of 5 s the call took 8 s, of 9 s 36-45 s), and a whole
+call with T = 60 s 94.7 s at load 6 with HiGHS started 35 s before the end. ``ip_contig`` and
+``ip_noncontig`` do not start HiGHS with less time left than this (the warm start is then the
+answer)."""
+
+
 def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start: bool,
                 method: str, interleave=False, hierarchical: bool = False,
                 objective: str = "pipedream", symmetry: bool = True) -> Plan:
@@ -431,13 +442,25 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     check_total_memory(m.U, cluster, method)
     warm = _dp_warm(graph, cluster, budget, interleave=interleave, objective=objective,
                     hierarchical=hierarchical, judge=m.judge) if warm_start else None
+    t_build = budget.elapsed()
     try:
-        m.build(warm, budget)
+        m.build(warm, budget.until("pipeline.build", SHARES["pipeline.build"]))
     except TimeLimitError:
         return _out_of_time(warm, cluster, method, budget, "building the model", m.judge, m.key)
-    if budget.left() <= 0.05:
-        return _out_of_time(warm, cluster, method, budget, "building the model", m.judge, m.key)
-    res = m.solve(budget, gap)
+    # PuLP's hand-over to HiGHS and the reading back grow with the model, outside HiGHS's
+    # clock: measured 4.1 + 4.4 s after a 21.6 s build (10,000 ops): kept from HiGHS's time
+    after = SHARES["pipeline.after_build"] * (budget.elapsed() - t_build)
+    if budget.left() <= after + 0.05:
+        return _out_of_time(warm, cluster, method, budget, "building the model (too little "
+                            "time left to hand it to HiGHS)", m.judge, m.key)
+    nz = sum(len(row) for row in m.prob.constraints.values())
+    if budget.deadline is not None and budget.left() < after + nz * HIGHS_S_PER_NZ:
+        return _out_of_time(warm, cluster, method, budget,
+                            f"HiGHS not started: the MILP's {nz:,} nonzeros take about "
+                            f"{nz * HIGHS_S_PER_NZ:.0f} s of set-up that HiGHS does not "
+                            f"interrupt, more than the {budget.left():.1f} s left of the "
+                            f"limit", m.judge, m.key, reached=False)
+    res = m.solve(budget, gap, reserve=after / 2)
     if not res.has_solution:
         if res.status == "infeasible":
             raise InfeasibleError(f"{method}: no split of graph {graph.name!r} meets the memory "
@@ -451,18 +474,20 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
 
 
 def _out_of_time(warm: Plan | None, cluster, method: str, budget: Budget, where: str,
-                 judge=None, key: str = "max_load_ms") -> Plan:
-    """The warm start as the answer when the time limit ran out before HiGHS could improve it."""
+                 judge=None, key: str = "max_load_ms", reached: bool = True) -> Plan:
+    """The warm start as the answer when the time limit ran out (``reached``; else ``where``
+    says why HiGHS is not started) before HiGHS could improve it."""
     from ...simulate import max_load
 
+    why = f"time limit reached while {where}" if reached else where
     if warm is None:
-        raise SolverError(f"{method}: the time limit ({budget.limit} s) ran out while {where}, "
-                          f"before any solution was found; raise time_limit")
+        raise SolverError(f"{method}: {why} (time limit {budget.limit} s), before any solution "
+                          f"was found; raise time_limit")
     plan = Plan(warm.graph, dict(warm.placement), method=method, status="time_limit",
                 info={k: warm.info[k] for k in ("chain", "transfers") if k in warm.info})
     plan.predicted = {key: (judge or max_load)(warm, cluster)}
-    plan.stats = {"note": f"time limit reached while {where}; the warm start ({warm.method}) "
-                          f"is returned", "total_s": budget.elapsed(), "budget": budget.report()}
+    plan.stats = {"note": f"{why}; the warm start ({warm.method}) is returned",
+                  "total_s": budget.elapsed(), "budget": budget.report()}
     return plan
 
 

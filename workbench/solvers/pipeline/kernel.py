@@ -385,7 +385,10 @@ def _forward_chunks(run, N: int, budget: Budget, progress, chunk: int) -> int:
     pairs = 0
     start = 0
     # with a time limit the chunks adapt to ~50 ms each (the compiled pass cannot be stopped
-    # inside a chunk, and 4,096 ideals of a dense graph can take seconds)
+    # inside a chunk, and 4,096 ideals of a dense graph can take seconds). An ideal's cost grows
+    # with its position (it is reached from more ideals before it: the linearised DP's i-th
+    # prefix from all i before), so a chunk is sized for cost ~ end^2 - start^2, not ~ size:
+    # sized by the average of the last chunk, a chunk late in 36,000 ideals took seconds
     bounded = budget.deadline is not None
     size = min(chunk, 64) if bounded else chunk
     while start < N:
@@ -396,8 +399,11 @@ def _forward_chunks(run, N: int, budget: Budget, progress, chunk: int) -> int:
         t1 = time.perf_counter()
         pairs += run.forward(start, end)
         if bounded:
-            took = time.perf_counter() - t1
-            size = int(min(chunk * 4, max(16, size * min(4.0, 0.05 / max(took, 1e-5)))))
+            took = max(time.perf_counter() - t1, 1e-5)
+            rate = took / (float(end) ** 2 - float(start) ** 2)
+            want = min(0.05, max(0.005, budget.left() / 4))
+            nxt = int(math.sqrt(float(end) ** 2 + want / rate)) - end
+            size = int(min(chunk * 4, max(16, min(nxt, 4 * size))))
         start = end
         if progress is not None:
             progress({"ideals_done": end, "ideals": N})
