@@ -773,6 +773,31 @@ def pesto_ilp(graph, cluster, *, congestion: bool = True, warm_start="auto",
     return plan
 
 
+def _guard(plan, graph, cluster, warm_start, congestion, seed, budget, fix):
+    """Pesto's guard: the warm-start heuristics on the original graph, returned instead of the
+    expanded coarse plan when they simulate faster (``stats["chosen"] == "original_heuristic"``)."""
+    from ...simulate import simulate
+
+    ms = float(simulate(plan, cluster, congestion=congestion).makespan)
+    h_plan, h_sched, h_method, _tried, _err = best_heuristic(
+        graph, cluster, warm_start, congestion, seed,
+        budget=budget.until("pesto.polish", SHARES["pesto.polish"]), fix=fix)
+    plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
+    if h_plan is not None and h_sched.makespan < ms - 1e-9:
+        h_plan.stats = {**{k: v for k, v in plan.stats.items()
+                           if not k.startswith("balance_")}, **h_plan.stats}
+        h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
+                            produced_by=f"original_heuristic:{h_method}",
+                            fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
+                                     f"than {h_method} on the original graph "
+                                     f"({h_sched.makespan:.4g} ms)")
+        h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
+        h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
+        h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
+        plan = h_plan
+    return plan
+
+
 @register("pesto", max_ops=MAX_MODEL_OPS,
           family="pesto", paper="Pesto (Middleware'21)", objective="makespan",
           memory=True, colocation=True, exact=False, orders=True,
@@ -907,25 +932,7 @@ def pesto(graph, cluster, *, target: int | None = None, congestion: bool = True,
                    coarse=merged, reorder=reorder, fix=fix)
     plan.info["coarse_members"] = {v: list(cg.members[i]) for i, v in enumerate(cg.coarse.ops)}
     if guard and merged:
-        from ...simulate import simulate
-
-        ms = float(simulate(plan, cluster, congestion=congestion).makespan)
-        h_plan, h_sched, h_method, _tried, _err = best_heuristic(
-            graph, cluster, warm_start, congestion, seed,
-            budget=budget.until("pesto.polish", SHARES["pesto.polish"]), fix=fix)
-        plan.stats["original_heuristic_ms"] = None if h_sched is None else float(h_sched.makespan)
-        if h_plan is not None and h_sched.makespan < ms - 1e-9:
-            h_plan.stats = {**{k: v for k, v in plan.stats.items()
-                               if not k.startswith("balance_")}, **h_plan.stats}
-            h_plan.stats.update(chosen="original_heuristic", coarse_plan_simulated_ms=ms,
-                                produced_by=f"original_heuristic:{h_method}",
-                                fallback=f"the coarse ILP plan ({ms:.4g} ms) simulates worse "
-                                         f"than {h_method} on the original graph "
-                                         f"({h_sched.makespan:.4g} ms)")
-            h_plan.predicted = {"makespan_ms": float(h_sched.makespan)}
-            h_plan.info = {"warm_start_method": h_method}  # not a coarse plan: no members
-            h_plan.status = "time_limit" if plan.status == "time_limit" else "feasible"
-            plan = h_plan
+        plan = _guard(plan, graph, cluster, warm_start, congestion, seed, budget, fix)
     plan = _from_start(plan, start, graph, cluster, congestion, fix=fix, reorder=reorder)
     if memory_balance is not None:
         plan.stats["fine_balance"] = fine_balance(plan, cluster, memory_balance)
