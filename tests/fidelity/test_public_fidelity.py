@@ -56,6 +56,16 @@ def test_the_judge_sees_each_rows_strategy():
     assert result.breakdown()["recompute"] > 0
 
 
+def test_a_rows_gradients_leave_in_one_all_reduce_as_without_ddp_bucketing():
+    from workbench.judge.training import simulate_training
+
+    run = min((r for r in RUNS if r.tp == 1 and r.pp == 1 and r.dp > 1),
+              key=lambda r: (r.layers * r.hidden, r.global_batch))
+    result = simulate_training(judge_run(run).plan)     # links recorded
+    dp = [link for link in result.links if link[4] == "dp"]
+    assert dp and len({link[0] for link in dp}) == len(dp)   # one all-reduce a rank, not buckets
+
+
 def test_fit_recovers_coefficients_that_made_the_times():
     truth = Calibration(0.6, 0.5, 40.0, 0.7, 5.0, 60.0)
     rows = [RUNS[i] for i in range(0, 1008, 84)]            # 12 rows, varied strategies
