@@ -20,6 +20,7 @@ from workbench.fidelity.public import (
     fit,
     judge_run,
     predict,
+    ranking_misses,
     residual_report,
 )
 
@@ -95,6 +96,19 @@ def test_residual_report_names_dimensions_and_parts():
     assert {"compute", "tp", "bubble", "dp", "pp"} <= set(report["parts"])
     total = sum(every for every, _ in report["parts"].values())
     assert total == pytest.approx(1.0, abs=1e-6)
+
+
+def test_ranking_misses_name_the_picked_and_the_best_row_and_the_parts_between_them():
+    group = [r for r in RUNS if r.group == RUNS[0].group]
+    measured = np.array([r.measured_ms for r in group])
+    assert measured.max() > 1.05 * measured.min()
+    upside_down = measured.max() + measured.min() - measured    # the slowest looks fastest
+    (miss,) = ranking_misses(group, upside_down)
+    assert miss["picked"] is group[int(np.argmax(measured))]
+    assert miss["best"] is group[int(np.argmin(measured))]
+    assert miss["slower_pct"] > 5 and set(miss["delta_ms"]) == {"compute", "TP", "bubble", "DP",
+                                                                 "optimizer"}
+    assert ranking_misses(group, measured) == []                # a perfect ranking misses none
 
 
 def test_calibrations_out_of_their_physical_range_are_refused(tmp_path):

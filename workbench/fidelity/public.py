@@ -68,6 +68,7 @@ __all__ = [
     "judge_run",
     "ladder",
     "predict",
+    "ranking_misses",
     "residual_report",
     "shipped_rows",
 ]
@@ -326,3 +327,44 @@ def residual_report(runs, predicted, cal: Calibration = None) -> dict:
     part_share = {key: (float(np.mean([s[key] for s in shares])),
                         float(np.mean([shares[i][key] for i in worst]))) for key in keys}
     return {"by_dimension": by_dim, "parts": part_share}
+
+
+_RANKING_PARTS = {"compute": ("compute", "recompute"), "TP": ("tp",), "bubble": ("bubble", "pp"),
+                  "DP": ("dp",), "optimizer": ("optimizer",)}
+
+
+def ranking_misses(runs, predicted, cal: Calibration = None, *, within: float = 0.05) -> list:
+    """The groups whose predicted best row is measured more than ``within`` slower than the
+    measured best, each with both rows, their errors, and how each part of the predicted step
+    (compute with recomputation and the host's lead, TP, bubble with sends, DP, optimizer)
+    differs between them: the part with the largest ``best - picked`` is the one that makes
+    the model prefer the wrong row (``"none"`` when ``cal`` itself prefers the best: the miss
+    came from other coefficients, e.g. a fold's).
+
+    Returns dicts ``{"group", "rows", "picked", "best", "slower_pct", "error_picked_pct",
+    "error_best_pct", "delta_ms": {part: ms}, "part"}`` (``picked``/``best`` are runs),
+    largest miss first.
+    """
+    measured = np.array([r.measured_ms for r in runs])
+    predicted = np.asarray(predicted, dtype=float)
+    by_group: dict = {}
+    for index, run in enumerate(runs):
+        by_group.setdefault(run.group, []).append(index)
+    out = []
+    for key, rows in by_group.items():
+        if len(rows) < 2:
+            continue
+        c = rows[int(np.argmin(predicted[rows]))]
+        b = rows[int(np.argmin(measured[rows]))]
+        if measured[c] <= (1.0 + within) * measured[b]:
+            continue
+        parts = [judge_run(runs[i], cal).breakdown() for i in (b, c)]
+        delta = {k: sum(parts[0][x] - parts[1][x] for x in keys)
+                 for k, keys in _RANKING_PARTS.items()}
+        out.append({"group": key, "rows": len(rows), "picked": runs[c], "best": runs[b],
+                    "slower_pct": (measured[c] / measured[b] - 1) * 100,
+                    "error_picked_pct": (predicted[c] / measured[c] - 1) * 100,
+                    "error_best_pct": (predicted[b] / measured[b] - 1) * 100,
+                    "delta_ms": delta, "part": max(delta, key=delta.get)
+                    if max(delta.values()) > 0 else "none"})
+    return sorted(out, key=lambda m: -m["slower_pct"])
