@@ -36,6 +36,7 @@ from workbench.fidelity.public import (
     SHIPPED,
     cross_validate,
     fit,
+    ranking_misses,
     residual_report,
 )
 
@@ -87,6 +88,16 @@ def _report(runs, predicted, cal) -> None:
     print("parts of the predicted step (share over all rows, over the worst tenth):")
     for part, (every, worst) in report["parts"].items():
         print(f"  {part:10s} {every * 100:5.1f} %  {worst * 100:5.1f} %")
+    misses = ranking_misses(runs, predicted, cal)
+    print(f"ranking misses ({len(misses)} groups whose predicted best is measured > 5 % slower "
+          "than the measured best; tp/pp/dp/mb; errors %; predicted best - picked, ms):")
+    for m in misses:
+        p, b = m["picked"], m["best"]
+        delta = " ".join(f"{k} {v:+.0f}" for k, v in m["delta_ms"].items() if abs(v) >= 0.5)
+        print(f"  h {b.hidden} L {b.layers} gpus {b.gpus} gbs {b.global_batch} ({m['rows']} rows): "
+              f"picked {p.tp}/{p.pp}/{p.dp}/{p.micro_batch} ({m['error_picked_pct']:+.0f}), best "
+              f"{b.tp}/{b.pp}/{b.dp}/{b.micro_batch} ({m['error_best_pct']:+.0f}), slower by "
+              f"{m['slower_pct']:.1f} %; {delta}; part: {m['part']}")
 
 
 def main(argv=None) -> int:

@@ -20,6 +20,7 @@ from workbench.fidelity.public import (
     fit,
     judge_run,
     predict,
+    ranking_misses,
     residual_report,
 )
 
@@ -56,6 +57,16 @@ def test_the_judge_sees_each_rows_strategy():
     assert result.breakdown()["recompute"] > 0
 
 
+def test_a_rows_gradients_leave_in_one_all_reduce_as_without_ddp_bucketing():
+    from workbench.judge.training import simulate_training
+
+    run = min((r for r in RUNS if r.tp == 1 and r.pp == 1 and r.dp > 1),
+              key=lambda r: (r.layers * r.hidden, r.global_batch))
+    result = simulate_training(judge_run(run).plan)     # links recorded
+    dp = [link for link in result.links if link[4] == "dp"]
+    assert dp and len({link[0] for link in dp}) == len(dp)   # one all-reduce a rank, not buckets
+
+
 def test_fit_recovers_coefficients_that_made_the_times():
     truth = Calibration(0.6, 0.5, 40.0, 0.7, 5.0, 60.0)
     rows = [RUNS[i] for i in range(0, 1008, 84)]            # 12 rows, varied strategies
@@ -85,6 +96,19 @@ def test_residual_report_names_dimensions_and_parts():
     assert {"compute", "tp", "bubble", "dp", "pp"} <= set(report["parts"])
     total = sum(every for every, _ in report["parts"].values())
     assert total == pytest.approx(1.0, abs=1e-6)
+
+
+def test_ranking_misses_name_the_picked_and_the_best_row_and_the_parts_between_them():
+    group = [r for r in RUNS if r.group == RUNS[0].group]
+    measured = np.array([r.measured_ms for r in group])
+    assert measured.max() > 1.05 * measured.min()
+    upside_down = measured.max() + measured.min() - measured    # the slowest looks fastest
+    (miss,) = ranking_misses(group, upside_down)
+    assert miss["picked"] is group[int(np.argmax(measured))]
+    assert miss["best"] is group[int(np.argmin(measured))]
+    assert miss["slower_pct"] > 5 and set(miss["delta_ms"]) == {"compute", "TP", "bubble", "DP",
+                                                                 "optimizer"}
+    assert ranking_misses(group, measured) == []                # a perfect ranking misses none
 
 
 def test_calibrations_out_of_their_physical_range_are_refused(tmp_path):

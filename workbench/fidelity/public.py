@@ -68,6 +68,7 @@ __all__ = [
     "judge_run",
     "ladder",
     "predict",
+    "ranking_misses",
     "residual_report",
     "shipped_rows",
 ]
@@ -201,6 +202,13 @@ def _cluster(run: MeasuredRun, gpu, cal: Calibration) -> Cluster:
                    host_link=Link(0.01, 24e6), name=f"{run.gpus}x{gpu.name}")
 
 
+ONE_BUCKET_MB = 1e12
+"""Gradient bucket of the measured rows: larger than any model, so each stage's gradients
+leave in **one** all-reduce after the backward. Without DDP bucketing (the data's setting)
+Megatron all-reduces its whole contiguous gradient buffer in one call; 25 MB buckets would
+pay a collective's per-step latency once a bucket (about 100 calls for a 1.3 B model)."""
+
+
 def judge_run(run: MeasuredRun, cal: Calibration = None):
     """The judged :class:`~workbench.judge.training.TrainingResult` of one measured row."""
     cal = SHIPPED if cal is None else cal
@@ -212,6 +220,7 @@ def judge_run(run: MeasuredRun, cal: Calibration = None):
         strategy = Strategy(tp=run.tp, pp=run.pp, dp=run.dp, mbs=run.micro_batch,
                             global_batch=run.global_batch, recompute=run.recompute,
                             sp=run.sequence_parallel, overlap_grad=False,
+                            bucket_mb=ONE_BUCKET_MB,
                             schedule="interleaved" if run.interleave > 1 else "1f1b",
                             virtual=run.interleave)
         plan = parallelize(config, _cluster(run, gpu, cal), strategy, gpu=gpu)
@@ -318,3 +327,44 @@ def residual_report(runs, predicted, cal: Calibration = None) -> dict:
     part_share = {key: (float(np.mean([s[key] for s in shares])),
                         float(np.mean([shares[i][key] for i in worst]))) for key in keys}
     return {"by_dimension": by_dim, "parts": part_share}
+
+
+_RANKING_PARTS = {"compute": ("compute", "recompute"), "TP": ("tp",), "bubble": ("bubble", "pp"),
+                  "DP": ("dp",), "optimizer": ("optimizer",)}
+
+
+def ranking_misses(runs, predicted, cal: Calibration = None, *, within: float = 0.05) -> list:
+    """The groups whose predicted best row is measured more than ``within`` slower than the
+    measured best, each with both rows, their errors, and how each part of the predicted step
+    (compute with recomputation and the host's lead, TP, bubble with sends, DP, optimizer)
+    differs between them: the part with the largest ``best - picked`` is the one that makes
+    the model prefer the wrong row (``"none"`` when ``cal`` itself prefers the best: the miss
+    came from other coefficients, e.g. a fold's).
+
+    Returns dicts ``{"group", "rows", "picked", "best", "slower_pct", "error_picked_pct",
+    "error_best_pct", "delta_ms": {part: ms}, "part"}`` (``picked``/``best`` are runs),
+    largest miss first.
+    """
+    measured = np.array([r.measured_ms for r in runs])
+    predicted = np.asarray(predicted, dtype=float)
+    by_group: dict = {}
+    for index, run in enumerate(runs):
+        by_group.setdefault(run.group, []).append(index)
+    out = []
+    for key, rows in by_group.items():
+        if len(rows) < 2:
+            continue
+        c = rows[int(np.argmin(predicted[rows]))]
+        b = rows[int(np.argmin(measured[rows]))]
+        if measured[c] <= (1.0 + within) * measured[b]:
+            continue
+        parts = [judge_run(runs[i], cal).breakdown() for i in (b, c)]
+        delta = {k: sum(parts[0][x] - parts[1][x] for x in keys)
+                 for k, keys in _RANKING_PARTS.items()}
+        out.append({"group": key, "rows": len(rows), "picked": runs[c], "best": runs[b],
+                    "slower_pct": (measured[c] / measured[b] - 1) * 100,
+                    "error_picked_pct": (predicted[c] / measured[c] - 1) * 100,
+                    "error_best_pct": (predicted[b] / measured[b] - 1) * 100,
+                    "delta_ms": delta, "part": max(delta, key=delta.get)
+                    if max(delta.values()) > 0 else "none"})
+    return sorted(out, key=lambda m: -m["slower_pct"])
