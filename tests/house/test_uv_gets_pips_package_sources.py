@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import doctest
 import importlib.util
+import itertools
 import os
 import shlex
 import subprocess
@@ -16,7 +17,7 @@ SCRIPT = ROOT / "scripts" / "uv_args.py"
 
 
 def _pairs(args: list[str]) -> set[tuple[str, str]]:
-    return {(a, b) for a, b in zip(args, args[1:]) if a.startswith("--")}
+    return {(a, b) for a, b in itertools.pairwise(args) if a.startswith("--")}
 
 
 def test_pips_sources_become_uv_options(tmp_path):
