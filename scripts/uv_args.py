@@ -28,21 +28,27 @@ OPTIONS = {
 
 
 def parse(listing: str) -> dict[str, list[str]]:
-    """pip setting -> its values, from the lines of ``pip config list`` (``scope.key='value'``);
-    a later line of the same key replaces an earlier one (pip's files, then its environment).
+    """pip setting -> its values, from the lines of ``pip config list`` (``scope.key='value'``):
+    a ``PIP_*`` variable (scope ``:env:``) wins over the files, as in pip; among the files a
+    later line wins (pip lists them in the order it applies them; versions differ on where the
+    environment's lines come).
 
-    >>> parse("global.find-links='/opt/wheels'\\n"
+    >>> parse(":env:.find-links='/w'\\nglobal.find-links='/opt/wheels'\\n"
     ...       "global.extra-index-url='file:///a/simple file:///b/simple'\\n"
-    ...       ":env:.find-links='/w'\\nglobal.timeout='60'\\n")
+    ...       "global.timeout='60'\\n")
     {'find-links': ['/w'], 'extra-index-url': ['file:///a/simple', 'file:///b/simple']}
     """
     found: dict[str, list[str]] = {}
+    from_env: set[str] = set()
     for line in listing.splitlines():
         name, sep, value = line.partition("=")
         key = name.rsplit(".", 1)[-1].strip()
-        if not sep or key not in OPTIONS:
+        env = name.startswith(":env:")
+        if not sep or key not in OPTIONS or (key in from_env and not env):
             continue
         found[key] = shlex.split(value)[0].split() if value.strip() else []
+        if env:
+            from_env.add(key)
     return found
 
 
