@@ -3,6 +3,7 @@
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
+UV      := $(BIN)/uv
 STAMP   := $(VENV)/.installed
 CORE_STAMP := $(VENV)/.installed-core
 LAB_STAMP  := $(VENV)/.installed-lab
@@ -18,22 +19,32 @@ CHECK_MARKS := not slow and not notebook and not browser and not tf
 
 .PHONY: install demo test check test-order lab bench browser-deps clean print-extras
 
+# Python writes the bytecode of what it imports (the venv's packages are installed without it:
+# compiling all of TensorFlow, PyTorch and JupyterLab up front took longer than the tests' imports)
+unexport PYTHONDONTWRITEBYTECODE
+
+# uv installs the packages (decision 97: seconds from its cache; pip took minutes); pip, which
+# installs uv, does the work itself where uv cannot be had or fails
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q uv || echo "make: no uv; pip installs the packages"
+
+# install $(1) into the venv, from the package sources pip is configured with (scripts/uv_args.py)
+pip_install = { test -x $(UV) && $(UV) pip install -q --python $(BIN)/python \
+	  $$($(BIN)/python scripts/uv_args.py) $(1); } || $(BIN)/python -m pip install -q $(1)
 
 # the core alone: no TensorFlow, PyTorch, CUDA, JupyterLab or Dask (what `workbench demo` needs)
 $(CORE_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e .
+	$(call pip_install,-e .)
 	touch $@
 
 $(LAB_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[$(LAB_EXTRAS)]'
+	$(call pip_install,-e '.[$(LAB_EXTRAS)]')
 	touch $@ $(CORE_STAMP)
 
 # everything (`make test`): the frameworks, the test tools, JupyterLab
 $(STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(call pip_install,-e '.[$(EXTRAS)]')
 	$(BIN)/python -c "from workbench import samples; from workbench.solvers.pipeline.kernel import \
 	  warm_compiled; warm_compiled(samples.diamond())"
 	touch $@ $(CORE_STAMP) $(LAB_STAMP)

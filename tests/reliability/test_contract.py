@@ -55,11 +55,16 @@ def outcomes(seed: int, milp: bool) -> dict:
     return {o.method: (case, o) for o in outs}
 
 
+PARTS = 2
+"""The sweep's cases are dealt to this many parts, each computed by one worker, so that `make
+test`'s two workers share the battery."""
+
+
 @cache
-def sweep() -> dict:
-    """method -> [(case, outcome)] over the hypothesis-drawn seeds (computed once)."""
+def sweep(part: int) -> dict:
+    """method -> [(case, outcome)] over this part's hypothesis-drawn seeds (computed once)."""
     got: dict = {m: [] for m in METHODS}
-    seen: set = set()
+    seen: list = []
 
     @settings(max_examples=N_CASES, deadline=None, derandomize=True, database=None,
               phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
@@ -68,7 +73,9 @@ def sweep() -> dict:
         if seed in seen:
             return
         milp = len(seen) % MILP_EVERY == 0
-        seen.add(seed)
+        seen.append(seed)
+        if (len(seen) - 1) // MILP_EVERY % PARTS != part:  # blocks of MILP_EVERY cases, dealt
+            return                                          # in turn: each holds one MILP case
         for m, pair in outcomes(seed, milp).items():
             got[m].append(pair)
 
@@ -76,12 +83,14 @@ def sweep() -> dict:
     return got
 
 
-# one worker computes the sweep (a @cache per process): spread over two workers, both ran it
-@pytest.mark.xdist_group("contract_sweep")
+# one worker computes a part (a @cache per process); each part in a group of its own
+@pytest.mark.parametrize("part", [pytest.param(p, marks=pytest.mark.xdist_group(f"contract{p}"))
+                                  for p in range(PARTS)])
 @pytest.mark.parametrize("method", METHODS)
-def test_contract_random(method):
-    runs = sweep()[method]
-    assert len(runs) >= (N_CASES // MILP_EVERY if method in MILP_METHODS else N_CASES) * 0.95
+def test_contract_random(method, part):
+    runs = sweep(part)[method]
+    cases = N_CASES // MILP_EVERY if method in MILP_METHODS else N_CASES
+    assert len(runs) >= cases / PARTS * 0.95
     bad = [(c, o) for c, o in runs if o.verdict not in ("pass", "error")]
     assert not bad, f"{len(bad)} of {len(runs)} cases break the contract:\n" + "\n".join(
         f"{c!r}: {o.verdict}: {o.detail[:300]}\n  python -c \"{reproducer(c, method, TIME_LIMIT)}\""
