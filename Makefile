@@ -23,7 +23,7 @@ CHECK_MARKS := not slow and not notebook and not browser and not tf
 # compiling all of TensorFlow, PyTorch and JupyterLab up front took longer than the tests' imports)
 unexport PYTHONDONTWRITEBYTECODE
 
-# uv installs the packages (decision 97: seconds from its cache; pip took minutes); pip, which
+# uv installs the packages (decision 101: seconds from its cache; pip took minutes); pip, which
 # installs uv, does the work itself where uv cannot be had or fails
 $(BIN)/python:
 	$(PY) -m venv $(VENV)

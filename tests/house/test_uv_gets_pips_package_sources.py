@@ -1,5 +1,5 @@
 """`make` installs with uv, which reads no pip configuration: ``scripts/uv_args.py`` hands it the
-indexes, find-links and constraints that pip is configured with (decision 97)."""
+indexes, find-links and constraints that pip is configured with (decision 101)."""
 
 from __future__ import annotations
 
