@@ -157,6 +157,7 @@ class PestoModel:
         self.symmetric = bool(symmetry and k > 1 and _symmetric(cluster))
         times = self._sizes(horizon)
         H, ok = self.horizon, self.ok
+        self._tick()
         prob = pulp.LpProblem("pesto", pulp.LpMinimize)
         self.prob = prob
         allowed = [[d for d in range(k) if ok[i, d]] for i in range(n)]
@@ -174,6 +175,8 @@ class PestoModel:
         dur = [pulp.lpSum(float(times[i, d]) * x[i, d] for d in allowed[i]) for i in range(n)]
         self.dur = dur
         for i in range(n):
+            if i % 1024 == 1023:
+                self._tick()  # a coarsening stopped early can leave tens of thousands
             if not allowed[i]:
                 raise InfeasibleError(f"op {gc.names[i]!r} can run on no device of cluster "
                                       f"{cluster.name!r}")
