@@ -29,7 +29,8 @@ from ..errors import SolverError
 
 pulp = lazy_module("pulp")  # loaded at the first model, not at ``import workbench``
 
-__all__ = ["solve_milp", "MilpResult", "available_solvers", "new_highs"]
+__all__ = ["solve_milp", "MilpResult", "available_solvers", "new_highs", "HIGHS_S_PER_NZ",
+           "highs_not_started"]
 
 MILP_STATUSES = ("optimal", "feasible", "time_limit", "interrupted", "infeasible", "unbounded",
                  "error")
@@ -212,6 +213,43 @@ def _run_interruptible(h, time_limit: float | None = None) -> tuple[bool, bool]:
             h.cancelSolve()
     thread.join()
     return interrupted, watchdog
+
+
+HIGHS_S_PER_NZ = 150e-6
+"""Seconds per nonzero of HiGHS's MIP set-up after presolve, which neither its time limit nor
+an interrupt stops: 32-44 s wall for the 428,584 nonzeros of ``ip_contig`` on
+``transformer(10000)`` (HiGHS 1.16, load 4-6, with or without warm start, symmetry detection
+or presolve probing; with a time limit of 5 s the call took 8 s, of 9 s 36-45 s), and a whole
+call with T = 60 s 94.7 s at load 6 with HiGHS started 35 s before the end; Pesto's coarse
+ILP at ``target=200`` (353,581 rows) ran 107.5 and 139.7 s given about 25 s.
+``ip_contig``, ``ip_noncontig``, ``pesto`` and ``pesto_ilp`` do not start HiGHS with less
+time left than this (:func:`highs_not_started`; the warm start is then the answer)."""
+
+
+def highs_not_started(prob, left: float | None, after: float = 0.0) -> str | None:
+    """Why HiGHS should not be started on ``prob`` with ``left`` seconds of the limit left, or
+    None when its uninterruptible set-up (:data:`HIGHS_S_PER_NZ` a nonzero) plus ``after``
+    seconds (the caller's own reading back) fits (always when ``left`` is None: no limit).
+
+    >>> import pulp
+    >>> prob = pulp.LpProblem("p", pulp.LpMinimize)
+    >>> x = [pulp.LpVariable(f"x{i}", cat="Binary") for i in range(3)]
+    >>> prob += pulp.lpSum(x)
+    >>> prob += pulp.lpSum(x) >= 1, "one"
+    >>> highs_not_started(prob, 10.0) is None, highs_not_started(prob, None) is None
+    (True, True)
+    >>> highs_not_started(prob, 1e-4)
+    "HiGHS not started: the MILP's 3 nonzeros take about 0.00045 s of set-up that HiGHS does not interrupt, more than the 0.0001 s left of the limit"
+    """
+    if left is None:
+        return None
+    nz = sum(len(row) for row in prob.constraints.values())
+    setup = nz * HIGHS_S_PER_NZ
+    if left >= after + setup:
+        return None
+    return (f"HiGHS not started: the MILP's {nz:,} nonzeros take about {setup:.3g} s of "
+            f"set-up that HiGHS does not interrupt, more than the {left:.3g} s left of the "
+            f"limit")
 
 
 def solve_milp(prob: pulp.LpProblem, *, time_limit: float | None = None,

@@ -185,3 +185,27 @@ def test_a_graph_too_large_to_coarsen_in_time_gets_the_best_heuristic_at_once(mo
     assert "coarsening 200 ops takes about 200 s" in p.stats["note"]
     assert p.predicted["makespan_ms"] == pytest.approx(simulate(p, c).makespan, rel=1e-9)
     p.validate(c)
+
+
+@pytest.mark.parametrize("method", ["pesto", "pesto_ilp"])
+def test_highs_is_not_started_when_its_set_up_does_not_fit_the_time_left(monkeypatch, method):
+    """HiGHS's set-up after presolve ignores its time limit (107-140 s given about 25 s for the
+    coarse ILP at target=200 on bert_base): with too little time left for it
+    (:func:`workbench.solvers.milp.highs_not_started`), the warm start is the answer, it says
+    why, and HiGHS is never called."""
+    from workbench.solvers import milp
+    from workbench.solvers.pesto import ilp
+
+    def no_highs(*a, **k):
+        raise AssertionError("HiGHS was started")
+
+    monkeypatch.setattr(milp, "HIGHS_S_PER_NZ", 1.0)      # a second a nonzero: never fits
+    monkeypatch.setattr(ilp, "solve_milp", no_highs)
+    g, c = samples.pesto_fig2(), Cluster.preset("2xV100-pcie")
+    extra = {"target": 8} if method == "pesto" else {"engine": "milp"}
+    p = solve(g, c, method=method, time_limit=5, warm_start="heft", seed=0, **extra)
+    assert p.status == "time_limit" and p.stats["chosen"] in ("warm_start", "original_heuristic")
+    assert p.stats["note"].startswith("HiGHS not started: the MILP's ")
+    assert p.stats["note"].endswith("the warm start is returned")
+    assert p.stats["produced_by"].startswith(("warm_start:heft", "original_heuristic:"))
+    p.validate(c)

@@ -296,6 +296,7 @@ def test_highs_is_not_started_when_its_set_up_does_not_fit_the_time_left(monkeyp
     """HiGHS's MIP set-up after presolve is not interrupted by its time limit (32-44 s for
     transformer(10000) given 5-9 s): with too little time left for it, the warm start is the
     answer, and HiGHS is never called."""
+    from workbench.solvers import milp
     from workbench.solvers.pipeline import ip
 
     def no_highs(*a, **k):
@@ -303,7 +304,7 @@ def test_highs_is_not_started_when_its_set_up_does_not_fit_the_time_left(monkeyp
 
     g = samples.transformer(120, seed=0)
     c = Cluster.preset("2xV100-pcie").with_memory(float("inf"))
-    monkeypatch.setattr(ip, "HIGHS_S_PER_NZ", 1.0)     # a second per nonzero: never fits
+    monkeypatch.setattr(milp, "HIGHS_S_PER_NZ", 1.0)   # a second per nonzero: never fits
     monkeypatch.setattr(ip, "solve_milp", no_highs)
     p = solve(g, c, method=method, time_limit=5)
     assert p.status == "time_limit" and "HiGHS not started" in p.stats["note"]

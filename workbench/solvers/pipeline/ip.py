@@ -45,7 +45,7 @@ from ...budget import SHARES, Budget
 from ...costs.pipeline_costs import contiguous_optimum_status, pipeline_model
 from ...errors import InfeasibleError, SolverError, TimeLimitError
 from ...plan import Plan
-from ..milp import solve_milp
+from ..milp import highs_not_started, solve_milp
 from ..registry import MAX_MODEL_OPS, register
 from .dp import dp, dpl, warm_splits
 from .kernel import interleave_mode
@@ -420,16 +420,6 @@ class MaxLoadModel:
         return plan
 
 
-HIGHS_S_PER_NZ = 150e-6
-"""Seconds per nonzero of HiGHS's MIP set-up after presolve, which neither its time limit nor
-an interrupt stops: 32-44 s wall for the 428,584 nonzeros of ``ip_contig`` on
-``transformer(10000)`` (HiGHS 1.16, load 4-6, with or without warm start, symmetry detection
-or presolve probing; with a time limit of 5 s the call took 8 s, of 9 s 36-45 s), and a whole
-call with T = 60 s 94.7 s at load 6 with HiGHS started 35 s before the end. ``ip_contig`` and
-``ip_noncontig`` do not start HiGHS with less time left than this (the warm start is then the
-answer)."""
-
-
 def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start: bool,
                 method: str, interleave=False, hierarchical: bool = False,
                 objective: str = "pipedream", symmetry: bool = True) -> Plan:
@@ -453,13 +443,9 @@ def _maxload_ip(graph, cluster, *, contiguous: bool, time_limit, gap, warm_start
     if budget.left() <= after + 0.05:
         return _out_of_time(warm, cluster, method, budget, "building the model (too little "
                             "time left to hand it to HiGHS)", m.judge, m.key)
-    nz = sum(len(row) for row in m.prob.constraints.values())
-    if budget.deadline is not None and budget.left() < after + nz * HIGHS_S_PER_NZ:
-        return _out_of_time(warm, cluster, method, budget,
-                            f"HiGHS not started: the MILP's {nz:,} nonzeros take about "
-                            f"{nz * HIGHS_S_PER_NZ:.0f} s of set-up that HiGHS does not "
-                            f"interrupt, more than the {budget.left():.1f} s left of the "
-                            f"limit", m.judge, m.key, reached=False)
+    why = highs_not_started(m.prob, None if budget.deadline is None else budget.left(), after)
+    if why:
+        return _out_of_time(warm, cluster, method, budget, why, m.judge, m.key, reached=False)
     res = m.solve(budget, gap, reserve=after / 2)
     if not res.has_solution:
         if res.status == "infeasible":
