@@ -332,4 +332,6 @@ def test_ip_warm_start_dp_stops_within_the_time_limit():
         warm_up(method)
         with Stopwatch() as sw:  # load-scaled (issue 41: failed at load 10 on the clock)
             solve(case.graph, case.cluster, method=method, time_limit=1.0)
-        assert sw.within(1.2 * 1.0 + 1.0), (method, sw)
+        # the margin of test_time_limits_large (1.25): a fresh clone's suite once measured
+        # 2.25 s here (2.13 s CPU, 0.6 s alone); the regression it guards took 4.4 s
+        assert sw.within((1.2 * 1.0 + 1.0) * 1.25), (method, sw)
