@@ -56,7 +56,6 @@ CONTROLS = {
     "11": (None, None, None, 5),  # bars with error bars, two robustness views, diff, progress
 }
 NO_CONTROL = (None, None, None, 0)
-POLL_S = 0.25  # between looks at the page while waiting for cells, plots and redraws
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
@@ -200,7 +199,7 @@ def _run_all(page, lab, name: str, out: Path) -> int:
         if time.time() - t0 > 240 * load:
             page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
             raise AssertionError(f"{name}: cells did not finish: prompts {prompts}")
-        time.sleep(POLL_S)
+        time.sleep(1)
     elapsed = time.time() - t0
     tracebacks = page.locator(".jp-RenderedText[data-mime-type="
                               "'application/vnd.jupyter.stderr'] >> text=Traceback")
@@ -264,7 +263,7 @@ def test_notebook_in_jupyterlab(lab, browser, path):
             late = time.time() - t0 > 45 * load
             if (not empty and not misfit and len(sizes) >= min_plots) or late:
                 break
-            time.sleep(POLL_S)
+            time.sleep(1)
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
         if empty:
             plots.nth(empty[0]).scroll_into_view_if_needed()
@@ -314,7 +313,7 @@ def _control_redraws(page, path: Path, out: Path, kind: str, control: str, figur
         if time.time() - t0 > 60 * load:
             page.screenshot(path=str(out / f"nochange-{path.stem}.png"), full_page=True)
             raise AssertionError(f"{path.name}: {control} did not change {figure}")
-        time.sleep(POLL_S)
+        time.sleep(0.5)
 
 
 def _board_details(page, out: Path) -> None:
