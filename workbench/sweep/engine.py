@@ -399,6 +399,22 @@ def run(spec, out, *, scheduler: str | None = None, workers: int | None = None, 
     return df[df["key"].isin(keys)].reset_index(drop=True)
 
 
+def _result_row(fut, cell) -> dict:
+    """The row of a completed future; its task's exception as an error row.
+
+    The result is read with ``fut.result()``, whatever ``fut.status`` said when
+    ``as_completed`` yielded it: a result held by a worker that died since is "lost", and
+    ``result()`` waits for the scheduler to compute it again (``exception()`` would return
+    None, and the cell was once recorded as an error "NoneType: None").
+    """
+    from asyncio import CancelledError
+
+    try:
+        return fut.result()
+    except (Exception, CancelledError) as exc:  # noqa: BLE001  (KilledWorker, a cancel, ...)
+        return error_row(cell.as_dict(), f"{type(exc).__name__}: {exc}")
+
+
 def _run_cells(client, todo, out: Path, *, isolate, progress, flush_rows, flush_s, on_result,
                name):
     from distributed import as_completed
@@ -420,11 +436,7 @@ def _run_cells(client, todo, out: Path, *, isolate, progress, flush_rows, flush_
     try:
         for fut in as_completed(futures):
             cell = by_key[fut.key]
-            if fut.status == "finished":
-                row = fut.result()
-            else:
-                exc = fut.exception()
-                row = error_row(cell.as_dict(), f"{type(exc).__name__}: {exc}")
+            row = _result_row(fut, cell)
             fut.release()
             row["key"] = cell.key  # the client's key, whatever version the worker runs
             if row["key"] in written:  # a task delivered twice is kept once
