@@ -74,7 +74,7 @@ def one(model: str, cluster: str, gbs: int, kw: dict) -> dict:
 
 def torch_check() -> None:
     """Our builders against transformers' models captured by from_torch (needs torch)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "training"))
     from test_llm_models import GPT_SMALL, LLAMA_SMALL, _captured, _flops
 
     from workbench.costs.llm import parse_spec
