@@ -15,8 +15,8 @@ GPT = "gpt:layers=4,hidden=256,heads=4,seq=128,vocab=1000"
 HEAD = "llama:layers=2,hidden=512,heads=8,seq=512,vocab=128000"
 
 
-@pytest.mark.parametrize("kw", [dict(), dict(zero=3), dict(zero=1, recompute="full"),
-                                dict(schedule="interleaved", virtual=2)])
+@pytest.mark.parametrize("kw", [{}, {"zero": 3}, {"zero": 1, "recompute": "full"},
+                                {"schedule": "interleaved", "virtual": 2}])
 def test_equal_widths_run_the_uniform_step(kw):
     uniform = parallelize(GPT, NODE, Strategy(tp=2, pp=2, dp=2, global_batch=16, **kw))
     widths = parallelize(GPT, NODE, Strategy(pp=2, global_batch=16, mbs=uniform.strategy.mbs,
@@ -66,10 +66,10 @@ def test_the_resharding_sends_carry_the_whole_micro_batch():
 
 
 @pytest.mark.parametrize("widths, kw, match", [
-    (((1, 1), (1, 3)), dict(pp=3), "stage_widths gives 2 stages, pp=3"),
-    (((1, 1), (1, 0)), dict(pp=2), "pairs of integers >= 1"),
-    (((1, 1), 2), dict(pp=2), "pairs of integers >= 1"),
-    ("1x1/1x3", dict(pp=2), "tuple of one"),
+    (((1, 1), (1, 3)), {"pp": 3}, "stage_widths gives 2 stages, pp=3"),
+    (((1, 1), (1, 0)), {"pp": 2}, "pairs of integers >= 1"),
+    (((1, 1), 2), {"pp": 2}, "pairs of integers >= 1"),
+    ("1x1/1x3", {"pp": 2}, "tuple of one"),
 ])
 def test_bad_widths_are_refused_by_the_strategy(widths, kw, match):
     with pytest.raises(PlanError, match=match):
@@ -77,10 +77,10 @@ def test_bad_widths_are_refused_by_the_strategy(widths, kw, match):
 
 
 @pytest.mark.parametrize("widths, kw, match", [
-    (((4, 1), (1, 5)), dict(mbs=1, global_batch=20), r"4 x 1 \+ 1 x 5 .* = 9 GPUs"),
-    (((1, 2), (1, 3)), dict(mbs=1, global_batch=12), "stage 0's dp=2 does not divide"),
-    (((3, 1), (1, 2)), dict(mbs=1, global_batch=12), r"tp=3 \(stage 0\) does not divide"),
-    (((1, 1), (1, 3)), dict(mbs=1, global_batch=10), "global batch 10 is not a multiple"),
+    (((4, 1), (1, 5)), {"mbs": 1, "global_batch": 20}, r"4 x 1 \+ 1 x 5 .* = 9 GPUs"),
+    (((1, 2), (1, 3)), {"mbs": 1, "global_batch": 12}, "stage 0's dp=2 does not divide"),
+    (((3, 1), (1, 2)), {"mbs": 1, "global_batch": 12}, r"tp=3 \(stage 0\) does not divide"),
+    (((1, 1), (1, 3)), {"mbs": 1, "global_batch": 10}, "global batch 10 is not a multiple"),
 ])
 def test_bad_widths_are_refused_by_the_plan(widths, kw, match):
     with pytest.raises(PlanError, match=match):

@@ -134,12 +134,13 @@ def replication_split(options, *, pp: int, n_micro: int, devices: int, capacity:
     return float(best[devices][N - 1]), cuts[::-1], choice[::-1]
 
 
-def _options(plan, *, stage_tp: bool, recomputes):
-    """``(labels, options)`` of :func:`replication_split` for ``plan``'s strategy: each
-    ``(tp, dp, recompute)`` a stage may take (``dp`` dividing the micro-batch, ``tp`` the
-    strategy's or, with ``stage_tp``, any dividing the model's heads and widths)."""
+def _options(plan, micro: int, *, stage_tp: bool, recomputes):
+    """``(labels, options)`` of :func:`replication_split` for ``plan``'s strategy with
+    micro-batches of ``micro`` sequences: each ``(tp, dp, recompute)`` a stage may take
+    (``dp`` dividing the micro-batch, ``tp`` the strategy's or, with ``stage_tp``, any
+    dividing the model's heads and widths)."""
     s, cfg, cl = plan.strategy, plan.config, plan.cluster
-    total, micro = s.devices, plan.micro_seqs
+    total = s.devices
     tps = [t for t in (1, 2, 4, 8) if t * s.pp <= total] if stage_tp else [s.tp]
     gbytes = 4 if cfg.precision == "fp32" else 2
     labels, options = [], []
@@ -188,26 +189,45 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
     vec = op_vectors(plan, s.recompute_of(s.pp - 1))
     ok, send = cut_points(plan, vec)
     judged = 0
-    for wide in (False, True)[:1 + stage_tp]:   # the paper's, then the extension's
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
-        labels, options = _options(plan, stage_tp=wide, recomputes=recs)
-        cand = _judged_split(plan, labels, options, vec, ok, send) if options else None
-        if cand is not None:
-            judged += 1
-            if cand[1].feasible and cand[1].step_ms < result.step_ms * (1 - 1e-9):
-                plan, result = cand
+    base = plan
+    for micro in _micro_sizes(base):
+        for wide in (False, True)[:1 + stage_tp]:   # the paper's, then the extension's
+            if deadline is not None and time.perf_counter() >= deadline:
+                return plan, result, judged
+            labels, options = _options(base, micro, stage_tp=wide, recomputes=recs)
+            cand = _judged_split(base, micro, labels, options, vec, ok, send) \
+                if options else None
+            if cand is not None:
+                judged += 1
+                if cand[1].feasible and cand[1].step_ms < result.step_ms * (1 - 1e-9):
+                    plan, result = cand
     return plan, result, judged
 
 
-def _judged_split(plan, labels, options, vec, ok, send):
-    """The plan :func:`replication_split` makes of ``plan`` with ``options``, judged:
-    ``(plan, result)``, or None where no split fits."""
+def _micro_sizes(plan) -> list:
+    """The micro-batch sizes (sequences) the widths are chosen for: the plan's, then the
+    other divisors of the global batch within a factor of two of it (a stage of three
+    replicas needs a micro-batch that three divide).
+
+    >>> from workbench.cluster import Cluster
+    >>> from workbench.transforms.parallel import Strategy
+    >>> _micro_sizes(parallelize("gpt:layers=2,hidden=64,heads=4,seq=16,vocab=100",
+    ...     Cluster.preset("8xA100-80g"), Strategy(pp=2, dp=4, mbs=1, global_batch=36)))
+    [4, 2, 3, 6]
+    """
+    M, gbs = plan.micro_seqs, plan.strategy.global_batch
+    return [M] + [x for x in range(max(1, M // 2), 2 * M + 1) if x != M and gbs % x == 0]
+
+
+def _judged_split(plan, micro, labels, options, vec, ok, send):
+    """The plan :func:`replication_split` makes of ``plan`` with ``options`` (micro-batches
+    of ``micro`` sequences), judged: ``(plan, result)``, or None where no split fits."""
     from ...judge.training import simulate_training
 
     s = plan.strategy
     cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
-    split = replication_split(options, pp=s.pp, n_micro=plan.n_micro, devices=s.devices,
+    split = replication_split(options, pp=s.pp, n_micro=s.global_batch // micro,
+                              devices=s.devices,
                               capacity=cap, ref_work=vec.work, cut_ok=ok, send_ms=send)
     if split is None:
         return None
@@ -215,7 +235,7 @@ def _judged_split(plan, labels, options, vec, ok, send):
     widths = tuple((t, d) for t, d, _ in picked)
     dmax = max(d for _, d in widths)
     stage_rec = tuple(r for _, _, r in picked)
-    new = replace(s, mbs=plan.micro_seqs // dmax, stage_widths=widths,
+    new = replace(s, mbs=micro // dmax, stage_widths=widths,
                   stage_recompute=stage_rec if len(set(stage_rec)) > 1 else (),
                   recompute=stage_rec[0])
     if len(set(widths)) == 1:     # every stage alike: the uniform strategy
