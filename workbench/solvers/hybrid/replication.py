@@ -42,6 +42,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import replace
 
@@ -190,13 +191,16 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
     ok, send = cut_points(plan, vec)
     judged = 0
     base = plan
+    ref = _uniform_objective(base, recs, vec, ok, send)
     for micro in _micro_sizes(base):
         for wide in (False, True)[:1 + stage_tp]:   # the paper's, then the extension's
             if deadline is not None and time.perf_counter() >= deadline:
                 return plan, result, judged
             labels, options = _options(base, micro, stage_tp=wide, recomputes=recs)
-            cand = _judged_split(base, micro, labels, options, vec, ok, send) \
-                if options else None
+            # the paper's split judged where its DP beats the uniform widths (judging
+            # unequal widths simulates every rank); the extension's always
+            cand = _judged_split(base, micro, labels, options, vec, ok, send,
+                                 math.inf if wide else ref) if options else None
             if cand is not None:
                 judged += 1
                 if cand[1].feasible and cand[1].step_ms < result.step_ms * (1 - 1e-9):
@@ -219,27 +223,45 @@ def _micro_sizes(plan) -> list:
     return [M] + [x for x in range(max(1, M // 2), 2 * M + 1) if x != M and gbs % x == 0]
 
 
-def _judged_split(plan, micro, labels, options, vec, ok, send):
+def _split(plan, micro, options, vec, ok, send):
+    """:func:`replication_split` of ``plan``'s pipeline with ``options`` and micro-batches of
+    ``micro`` sequences."""
+    s = plan.strategy
+    cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
+    return replication_split(options, pp=s.pp, n_micro=s.global_batch // micro,
+                             devices=s.devices, capacity=cap, ref_work=vec.work, cut_ok=ok,
+                             send_ms=send)
+
+
+def _uniform_objective(plan, recs, vec, ok, send) -> float:
+    """The DP's objective with every stage at the plan's own width: a split of unequal
+    widths is judged only where the DP finds it better than this (``inf`` where none fits)."""
+    s = plan.strategy
+    labels, options = _options(plan, plan.micro_seqs, stage_tp=False, recomputes=recs)
+    same = [o for lab, o in zip(labels, options) if lab[:2] == (s.tp, s.dp)]
+    split = _split(plan, plan.micro_seqs, same, vec, ok, send) if same else None
+    return math.inf if split is None else split[0]
+
+
+def _judged_split(plan, micro, labels, options, vec, ok, send, ref=math.inf):
     """The plan :func:`replication_split` makes of ``plan`` with ``options`` (micro-batches
-    of ``micro`` sequences), judged: ``(plan, result)``, or None where no split fits."""
+    of ``micro`` sequences), judged: ``(plan, result)``, or None where no split fits, the
+    stages come out of equal widths, or the DP's objective is not below ``ref``."""
     from ...judge.training import simulate_training
 
     s = plan.strategy
-    cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
-    split = replication_split(options, pp=s.pp, n_micro=s.global_batch // micro,
-                              devices=s.devices,
-                              capacity=cap, ref_work=vec.work, cut_ok=ok, send_ms=send)
-    if split is None:
+    split = _split(plan, micro, options, vec, ok, send)
+    if split is None or split[0] >= ref * (1 - 1e-9):
         return None
     picked = [labels[i] for i in split[2]]
     widths = tuple((t, d) for t, d, _ in picked)
+    if len(set(widths)) == 1:     # every stage alike: the uniform DP's ground
+        return None
     dmax = max(d for _, d in widths)
     stage_rec = tuple(r for _, _, r in picked)
     new = replace(s, mbs=micro // dmax, stage_widths=widths,
                   stage_recompute=stage_rec if len(set(stage_rec)) > 1 else (),
                   recompute=stage_rec[0])
-    if len(set(widths)) == 1:     # every stage alike: the uniform strategy
-        new = replace(new, stage_widths=(), tp=widths[0][0], dp=widths[0][1])
     try:
         cand = parallelize(plan.config, plan.cluster, new, cuts=split[1], gpu=plan.gpu)
     except PlanError:
