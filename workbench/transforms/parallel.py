@@ -39,7 +39,16 @@ executes. What each knob means, and the reference it follows:
   need recomputation where the last do not (per-stage recomputation, as Megatron Core's
   ``--recompute-num-layers`` per pipeline rank and Aceso's per-stage search do).
 
-Rank layout (Megatron-LM): ``rank = stage x (dp x tp) + replica x tp + tp_rank``, ranks
+* **per-stage widths** ``stage_widths`` (one ``(tp, dp)`` pair per stage): each stage its
+  own tensor-parallel and data-parallel degree, ``sum tp_k x dp_k`` GPUs -- the replication
+  of PipeDream and Tarnawski et al. (appendix C.2: each stage replicated on its own number
+  of devices) and Megatron Core's heterogeneous stages (``--encoder-tensor-model-parallel-size``).
+  A micro-batch holds ``mbs x max dp_k`` sequences; stage ``k``'s replicas share each
+  micro-batch, ``micro / dp_k`` sequences each (``dp_k`` must divide it); between stages of
+  unequal widths the activations are resharded (:meth:`TrainingPlan.route`).
+
+Rank layout (Megatron-LM): ``rank = stage x (dp x tp) + replica x tp + tp_rank`` (with
+per-stage widths the stages' blocks of ``tp_k x dp_k`` ranks follow each other), ranks
 filling the cluster's hosts in order, so tensor-parallel groups stay inside a node when ``tp``
 divides the GPUs per node.
 
