@@ -95,6 +95,19 @@ def test_the_search_is_never_worse_with_per_stage_widths(small_memory):
         assert r.step_ms == simulate_training(r.plan).step_ms and r.bound <= r.step_ms
 
 
+def test_cli_strategies_takes_the_extension(small_memory, tmp_path, capsys):
+    import json
+
+    from workbench.cli import main
+    from workbench.io.json_format import save_cluster
+    f = tmp_path / "small.json"
+    save_cluster(small_memory[0], f)
+    assert main(["strategies", BIG_HEAD, "--cluster", str(f), "--gpu", "A100-80G",
+                 "--global-batch", "36", "--stage-tp", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[2]["strategy"].startswith("widths=") and "extension" in rows[2]["notes"]
+
+
 @pytest.mark.parametrize("flag", ["replication", "stage_tp"])
 def test_the_flags_are_checked(flag):
     with pytest.raises(PlanError, match=f"{flag} must be True or False"):
