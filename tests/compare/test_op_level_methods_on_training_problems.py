@@ -49,8 +49,9 @@ def test_a_pipeline_placement_maps_to_its_stages():
 
     g, _ = resolve(SPEC)
     cfg = parse_spec(g.meta["model"])
-    found, r = as_pipeline("metis", g, wb.Cluster.preset("8xA100-80g"), (cfg, "A100-80G"), 16,
+    found, result = as_pipeline("metis", g, wb.Cluster.preset("8xA100-80g"), (cfg, "A100-80G"), 16,
                            None)
     placed = wb.solve(g, wb.Cluster.preset("8xA100-80g"), method="metis")
     assert found.plan.cuts == cuts_from_placement(cfg, placed.placement)
     assert "pipeline stages" in found.notes and found.judged == 1
+    assert result.step_ms == found.step_ms and result.plan is found.plan
