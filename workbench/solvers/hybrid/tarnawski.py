@@ -14,9 +14,9 @@ in-flight micro-batches (``pp - k`` under 1F1B) plus one recomputed block fit in
 Costs come from the judge's own model (:func:`.costs.op_vectors`: op roofline times of the
 shard, tensor-parallel collectives of :mod:`workbench.judge.collectives`, recomputation).
 
-**Extension (named as such): uniform hybrid degrees around the DP.** The paper's DP also
-chooses each stage's data-parallel replication; the training judge runs plans whose stages
-share one ``tp`` and ``dp`` (Megatron's layout), so here the DP chooses the stage boundaries
+**Extension (named as such): uniform hybrid degrees around the DP.** The DP's plans share
+one ``tp`` and ``dp`` across their stages (Megatron's layout; the paper's per-stage replication
+follows it, below), so here the DP chooses the stage boundaries
 (at op granularity: a stage may end inside a block, which is where a large LM head can be
 balanced) and an outer loop enumerates ``tp`` (with and without sequence parallelism),
 ``pp``, ``dp``, micro-batch size, interleaving (2, 3, 4, 6 or 8 chunks a stage, whether or
@@ -34,6 +34,13 @@ recomputation (none, selective, full) with its boundaries, charging the stage it
 stash and recomputed bytes (:func:`.stages.stage_split` with ``alternatives``); the plan
 carries the choice (``Strategy.stage_recompute``) and the judge executes it. Its lower bound
 counts the work without recomputation and the memory of full recomputation's stash.
+
+**The paper's replication** (its appendix C.2; :mod:`.replication`): on the fastest 1F1B
+plans found, the DP chooses each stage's data-parallel degree with its boundaries (the
+stages' GPUs summing to the plan's), costed by the judge's model; the plan, of per-stage
+widths (``Strategy.stage_widths``), is judged and kept where faster. **Extension (named as
+such, off by default): per-stage tensor parallelism** (``stage_tp=True``): each stage also
+chooses its ``tp``.
 
 Examples
 --------
