@@ -162,17 +162,27 @@ def _options(plan, micro: int, *, stage_tp: bool, recomputes):
             kind = "allreduce" if s.zero == 0 else "reducescatter"
             lo, hi = (collective_ms(kind, x, d, nodes, cl.intra_host, cl.inter_host,
                                     s.algorithm) for x in (1e6, 2e6))
-            slope, base = (hi - lo) / 1e6, 2 * lo - hi
+            sync = _allreduce_of(0.0 if d == 1 else 2 * lo - hi,
+                                 0.0 if d == 1 else gbytes * (hi - lo) / 1e6)
             per_param = static_bytes_per_param(cfg.precision, s.zero, d)
             for rec in recomputes:
-                v = op_vectors(local, rec)
-                if d == 1:
-                    sync = (lambda p: 0.0 * p)
-                else:
-                    sync = (lambda p, b=base, a=slope: np.where(p > 0, b + a * gbytes * p, 0.0))
                 labels.append((t, d, rec))
-                options.append((t * d, v, per_param, sync))
+                options.append((t * d, op_vectors(local, rec), per_param, sync))
     return labels, options
+
+
+def _allreduce_of(base: float, per_param: float):
+    """``sync(params)`` of :func:`replication_split`: a stage's gradient synchronisation,
+    affine in its parameters as the collectives are (``base`` ms plus ``per_param`` ms a
+    parameter; nothing for a stage without parameters).
+
+    >>> import numpy as np
+    >>> _allreduce_of(0.5, 1e-6)(np.array([0.0, 1e6]))
+    array([0. , 1.5])
+    """
+    def sync(params):
+        return np.where(params > 0, base + per_param * params, 0.0)
+    return sync
 
 
 def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool = False,
