@@ -29,7 +29,12 @@ Before the last line (without ``--only``): the issue's goal on the public measur
 groups, the judge's choice within each group of vTrain's measured runs measured within 5 % of
 the group's measured best (:func:`public_groups`).
 
-Run: ``PYTHONPATH=. .venv/bin/python bench/bench_hybrid.py [--full] [--only NAME] [--extra]``
+Each case also prints the per-stage widths of tarnawski's answer (the paper's replication,
+:mod:`workbench.solvers.hybrid.replication`, on by default); ``--widths`` also runs tarnawski
+with uniform widths and with per-stage tensor-parallel degrees (the ``stage_tp`` extension).
+
+Run: ``PYTHONPATH=. .venv/bin/python bench/bench_hybrid.py [--full] [--only NAME] [--extra]
+[--widths]``
 """
 
 from __future__ import annotations
@@ -108,11 +113,32 @@ def public_groups() -> str:
             f"goal >= 90 %), {time.process_time() - c0:.1f} s CPU")
 
 
+def _widths(h, spec, cluster, gbs, gpus, m, args) -> None:
+    """The per-stage widths line: what tarnawski's answer holds (the paper's replication is
+    on by default) and, with ``--widths``, the same search with uniform widths and with the
+    ``stage_tp`` extension."""
+    w = h.plan.strategy.stage_widths
+    print(f"  per-stage widths: {'/'.join(f'{t}x{d}' for t, d in w) if w else 'none chosen'}",
+          flush=True)
+    if not args.widths:
+        return
+    for label, kw in (("uniform widths", {"replication": False}),
+                      ("stage_tp extension", {"stage_tp": True})):
+        r = tarnawski(spec, cluster, global_batch=gbs, gpus=gpus, baseline=m,
+                      time_limit=args.time_limit, **kw)
+        print(f"  tarnawski, {label:18s} {r.seconds:6.1f} s wall {r.cpu_seconds:5.1f} s CPU  "
+              f"{_line(r)}  (default's step {100 * (r.step_ms / h.step_ms - 1):+.1f} % "
+              f"slower)", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="also judge every strategy of the grid")
     ap.add_argument("--only", default=None, help="run one case (its name)")
     ap.add_argument("--extra", action="store_true", help="also the 70B case")
+    ap.add_argument("--widths", action="store_true",
+                    help="also tarnawski with uniform widths (replication=False) and with "
+                         "per-stage tp (the stage_tp extension)")
     ap.add_argument("--time-limit", type=float, default=300.0,
                     help="seconds for each search's own part (default 300)")
     args = ap.parse_args(argv)
@@ -146,6 +172,7 @@ def main(argv=None) -> None:
         print(f"  tarnawski vs megatron: {100 * speed:+.1f} %, vs megatron-layout "
               f"{100 * vs_layout:+.1f} %  ({h.notes}); cuts {h.plan.cuts}; bound "
               f"{h.bound:.1f} ms", flush=True)
+        _widths(h, spec, cluster, gbs, gpus, m, args)
         total += 1
         never += h.step_ms <= m.step_ms * (1 + 1e-9)
         faster += nonuniform and speed >= 0.10

@@ -177,7 +177,7 @@ def _cmd_strategies(args) -> int:
     lay = megatron(args.model, cluster, global_batch=args.global_batch, prune=not args.full,
                    layout=True, gpu=args.gpu)
     h = tarnawski(args.model, cluster, global_batch=args.global_batch, baseline=[m, lay],
-                  gpu=args.gpu)
+                  gpu=args.gpu, stage_tp=args.stage_tp)
     rows = [r.summary() for r in (m, lay, h)]
     rows[2]["notes"] = h.notes
     if args.json:
@@ -690,6 +690,9 @@ def _strategies_parser(sub) -> None:
     p.add_argument("--gpu", help="GPU figures for a JSON cluster: A100-40G, A100-80G, H100-80G")
     p.add_argument("--full", action="store_true",
                    help="judge every strategy of megatron's grid (default: pruned by the bound)")
+    p.add_argument("--stage-tp", action="store_true",
+                   help="tarnawski's stages also choose their tensor-parallel degree (an "
+                        "extension of the paper's per-stage replication)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=_cmd_strategies)
 

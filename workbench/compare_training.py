@@ -12,8 +12,12 @@ methods (:data:`workbench.solvers.hybrid.STRATEGY_METHODS`: ``megatron``, ``tarn
 breakdown (compute, recomputation, TP, PP, bubble, DP, optimizer: they add up to the step),
 the peak memory of the fullest device, whether it fits, and the gap to the least lower bound
 of the strategies the methods searched (:func:`workbench.solvers.hybrid.strategy_bound`; each
-row's own in ``space_bound_ms``). Op-placing methods are left out with the reason: they place
-the ops of one micro-batch's step, not a parallel step of the global batch.
+row's own in ``space_bound_ms``). Op-placing methods take the problem where it is meaningful:
+those of the pipeline and partitioning families (:data:`PIPELINE_FAMILIES`) place the ops of
+one micro-batch's step on a node's GPUs, and a placement whose GPUs each hold one run of the
+chain is judged as pipeline stages with data parallelism over the other GPUs
+(:func:`as_pipeline`); the others, and placements that are no pipeline split, are left out
+with the reason in one line.
 
 The :class:`~workbench.comparison.Comparison` keeps, for each row, the judged
 :class:`~workbench.judge.training.TrainingResult` (``training``, links recorded: the views'
@@ -45,8 +49,8 @@ import time
 from .comparison import Comparison, fmt_bytes
 from .errors import InfeasibleError, NotApplicableError, SolverError
 
-__all__ = ["TRAINING_COLUMNS", "check_training_args", "compare_training", "default_global_batch",
-           "not_training", "training_problem"]
+__all__ = ["PIPELINE_FAMILIES", "TRAINING_COLUMNS", "as_pipeline", "check_training_args",
+           "compare_training", "default_global_batch", "not_training", "training_problem"]
 
 TRAINING_COLUMNS = ["strategy", "tp", "sp", "pp", "dp", "mbs", "n_micro", "schedule", "virtual",
                     "recompute", "zero", "compute_ms", "recompute_ms", "tp_ms", "pp_ms",
@@ -103,13 +107,16 @@ def _oom_text(oom) -> str:
 def _row(m: str, found, result, cluster) -> dict:
     """The table row of strategy method ``m``: ``found`` its search, ``result`` its judged
     choice (links recorded)."""
+    from .solvers import SOLVERS
     from .solvers.hybrid import STRATEGY_METHODS
 
     s, b = result.plan.strategy, result.breakdown()
+    hybrid = m in STRATEGY_METHODS
     frac = max(result.peak[r] / cluster.devices[r].memory for r in result.peak)
     peak_rank = max(result.peak, key=lambda r: (result.peak[r], -r))
     parts = {f"{k}_ms": float(v) for k, v in b.items() if k != "step"}
-    return {"method": m, "family": "hybrid", "objective": "step",
+    return {"method": m, "family": "hybrid" if hybrid else SOLVERS[m].family,
+            "objective": "step",
             "status": "time_limit" if "time limit" in found.notes else "heuristic",
             "makespan_ms": result.step_ms, "max_load_ms": math.nan,
             "comm_ms": parts["tp_ms"] + parts["pp_ms"] + parts["dp_ms"],
@@ -123,7 +130,75 @@ def _row(m: str, found, result, cluster) -> dict:
             "peak_mem_bytes": float(result.peak[peak_rank]),
             "capacity_bytes": float(cluster.devices[peak_rank].memory),
             "mfu": result.mfu(), "space_bound_ms": float(found.bound), "grid": found.grid,
-            "judged": found.judged, "paper": STRATEGY_METHODS[m].paper}
+            "judged": found.judged,
+            "paper": (STRATEGY_METHODS[m] if hybrid else SOLVERS[m]).paper}
+
+
+PIPELINE_FAMILIES = ("pipeline", "partitioning")
+"""The op-placing families whose placements of one micro-batch are pipeline stages (they
+minimise the most loaded device, pipelined training's time per micro-batch, or a
+latency over stages): on a training problem :func:`as_pipeline` judges them as strategies."""
+
+
+def as_pipeline(m: str, graph, cluster, problem, gbs: int, time_limit):
+    """Op-placing method ``m`` on a training problem, where meaningful: it places the ops of
+    one micro-batch's step (``graph``) on the GPUs of the cluster's first node; when each GPU's
+    forward ops are one run of the chain, the runs are pipeline stages
+    (:func:`~workbench.transforms.parallel.cuts_from_placement`), run with tp 1 and data
+    parallelism over the cluster's other GPUs (the largest ``dp`` with ``pp x dp`` GPUs whose
+    micro-batches divide the global batch), judged like every strategy. ``(found, result)``
+    (``found`` a :class:`~workbench.solvers.hybrid.SearchResult` of one strategy), or
+    :class:`~workbench.errors.NotApplicableError` saying in one line why not (a family that
+    shortens one micro-batch's makespan; a placement that is not a pipeline split).
+
+    >>> import workbench as wb
+    >>> from workbench.workloads import resolve
+    >>> from workbench.costs.llm import parse_spec
+    >>> g, _ = resolve("gpt:layers=2,hidden=128,heads=4,seq=64,vocab=1000")
+    >>> found, r = as_pipeline("pipedream", g, wb.Cluster.preset("8xA100-80g"),
+    ...                        (parse_spec(g.meta["model"]), "A100-80G"), 16, None)
+    >>> s = found.plan.strategy
+    >>> (s.tp, s.pp * s.dp <= 8, r.feasible, r.step_ms == found.step_ms)
+    (1, True, True, True)
+    """
+    from .cluster import Cluster
+    from .errors import PlanError
+    from .judge.training import simulate_training
+    from .solvers import SOLVERS, solve
+    from .solvers.hybrid import STRATEGY_METHODS, SearchResult, strategy_bound
+    from .transforms.parallel import Strategy, cuts_from_placement, parallelize
+
+    config, gpu = problem
+    family = SOLVERS[m].family
+    head = f"places the ops of one micro-batch of {config.spec}"
+    if family not in PIPELINE_FAMILIES:
+        raise NotApplicableError(
+            f"{head} to shorten its makespan (an op-placing method of the {family} family); "
+            f"a training problem needs a "
+            f"pipeline split or a tp x pp x dp strategy for a step of {gbs} sequences: "
+            f"{', '.join(STRATEGY_METHODS)} or the {'/'.join(PIPELINE_FAMILIES)} families")
+    first = cluster.devices[0].host
+    node = Cluster([d for d in cluster.devices if d.host == first],
+                   intra_host=cluster.intra_host, host_link=cluster.host_link,
+                   name=f"{cluster.name} (first node)")
+    t0, c0 = time.perf_counter(), time.process_time()
+    placed = solve(graph, node, method=m, time_limit=time_limit)
+    try:
+        cuts = cuts_from_placement(config, placed.placement)
+        pp = len(cuts)
+        dp = next(d for d in range(len(cluster.devices) // pp, 0, -1)
+                  if gbs % (config.mbs * d) == 0)
+        plan = parallelize(config, cluster, Strategy(pp=pp, dp=dp, mbs=config.mbs,
+                                                     global_batch=gbs), cuts=cuts, gpu=gpu)
+    except PlanError as e:
+        raise NotApplicableError(f"{head}; its placement is not a pipeline strategy: "
+                                 f"{e}") from None
+    result = simulate_training(plan)
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    notes = (f"{m}'s placement of one micro-batch on {len(node.devices)} GPUs as {pp} pipeline "
+             f"stage{'s' if pp > 1 else ''}, data parallel over {dp} replicas")
+    return SearchResult(m, plan, result, 1, 1, int(result.feasible), 0, wall, cpu,
+                        strategy_bound(plan), [(wall, result.step_ms)], notes), result
 
 
 def _op_plan(m: str, found, result):
@@ -158,11 +233,19 @@ def compare_training(graph, cluster, methods, *, problem, global_batch: int | No
     rows, plans, training, searched = [], {}, {}, {}
     bar = _bar(progress, len(methods))
     for k, m in enumerate(methods):
-        if m not in STRATEGY_METHODS:
-            kind = "an op-placing method" if m in SOLVERS else "no strategy method"
-            left_out[m] = (f"places the ops of one micro-batch of {config.spec} ({kind}); a "
-                           f"training problem needs a tp x pp x dp strategy for a step of "
-                           f"{gbs} sequences: {', '.join(STRATEGY_METHODS)}")
+        if m in SOLVERS and m not in STRATEGY_METHODS:
+            try:
+                found, result = as_pipeline(m, graph, cluster, problem, gbs, time_limit)
+            except (NotApplicableError, InfeasibleError) as e:
+                left_out[m] = " ".join(str(e).split())
+            else:
+                searched[m], training[m] = found, result
+                rows.append(_row(m, found, result, cluster))
+                plans[m] = _op_plan(m, found, result)
+        elif m not in STRATEGY_METHODS:
+            left_out[m] = (f"places the ops of one micro-batch of {config.spec} (no strategy "
+                           f"method); a training problem needs a tp x pp x dp strategy for a "
+                           f"step of {gbs} sequences: {', '.join(STRATEGY_METHODS)}")
         else:
             if bar is not None:
                 bar.set_postfix_str(m)

@@ -31,6 +31,16 @@ and links as capacity-one FIFO resources -- specialised to what a training syste
   collective or send occupies the channels of every rank taking part for its whole duration
   (:mod:`workbench.judge.collectives`: ring or tree, hierarchical across nodes), in the order
   asked (FIFO), so a pipeline send waits behind a gradient bucket on the same NIC;
+* **per-stage widths** (``Strategy.stage_widths``: each stage its own ``tp`` and ``dp``, its
+  replicas sharing each micro-batch's sequences): a stage's ranks run its chunks at their
+  share of the micro-batch and tensor-parallel degree, join its own tensor- and
+  data-parallel groups (ZeRO shards over its replicas); between stages of unequal widths
+  the activation and its gradient are resharded: each receiving rank gets its sequences'
+  share from every sending rank that holds part of it
+  (:meth:`~workbench.transforms.parallel.TrainingPlan.route`) and starts once all have
+  arrived; such many-to-many sends take their two channels as soon as both are free
+  (in FIFO order on both ends they could wait for each other in a cycle); every rank is
+  simulated;
 * **memory over time** per rank: parameters, gradients and optimizer states (sharded under
   ZeRO) from the start, each forward's stashed activations until its backward ends, the
   recomputed activations of one block while a backward runs, ZeRO-3's gathered parameters
@@ -104,10 +114,12 @@ def chunk_program(plan, c: int) -> dict:
     tensor-parallel collective,
     ``("g", bytes)`` a gradient bucket ready), ``stash`` (activation bytes kept from the
     forward to the backward), ``transient`` (recomputed bytes while the backward runs),
-    ``params`` (of the shard) and ``send`` (bytes of the output sent to the next chunk).
+    ``params`` (of the shard), ``send`` (bytes of the output sent to the next chunk by each
+    rank) and ``out`` (the replica's whole output). With per-stage widths the chunk's stage's
+    ``tp`` and share of the micro-batch.
     """
     s, cfg, gpu = plan.strategy, plan.config, plan.gpu
-    t, sp, half = s.tp, s.sp, cfg.precision != "fp32"
+    t, sp, half = s.width_of(c % s.pp)[0], s.sp, cfg.precision != "fp32"
     rec = s.recompute_of(c % s.pp)       # the recomputation of the chunk's stage
     ops = plan.chunk_ops(c)
     gbytes = 4 if cfg.precision == "fp32" else 2
@@ -165,7 +177,7 @@ def chunk_program(plan, c: int) -> dict:
     params = sum(o.params / (t if o.split else 1) for o in ops)
     send = ops[-1].out / t
     return {"fwd": _merge(fwd_items()), "bwd": _merge(bwd), "stash": stash,
-            "transient": transient, "params": params, "send": send}
+            "transient": transient, "params": params, "send": send, "out": ops[-1].out}
 
 
 def _merge(items: list) -> list:
@@ -263,6 +275,7 @@ class _Core:
         self.now: dict = {}
         self.links: list = []
         self.record_links = True
+        self.reserve_sends = False
 
     def push(self, t: float, r: int, value=None) -> None:
         heapq.heappush(self.heap, (t, self.seq, r, value))
@@ -413,7 +426,10 @@ class _Core:
             if self.record_links and chans:
                 self.links.append((chans[0][0], chans[0][1], start, end, what, t))
             self.set_key(key, (end, t))
-        self.submit([chans, t, dur, True, done])
+        if self.reserve_sends:     # many-to-many sends: no FIFO wait (it could be cyclic)
+            self._start([chans, t, dur, True, done])
+        else:
+            self.submit([chans, t, dur, True, done])
 
 
 # ---------------------------------------------------------------------- the ranks
@@ -435,16 +451,18 @@ class _Sim:
         self.pb, self.gb, self.ob = state_bytes_per_param(plan.config.precision)
         self.cap = {r: plan.cluster.devices[r].memory for r in range(s.devices)}
         self._dur: dict = {}
+        self._routes: dict = {}
         self.out = {k: {} for k in ("tasks", "memory", "peak", "parts")}
         self.oom = None
 
     def group(self, kind: str, stage: int, rep: int, tpr: int) -> tuple:
         """``(members, nodes, fabrics)`` of the rank's tensor- or data-parallel group."""
-        s, plan = self.s, self.plan
+        plan = self.plan
+        t, d = self.s.width_of(stage)
         if kind == "tp":
-            members = [plan.rank(stage, rep, x) for x in range(s.tp)]
+            members = [plan.rank(stage, rep, x) for x in range(t)]
         else:
-            members = [plan.rank(stage, x, tpr) for x in range(s.dp)]
+            members = [plan.rank(stage, x, tpr) for x in range(d)]
         nodes = len({self.hosts[m] for m in members})
         fabrics = ("nvl",) if nodes == 1 else (("nic",) if nodes == len(members)
                                               else ("nvl", "nic"))
@@ -483,11 +501,30 @@ class _Sim:
         host[0] = h
         return g - now
 
-    def static_bytes(self, params: float) -> float:
-        """Parameters, gradients and optimizer states of ``params``, sharded under ZeRO."""
-        s, z = self.s, self.s.zero
-        return params * (self.pb / (s.dp if z >= 3 else 1) + self.gb / (s.dp if z >= 2 else 1)
-                         + self.ob / (s.dp if z >= 1 else 1))
+    def static_bytes(self, params: float, dp: int) -> float:
+        """Parameters, gradients and optimizer states of ``params``, sharded under ZeRO over
+        the stage's ``dp`` replicas."""
+        z = self.s.zero
+        return params * (self.pb / (dp if z >= 3 else 1) + self.gb / (dp if z >= 2 else 1)
+                         + self.ob / (dp if z >= 1 else 1))
+
+    def routes(self, c: int, kind: str) -> tuple:
+        """``(sends, sources)`` of chunk ``c``'s output (``F``: to chunk ``c + 1``) or input
+        gradient (``B``: to chunk ``c - 1``): ``sends[rank]`` its ``(receiver, bytes)``,
+        ``sources[rank]`` the ranks it receives from (:meth:`TrainingPlan.route`)."""
+        key = (c, kind)
+        if key not in self._routes:
+            plan, pp = self.plan, self.s.pp
+            a = c if kind == "F" else c - 1           # the chunk whose output travels
+            dst = c + 1 if kind == "F" else c - 1
+            seqs = plan.micro_seqs // self.s.width_of(a % pp)[1]
+            sends: dict = defaultdict(list)
+            sources: dict = defaultdict(list)
+            for (x, y), b in plan.route(c % pp, dst % pp, self.progs[a]["out"], seqs).items():
+                sends[x].append((y, b))
+                sources[y].append(x)
+            self._routes[key] = (sends, sources)
+        return self._routes[key]
 
     def memory(self, rank, t, delta, state) -> None:
         state[0] += delta
@@ -503,6 +540,7 @@ class _Sim:
         plan, s, core, progs = self.plan, self.s, self.core, self.progs
         rank = plan.rank(stage, rep, tpr)
         nch, pp, last_mb = plan.n_chunks, s.pp, plan.n_micro - 1
+        dp = s.width_of(stage)[1]
         tp_group, dp_group = self.group("tp", stage, rep, tpr), self.group("dp", stage, rep, tpr)
         here = [c for c in range(nch) if c % pp == stage]
         params = sum(progs[c]["params"] for c in here)
@@ -511,13 +549,13 @@ class _Sim:
         self.out["memory"][rank] = []
         self.out["peak"][rank] = 0.0
         state = [0.0]
-        self.memory(rank, 0.0, self.static_bytes(params), state)
+        self.memory(rank, 0.0, self.static_bytes(params, dp), state)
         counters: dict = {}
         grad_keys: list = []
         lane, host = plan.gpu.host_op_ms, [0.0]
         order = plan.orders[stage]
-        zero3 = s.zero >= 3 and s.dp > 1
-        gathered = [self.pb * progs[c]["params"] * (s.dp - 1) / s.dp for c in range(nch)]
+        zero3 = s.zero >= 3 and dp > 1
+        gathered = [self.pb * progs[c]["params"] * (dp - 1) / dp for c in range(nch)]
 
         def gather(i):
             c = order[i][1]
@@ -528,13 +566,17 @@ class _Sim:
             yield gather(0)
         for i, (kind, c, m) in enumerate(order):
             t0 = core.now[rank]
-            need = ("F", c, m, rank) if kind == "F" and c > 0 else \
-                ("B", c, m, rank) if kind == "B" and c < nch - 1 else None
-            if need is not None:
-                v = yield ("w", need)
+            need = kind == "F" and c > 0 or kind == "B" and c < nch - 1
+            if need:
+                asked = None
+                src = self.routes(c - 1 if kind == "F" else c + 1, kind)[1][rank]
+                for x in src:
+                    v = yield ("w", (kind, c, m, rank, x))
+                    if v is not None:
+                        asked = v[1] if asked is None else max(asked, v[1])
                 now = core.now[rank]
-                if v is not None and now > t0:
-                    bub = max(0.0, min(v[1], now) - t0)
+                if asked is not None and now > t0:
+                    bub = max(0.0, min(asked, now) - t0)
                     parts["bubble"] += bub
                     parts["pp"] += now - t0 - bub
                 host[0] = max(host[0], now)
@@ -549,7 +591,7 @@ class _Sim:
             prog = progs[c]
             if kind == "B" and prog["transient"]:
                 self.memory(rank, start, prog["transient"], state)
-            sync = s.dp > 1 and s.overlap_grad and (s.zero >= 2 or m == last_mb)
+            sync = dp > 1 and s.overlap_grad and (s.zero >= 2 or m == last_mb)
             rec = 0.0
             for seg in prog["fwd" if kind == "F" else "bwd"]:
                 typ = seg[0]
@@ -580,15 +622,12 @@ class _Sim:
                 host[0] = max(host[0], end)
             if kind == "F":
                 self.memory(rank, end, prog["stash"], state)
-                if c + 1 < nch:
-                    dst = plan.rank((c + 1) % pp, rep, tpr)
-                    yield self.send(rank, dst, prog["send"], ("F", c + 1, m, dst), "pp")
             else:
                 self.memory(rank, end, -prog["stash"] - prog["transient"], state)
-                if c > 0:
-                    dst = plan.rank((c - 1) % pp, rep, tpr)
-                    yield self.send(rank, dst, progs[c - 1]["send"], ("B", c - 1, m, dst),
-                                    "pp")
+            if kind == "F" and c + 1 < nch or kind == "B" and c > 0:
+                nxt = c + 1 if kind == "F" else c - 1
+                for dst, nbytes in self.routes(c, kind)[0][rank]:
+                    yield self.send(rank, dst, nbytes, (kind, nxt, m, dst, rank), "pp")
             if zero3:
                 self.memory(rank, end, -gathered[c], state)
         if host[0] > core.now[rank]:       # the host still issuing when the GPU is done
@@ -601,7 +640,8 @@ class _Sim:
         from ..costs.llm import ADAM_FLOPS
 
         s, core = self.s, self.core
-        if s.dp > 1 and not s.overlap_grad:
+        dp = len(dp_group[0])
+        if dp > 1 and not s.overlap_grad:
             for c in here:
                 for seg in self.progs[c]["bwd"]:
                     if seg[0] == "g":
@@ -614,12 +654,12 @@ class _Sim:
         for key in grad_keys:
             yield ("w", key)
         parts["dp"] += core.now[rank] - t0
-        n = params / (s.dp if s.zero >= 1 else 1)
+        n = params / (dp if s.zero >= 1 else 1)
         ms = self.plan.gpu.op_ms(ADAM_FLOPS * n, (self.pb + self.gb + 2 * self.ob) * n,
                                  half=False)
         yield ("c", ms)
         parts["optimizer"] += ms
-        if s.zero in (1, 2) and s.dp > 1:
+        if s.zero in (1, 2) and dp > 1:
             t1 = core.now[rank]
             yield self.coll(rank, counters, "dp", dp_group, "allgather", self.pb * params,
                             True, None, "dp")
@@ -652,11 +692,14 @@ def identical_ranks(plan) -> bool:
     used = [devs[r] for r in range(s.devices)]
     if len({(d.memory, d.speed, d.kind) for d in used}) > 1:
         return False
+    if len({s.width_of(st) for st in range(s.pp)}) > 1:     # sends reshard between widths
+        return False
+    tp, dp = s.width_of(0)
     for st in range(s.pp):
-        tp_shapes = {shape([plan.rank(st, r, x) for x in range(s.tp)]) for r in range(s.dp)}
-        dp_shapes = {shape([plan.rank(st, x, t) for x in range(s.dp)]) for t in range(s.tp)}
+        tp_shapes = {shape([plan.rank(st, r, x) for x in range(tp)]) for r in range(dp)}
+        dp_shapes = {shape([plan.rank(st, x, t) for x in range(dp)]) for t in range(tp)}
         sends = {hosts[plan.rank(st, r, t)] == hosts[plan.rank((st + 1) % s.pp, r, t)]
-                 for r in range(s.dp) for t in range(s.tp)}
+                 for r in range(dp) for t in range(tp)}
         if len(tp_shapes) > 1 or len(dp_shapes) > 1 or len(sends) > 1 or \
                 not all(sh[2] for sh in tp_shapes | dp_shapes):
             return False
@@ -685,10 +728,12 @@ def simulate_training(plan, *, ranks: str = "reduced", record_links: bool = True
     full = ranks == "all"
     sim = _Sim(plan, full)
     sim.core.record_links = record_links
+    sim.core.reserve_sends = len({s.width_of(st) for st in range(s.pp)}) > 1
     stage_of = {}
     for st in range(s.pp):
-        for rep in range(s.dp if full else 1):
-            for tpr in range(s.tp if full else 1):
+        t, d = s.width_of(st)
+        for rep in range(d if full else 1):
+            for tpr in range(t if full else 1):
                 r = plan.rank(st, rep, tpr)
                 stage_of[r] = st
                 sim.core.gens[r] = sim.proc(st, rep, tpr)

@@ -3,7 +3,8 @@
 * :func:`megatron` -- the best configuration of Megatron-LM's grid, every valid one judged
   (:mod:`.megatron`);
 * :func:`tarnawski` -- Tarnawski et al.'s stage-splitting DP at op granularity, with the
-  hybrid degrees enumerated around it (:mod:`.tarnawski`);
+  hybrid degrees enumerated around it (:mod:`.tarnawski`) and the paper's per-stage
+  replication (:mod:`.replication`: stages of different widths);
 * :func:`search_strategy` -- any of :data:`STRATEGY_METHODS` by name (the two above, PyTorch
   DDP and DeepSpeed ZeRO), as :func:`workbench.compare` runs them (:mod:`.methods`);
 * :func:`strategy_bound` -- the lower bound every method's gap is measured against

@@ -57,8 +57,9 @@ STRATEGY_METHODS = {m.name: m for m in (
     StrategyMethod("megatron", "Megatron-LM's grid (tp, pp, dp, micro-batch, 1F1B or "
                    "interleaved, recomputation, ZeRO 0/1), judged in bound order",
                    "Narayanan et al. 2021"),
-    StrategyMethod("tarnawski", "op-level pipeline stages by Tarnawski et al.'s DP, hybrid "
-                   "degrees enumerated around it (extension)", "Tarnawski et al. 2020"),
+    StrategyMethod("tarnawski", "op-level pipeline stages by Tarnawski et al.'s DP with its "
+                   "per-stage replication, hybrid degrees enumerated around it (extension)",
+                   "Tarnawski et al. 2020"),
     StrategyMethod("ddp", "PyTorch DDP: data parallel on every GPU, nothing sharded",
                    "Li et al. 2020"),
     StrategyMethod("zero", "DeepSpeed ZeRO-1/2/3: data parallel on every GPU, states sharded",

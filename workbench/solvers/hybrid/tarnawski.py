@@ -14,9 +14,9 @@ in-flight micro-batches (``pp - k`` under 1F1B) plus one recomputed block fit in
 Costs come from the judge's own model (:func:`.costs.op_vectors`: op roofline times of the
 shard, tensor-parallel collectives of :mod:`workbench.judge.collectives`, recomputation).
 
-**Extension (named as such): uniform hybrid degrees around the DP.** The paper's DP also
-chooses each stage's data-parallel replication; the training judge runs plans whose stages
-share one ``tp`` and ``dp`` (Megatron's layout), so here the DP chooses the stage boundaries
+**Extension (named as such): uniform hybrid degrees around the DP.** The DP's plans share
+one ``tp`` and ``dp`` across their stages (Megatron's layout; the paper's per-stage replication
+follows it, below), so here the DP chooses the stage boundaries
 (at op granularity: a stage may end inside a block, which is where a large LM head can be
 balanced) and an outer loop enumerates ``tp`` (with and without sequence parallelism),
 ``pp``, ``dp``, micro-batch size, interleaving (2, 3, 4, 6 or 8 chunks a stage, whether or
@@ -34,6 +34,13 @@ recomputation (none, selective, full) with its boundaries, charging the stage it
 stash and recomputed bytes (:func:`.stages.stage_split` with ``alternatives``); the plan
 carries the choice (``Strategy.stage_recompute``) and the judge executes it. Its lower bound
 counts the work without recomputation and the memory of full recomputation's stash.
+
+**The paper's replication** (its appendix C.2; :mod:`.replication`): on the fastest 1F1B
+plans found, the DP chooses each stage's data-parallel degree with its boundaries (the
+stages' GPUs summing to the plan's), costed by the judge's model; the plan, of per-stage
+widths (``Strategy.stage_widths``), is judged and kept where faster. **Extension (named as
+such, off by default): per-stage tensor parallelism** (``stage_tp=True``): each stage also
+chooses its ``tp``.
 
 Examples
 --------
@@ -58,6 +65,7 @@ from ...errors import PlanError
 from ...transforms.parallel import parallelize
 from .costs import static_bytes_per_param
 from .megatron import SearchResult, check_search, grid, judge_all, megatron
+from .replication import replicate
 from .stages import cut_points, stage_split
 
 __all__ = ["refine_cuts", "stage_split", "tarnawski"]
@@ -187,25 +195,49 @@ def _chooses_per_stage(s) -> bool:
     return s.pp > 1 and s.virtual == 1 and s.recompute == "none" and not s.stage_recompute
 
 
+def _replicated(plan, result, pool, *, stage_tp, per_stage_recompute, deadline, curve, t0):
+    """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds for
+    it and the 1F1B plans of ``pool``; ``(plan, result, judged)``."""
+    judged = 0
+    seen: set = set()
+    for p, r in [(plan, result)] + [(p, r) for _, p, r in pool]:
+        key = (p.strategy, tuple(p.cuts)) if p is not None else None
+        if p is None or r is None or key in seen:
+            continue
+        seen.add(key)
+        q, rq, n = replicate(p, r, stage_tp=stage_tp, per_stage_recompute=per_stage_recompute,
+                             deadline=deadline)
+        judged += n
+        if result is None or rq.step_ms < result.step_ms * (1 - 1e-9):
+            plan, result = q, rq
+            curve.append((time.perf_counter() - t0, rq.step_ms))
+    return plan, result, judged
+
+
 def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
               baseline: SearchResult | None = None, time_limit: float | None = None,
               refine: int = 3, virtuals=(2, 3, 4, 6, 8), gpu=None,
-              per_stage_recompute: bool = True) -> SearchResult:
+              per_stage_recompute: bool = True, replication: bool = True,
+              stage_tp: bool = False) -> SearchResult:
     """The fastest plan found (see the module docstring); ``virtuals``: the interleaved
     chunks a stage tried (any number: op-level cuts need no equal layer counts). ``baseline``: a
     :func:`.megatron.megatron` result already at hand, or a list of them (e.g. the balanced
     grid's and ``layout=True``'s; their best is a candidate), else the balanced grid is
     searched, pruned by the bound, with half of ``time_limit``, and its time counted in this
     search's. ``per_stage_recompute``: 1F1B strategies' stages choose their recomputation in
-    the DP (an extension, see the module docstring). ``time_limit`` bounds the whole call
+    the DP (an extension, see the module docstring). ``replication``: the paper's per-stage
+    replication (:mod:`.replication`) on the fastest 1F1B plans found (``refine`` of them);
+    ``stage_tp``: each stage also chooses its tensor-parallel degree there (an extension,
+    off by default). ``time_limit`` bounds the whole call
     (baseline, DP search and refinement; one judged plan may run past it); the notes say
     "time limit reached" where it cut the search short."""
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
     _check_options(config, cluster, global_batch, baseline, refine, virtuals)
-    if not isinstance(per_stage_recompute, bool):
-        raise PlanError(f"per_stage_recompute must be True or False, got "
-                        f"{per_stage_recompute!r}")
+    for name, flag in (("per_stage_recompute", per_stage_recompute),
+                       ("replication", replication), ("stage_tp", stage_tp)):
+        if not isinstance(flag, bool):
+            raise PlanError(f"{name} must be True or False, got {flag!r}")
     t0, c0 = time.perf_counter(), time.process_time()
     deadline = None if time_limit is None else t0 + time_limit
     bases = list(baseline) if isinstance(baseline, (list, tuple)) else \
@@ -250,9 +282,18 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
         if result is None or r2.step_ms < result.step_ms:
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
+    if replication or stage_tp:
+        plan, result, n = _replicated(plan, result, pool, stage_tp=stage_tp,
+                                      per_stage_recompute=per_stage_recompute,
+                                      deadline=deadline, curve=own.curve, t0=t0)
+        judged += n
     won = result is not None and base.result is not None and plan is not base.plan
     notes = (f"op-level stage split beats {base.method}'s best" if won else
              f"{base.method}'s best kept (a candidate of this search)")
+    if plan is not None and plan.strategy.stage_widths:
+        notes += "; per-stage widths (the paper's replication" + \
+            (", tp per stage: extension)" if len({t for t, _ in plan.strategy.stage_widths}) > 1
+             else ")")
     limited = [x for x in [b.notes for b in bases] + [own.notes] if "time limit" in x]
     if own.notes:            # e.g. the time limit was reached
         notes += "; " + own.notes
