@@ -10,21 +10,23 @@ from workbench.errors import PlanError
 from workbench.judge.training import chunk_program, simulate_training
 from workbench.transforms.parallel import Strategy, parallelize
 
-SPEC = "gpt:layers=2,hidden=256,heads=16,seq=128,mbs={mbs},vocab=1000"
+SPEC = "gpt:layers=2,hidden=256,heads=16,seq={seq},mbs={mbs},vocab=1000"
 GPU = replace(GPUS["A100-80G"], op_floor_ms=0.05, host_op_ms=0.06)
 
 
 def _plan(tp, mbs, softmax, recompute="full"):
-    return parallelize(SPEC.format(mbs=mbs), Cluster.preset("8xA100-80g"),
+    return parallelize(SPEC.format(mbs=mbs, seq=256), Cluster.preset("8xA100-80g"),
                        Strategy(tp=tp, dp=8 // tp, mbs=mbs, global_batch=8 // tp * mbs * 2,
                                 recompute=recompute, softmax=softmax), gpu=GPU)
 
 
-@pytest.mark.parametrize("tp, mbs, fused", [(1, 1, True), (4, 1, True), (8, 1, False),
-                                            (8, 2, True), (8, 3, False)])
-def test_the_kernel_needs_a_multiple_of_four_attention_batches_a_rank(tp, mbs, fused):
-    # 16 heads: mbs x 16 / tp attention batches on a rank (Megatron's is_kernel_available)
-    assert fused_softmax_available(parse_spec(SPEC.format(mbs=mbs)), tp) is fused
+@pytest.mark.parametrize("tp, mbs, seq, fused", [
+    (1, 1, 256, True), (4, 1, 256, True), (8, 1, 256, False), (8, 2, 256, True),
+    (8, 3, 256, False),                     # 16 heads: mbs x 16 / tp batches, a multiple of 4
+    (8, 2, 128, False), (8, 4, 128, True),  # up to 128 keys a block takes 8 rows
+    (1, 1, 16, False), (1, 1, 8192, False), (1, 1, 4096, True)])  # keys in (16, 4096]
+def test_the_kernel_needs_its_batches_and_keys_as_megatron_checks_them(tp, mbs, seq, fused):
+    assert fused_softmax_available(parse_spec(SPEC.format(mbs=mbs, seq=seq)), tp) is fused
 
 
 def test_an_unfused_softmax_is_five_ops_each_issued_by_the_host():

@@ -147,10 +147,11 @@ GPUS: dict[str, GPUSpec] = {
 
 def fused_softmax_available(config, tp: int = 1) -> bool:
     """Whether Megatron's fused scale-mask-softmax kernel runs for ``config`` at tensor-parallel
-    degree ``tp``: its warp-per-row kernel needs the key length in ``(16, 4096]``, the query
-    length a multiple of 4 and the attention batches of a rank (``mbs x heads / tp``) a
-    multiple of its 4 rows a block (Megatron-LM ``fused_softmax.FusedScaleMaskSoftmax.
-    is_kernel_available``; the same test in vTrain's copy of Megatron-DeepSpeed's module,
+    degree ``tp``: its warp-per-row kernel needs the key length in ``(16, 4096]`` and a
+    multiple of 4, and the attention batches of a rank (``mbs x heads / tp``) a multiple of 4
+    and of the rows a block of 128 threads takes (4 above 128 keys, 8 up to 128) (Megatron-LM
+    ``fused_softmax.FusedScaleMaskSoftmax.is_kernel_available`` and ``get_batch_per_block``;
+    the same test, up to 2,048 keys, in vTrain's copy of Megatron-DeepSpeed's module,
     ``src/model/fused_softmax.py``). Otherwise PyTorch runs it op by op (below).
 
     >>> cfg = parse_spec("gpt:layers=2,hidden=1024,heads=16,seq=1024,mbs=1")
@@ -158,7 +159,11 @@ def fused_softmax_available(config, tp: int = 1) -> bool:
     (True, False)
     """
     batches, rest = divmod(config.mbs * config.heads, max(1, tp))
-    return 16 < config.seq <= 4096 and config.seq % 4 == 0 and not rest and batches % 4 == 0
+    if rest or not (16 < config.seq <= 4096 and config.seq % 4 == 0):
+        return False
+    pow2 = 1 << math.ceil(math.log2(config.seq))
+    per_block = 128 // min(pow2, 32) * (2 if pow2 <= 128 else 1)
+    return batches % 4 == 0 and batches % per_block == 0
 
 
 UNFUSED_SOFTMAX_BYTES = {False: (6, 8, 8, 8, 6), True: (6, 12, 8, 8, 6)}
