@@ -61,7 +61,8 @@ from dataclasses import dataclass, field, replace
 from ..errors import GraphError
 
 __all__ = ["ARCHS", "ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
-           "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS"]
+           "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS",
+           "fused_softmax_available", "unfused_softmax_ms"]
 
 MAX_LAYERS = 1024
 """Most transformer blocks a model may have (the largest published models have about 128; a
@@ -142,6 +143,45 @@ GPUS: dict[str, GPUSpec] = {
     "H100-80G": GPUSpec("H100-80G", 989 * _TF, 495 * _TF, 3350 * _GBps, 80 * _GIB,
                         450 * _GBps, 50 * _GBps, source="NVIDIA H100 SXM5 datasheet; DGX H100"),
 }
+
+
+def fused_softmax_available(config, tp: int = 1) -> bool:
+    """Whether Megatron's fused scale-mask-softmax kernel runs for ``config`` at tensor-parallel
+    degree ``tp``: its warp-per-row kernel needs the key length in ``(16, 4096]`` and a
+    multiple of 4, and the attention batches of a rank (``mbs x heads / tp``) a multiple of 4
+    and of the rows a block of 128 threads takes (4 above 128 keys, 8 up to 128) (Megatron-LM
+    ``fused_softmax.FusedScaleMaskSoftmax.is_kernel_available`` and ``get_batch_per_block``;
+    the same test, up to 2,048 keys, in vTrain's copy of Megatron-DeepSpeed's module,
+    ``src/model/fused_softmax.py``). Otherwise PyTorch runs it op by op (below).
+
+    >>> cfg = parse_spec("gpt:layers=2,hidden=1024,heads=16,seq=1024,mbs=1")
+    >>> fused_softmax_available(cfg, 4), fused_softmax_available(cfg, 8)
+    (True, False)
+    """
+    batches, rest = divmod(config.mbs * config.heads, max(1, tp))
+    if rest or not (16 < config.seq <= 4096 and config.seq % 4 == 0):
+        return False
+    pow2 = 1 << math.ceil(math.log2(config.seq))
+    per_block = 128 // min(pow2, 32) * (2 if pow2 <= 128 else 1)
+    return batches % 4 == 0 and batches % per_block == 0
+
+
+UNFUSED_SOFTMAX_BYTES = {False: (6, 8, 8, 8, 6), True: (6, 12, 8, 8, 6)}
+"""Bytes an attention-matrix element moves in each kernel of the unfused softmax (16-bit
+activations, softmax in fp32): forward ``x.float()``, ``* scale``, ``masked_fill_``,
+``softmax``, back to 16 bits; backward the five gradients in reverse (the softmax's reads the
+output and its gradient)."""
+
+
+def unfused_softmax_ms(gpu: GPUSpec, elements: float, backward: bool, half: bool = True):
+    """GPU ms of each of the five kernels of the unfused softmax over ``elements`` attention
+    scores (forward or backward, 5 FLOPs an element in all).
+
+    >>> [round(ms, 4) for ms in unfused_softmax_ms(GPUS["A100-80G"], 2**21, False)][:2]
+    [0.0112, 0.0132]
+    """
+    return tuple(gpu.op_ms(elements, b * elements, half=half)
+                 for b in UNFUSED_SOFTMAX_BYTES[bool(backward)])
 """GPU name -> :class:`GPUSpec`."""
 
 

@@ -219,7 +219,7 @@ def judge_run(run: MeasuredRun, cal: Calibration = None):
                            ffn=run.ffn_hidden or 0)
         strategy = Strategy(tp=run.tp, pp=run.pp, dp=run.dp, mbs=run.micro_batch,
                             global_batch=run.global_batch, recompute=run.recompute,
-                            sp=run.sequence_parallel, overlap_grad=False,
+                            sp=run.sequence_parallel, overlap_grad=False, softmax="megatron",
                             bucket_mb=ONE_BUCKET_MB,
                             schedule="interleaved" if run.interleave > 1 else "1f1b",
                             virtual=run.interleave)

@@ -125,14 +125,24 @@ def chunk_program(plan, c: int) -> dict:
     gbytes = 4 if cfg.precision == "fp32" else 2
     bucket = s.bucket_mb * 1e6
 
+    from ..costs.llm import fused_softmax_available, unfused_softmax_ms
+    unfused = s.softmax == "megatron" and not fused_softmax_available(cfg, t)
+
+    def kernels(o, d, backward):
+        """GPU ms of each kernel of op ``o`` (one, or the unfused softmax's five)."""
+        if unfused and o.op_type == "Softmax":
+            return unfused_softmax_ms(gpu, o.bytes / d / (2 * cfg.act_bytes), backward, half)
+        if backward:
+            return (gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half),)
+        return (gpu.op_ms(o.flops / d, o.bytes / d, half=half),)
+
     def fwd_items(only_core=False):
         items = []
         for o in ops:
             if only_core and not o.core:
                 continue
-            d = _div(o, t, sp)
-            ms = gpu.op_ms(o.flops / d, o.bytes / d, half=half)
-            items.append(("c", ms, (ms,)))
+            ks = kernels(o, _div(o, t, sp), False)
+            items.append(("c", sum(ks), ks))
             cm = None if only_core else _comm(o, "f", t, sp)
             if cm is not None:
                 items.append(("x", cm))
@@ -143,12 +153,11 @@ def chunk_program(plan, c: int) -> dict:
         bwd += [("r",) + x[1:] if x[0] == "c" else x for x in fwd_items()]
     elif rec == "selective":
         core = fwd_items(only_core=True)
-        bwd += [("r", sum(x[1] for x in core), tuple(x[1] for x in core))]
+        bwd += [("r", sum(x[1] for x in core), tuple(k for x in core for k in x[2]))]
     acc = 0.0
     for o in reversed(ops):
-        d = _div(o, t, sp)
-        ms = gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half)
-        bwd.append(("c", ms, (ms,)))
+        ks = kernels(o, _div(o, t, sp), True)
+        bwd.append(("c", sum(ks), ks))
         acc += gbytes * o.params / (t if o.split else 1)
         if acc >= bucket:
             bwd.append(("g", acc))

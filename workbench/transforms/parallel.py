@@ -38,6 +38,10 @@ executes. What each knob means, and the reference it follows:
   under 1F1B stage ``k`` holds ``pp - k`` micro-batches' activations, so the first stages may
   need recomputation where the last do not (per-stage recomputation, as Megatron Core's
   ``--recompute-num-layers`` per pipeline rank and Aceso's per-stage search do).
+* **attention softmax** ``softmax`` (:data:`SOFTMAX`): ``fused`` (default) one fused kernel
+  always; ``megatron`` Megatron's fused scale-mask-softmax where its kernel accepts the shape
+  and PyTorch's five ops (cast, scale, mask, softmax, cast) elsewhere, each issued and run as
+  an op of its own (how the public-fidelity model judges Megatron's measured runs).
 
 * **per-stage widths** ``stage_widths`` (one ``(tp, dp)`` pair per stage): each stage its
   own tensor-parallel and data-parallel degree, ``sum tp_k x dp_k`` GPUs -- the replication
@@ -76,7 +80,7 @@ from functools import cached_property, lru_cache
 from ..costs.llm import GPUS, GPUSpec, LLMConfig, chain, parse_spec
 from ..errors import PlanError
 
-__all__ = ["MAX_MICRO", "SCHEDULES", "RECOMPUTE", "Strategy", "TrainingPlan", "check_inputs",
+__all__ = ["MAX_MICRO", "SCHEDULES", "RECOMPUTE", "SOFTMAX", "Strategy", "TrainingPlan", "check_inputs",
            "cuts_from_placement", "gpu_of",
            "parallelize", "schedule_orders", "PRESET_GPUS"]
 
@@ -85,6 +89,11 @@ MAX_MICRO = 8192
 """Most micro-batches a replica may run in one step (the judge simulates each; a global batch
 of 10**9 sequences ran for minutes before it was refused, issue 41)."""
 RECOMPUTE = ("none", "selective", "full")
+SOFTMAX = ("fused", "megatron")
+"""How the attention softmax runs: ``fused`` always as one fused kernel; ``megatron`` as
+Megatron's fused kernel where it is available and as five PyTorch ops elsewhere
+(:func:`workbench.costs.llm.fused_softmax_available`: at ``mbs x heads / tp`` not a multiple
+of 4, e.g. 16 heads, tp 8, micro-batch 1)."""
 
 PRESET_GPUS = {"8xA100-80g": "A100-80G", "64xA100-80g": "A100-80G", "512xA100-80g": "A100-80G",
                "8xA100-40g": "A100-40G", "64xA100-40g": "A100-40G", "512xA100-40g": "A100-40G",
@@ -116,6 +125,7 @@ class Strategy:
     algorithm: str = "ring"
     stage_recompute: tuple = ()
     stage_widths: tuple = ()
+    softmax: str = "fused"
 
     def __post_init__(self):
         self._check_stage_widths()
@@ -145,6 +155,9 @@ class Strategy:
         if self.sp and self.tp == 1:
             raise PlanError("strategy: sequence parallelism (sp=True) splits the tensor-parallel "
                             "ranks' work; it needs tp > 1")
+        if self.softmax not in SOFTMAX:
+            raise PlanError(f"strategy: softmax must be one of {', '.join(SOFTMAX)}, got "
+                            f"{self.softmax!r}")
         if self.algorithm not in ("ring", "tree"):
             raise PlanError(f"strategy: algorithm must be 'ring' or 'tree', got "
                             f"{self.algorithm!r}")
