@@ -70,6 +70,7 @@ def test_a_workspace_lives_beside_its_stashed_output_until_the_gradient():
     assert simulate(Plan(g, {v: "gpu0" for v in g.ops}), c).peak_live_memory["gpu0"] == 110.0
 
 
+@pytest.mark.tf
 def test_tensorflow_extraction_marks_onednn_max_pooling_workspaces():
     pytest.importorskip("tensorflow")
     from workbench.runtime import extract

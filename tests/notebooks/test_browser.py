@@ -10,7 +10,10 @@ is still run and its figures checked) and checks that its figure redraws, and sa
 screenshot per notebook under
 ``reports/browser/`` (a CI artefact). Notebook 07 (the comparison board) is also checked in
 detail: Gantt pickers and linked selection. The server is stopped by its PID; each notebook's
-kernel is shut down before the next opens.
+kernel is shut down before the next opens. JupyterLab loads once per worker: each notebook
+opens in the same page (``window.jupyterapp``), on a kernel started for it, after the last one
+is closed (a reload per notebook cost about 6 s of chromium's CPU; after a failed test the page
+is loaded again).
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ def lab(tmp_path_factory):
            f"--port={port}", "--ServerApp.port_retries=0", "--ServerApp.token=",
            "--ServerApp.password=", f"--ServerApp.root_dir={work}",
            "--ServerApp.disable_check_xsrf=True",  # lets the test shut kernels down by REST
+           "--LabApp.expose_app_in_browser=True",  # window.jupyterapp: open and close notebooks
            "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
@@ -172,12 +176,48 @@ def browser(lab):
             b.close()
 
 
+@pytest.fixture(scope="module")
+def tab(lab, browser):
+    """One page holding JupyterLab for every notebook of this worker: JupyterLab loads once
+    (about 6 s of chromium's CPU a load) and each test opens its notebook in it, closing the
+    last one's. A test that fails closes the page; the next one loads JupyterLab again."""
+    holder = {"page": None}
+    yield holder
+    if holder["page"] is not None:
+        holder["page"].close()
+
+
+def _lab_page(tab, browser, lab):
+    """The worker's JupyterLab page, loaded on a fresh workspace when there is none."""
+    from playwright.sync_api import expect
+
+    if tab["page"] is None:
+        page = browser.new_page(viewport={"width": 1500, "height": 1100})
+        page.set_default_timeout(_load_ms(60))
+        page.goto(f"{lab['url']}/lab?reset")  # a fresh workspace
+        page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell",
+                               timeout=_load_ms(90))
+        expect(page.locator(".jp-LabShell")).to_be_attached()
+        tab["page"] = page
+    return tab["page"]
+
+
+def _close_notebooks(page) -> None:
+    """Close every document of the main area without a save dialog (the server's copies are
+    throw-away); the kernels are shut down by REST."""
+    page.evaluate("""() => { const app = window.jupyterapp;
+        for (const w of Array.from(app.shell.widgets('main'))) w.dispose(); }""")
+
+
 def _run_all(page, lab, name: str, out: Path) -> int:
-    """Open ``name``, restart the kernel and run all cells; return the number of code cells."""
+    """Open ``name`` (the only document open) on a fresh kernel and run all cells; return the
+    number of code cells."""
     import nbformat
     from playwright.sync_api import expect
 
-    page.goto(f"{lab['url']}/lab/tree/{name}?reset")  # a fresh workspace: one notebook open
+    _close_notebooks(page)
+    page.evaluate("(name) => window.jupyterapp.commands.execute('docmanager:open', "
+                  "{path: name})", name)
     page.wait_for_selector(".jp-Notebook .jp-Cell", state="attached")
     page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]',
                            state="attached", timeout=_load_ms(90))
@@ -185,10 +225,8 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     expect(page.locator(".jp-Notebook .jp-CodeCell")).to_have_count(n_code)
     expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
         timeout=_load_ms(90))
-    # run all cells: the toolbar's "restart the kernel and run all cells", confirmed
-    page.locator('.jp-NotebookPanel-toolbar [data-command="notebook:restart-run-all"]'
-                 ).first.click()
-    page.locator(".jp-Dialog .jp-mod-accept").first.click()
+    # run all cells on the kernel the notebook opened with (started for it, so fresh)
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     load = slowdown()  # bounds grow with the machine's load (issue 41)
     t0 = time.time()
     while True:  # every code cell gets an execution count, none stays busy
@@ -234,14 +272,14 @@ def _figure_state(page, sel: str) -> str:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_in_jupyterlab(lab, browser, path):
+def test_notebook_in_jupyterlab(lab, browser, tab, path):
     from playwright.sync_api import expect
 
     out = lab["out"]
     SHOTS.mkdir(parents=True, exist_ok=True)
     kind, control, figure, min_plots = CONTROLS.get(path.name[:2], NO_CONTROL)
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    page.set_default_timeout(_load_ms(60))
+    page = _lab_page(tab, browser, lab)
+    ok = False
     try:
         _run_all(page, lab, path.name, out)
         # every figure renders: plotly drew an SVG of a real size with something in it
@@ -281,8 +319,13 @@ def test_notebook_in_jupyterlab(lab, browser, path):
         page.screenshot(path=str(SHOTS / f"{path.stem}.png"), full_page=True)
         if path.name.startswith("07"):
             _board_details(page, out)
+        ok = True
     finally:
-        page.close()
+        if ok:
+            _close_notebooks(page)
+        else:  # the next notebook starts on a newly loaded JupyterLab
+            page.close()
+            tab["page"] = None
         _shutdown_kernels(lab["url"])
     assert (SHOTS / f"{path.stem}.png").stat().st_size > 10_000
 

@@ -21,7 +21,7 @@ from workbench.judge.pipelined import latency
 from workbench.samples import to_training
 from workbench.solvers.pipeline import latency as pipeline_latency
 from workbench.testing import timing
-from workbench.testing.contract import make_case, run_method
+from workbench.testing.contract import case_family, make_case, run_method
 
 FOUR = ["greedy_latency", "ip_contig", "ip_noncontig", "latency_ip"]
 # seeds whose case the old greedy turned into cyclic invocations (found by the generator)
@@ -115,7 +115,7 @@ def test_greedy_keeps_each_accelerator_one_subgraph(seed):
 @pytest.mark.slow
 def test_pressure_cases_have_no_escape():
     """greedy_latency (the start of the other three) on the first 40 pressure cases."""
-    seeds = [s for s in range(1000) if make_case(s).desc.get("family") == "pressure"][:40]
+    seeds = [s for s in range(1000) if case_family(s) == "pressure"][:40]
     assert len(seeds) == 40
     bad = []
     for s in seeds:

@@ -18,17 +18,26 @@ import pytest
 
 import workbench as wb
 from workbench.errors import InfeasibleError
-from workbench.testing.contract import contract_methods, cross_check, make_case, run_method
+from workbench.testing.contract import (
+    case_family,
+    contract_methods,
+    cross_check,
+    make_case,
+    run_method,
+)
 from workbench.testing.timing import Stopwatch
 
 FOUR = ["greedy_latency", "ip_contig", "ip_noncontig", "latency_ip"]
-SEEDS = [s for s in range(700) if make_case(s).desc.get("family") == "dense_oom"]
+SEEDS = [s for s in range(700) if case_family(s) == "dense_oom"]
 
 
 def test_generator_draws_the_family():
     assert 15 <= len(SEEDS) <= 45  # about 4 % of 700 seeds
+    # case_family (which picks SEEDS without building cases) names the family make_case builds
+    assert all(case_family(s) == make_case(s).desc.get("family") for s in range(100))
     for s in SEEDS:
         case = make_case(s)
+        assert case.desc["family"] == "dense_oom"
         g, c = case.graph, case.cluster
         assert 40 <= g.n_ops <= 60 and g.is_training() and c.mode == "host"
         gpus = [d for d in c.devices if d.kind == "gpu"]
@@ -122,7 +131,7 @@ def test_latency_of_every_placement_of_the_family():
 @pytest.mark.slow
 def test_forty_cases_every_method():
     """Every method on the first 40 cases of the family (1,000 runs, 0 failures measured)."""
-    seeds = [s for s in range(1200) if make_case(s).desc.get("family") == "dense_oom"][:40]
+    seeds = [s for s in range(1200) if case_family(s) == "dense_oom"][:40]
     bad = []
     for s in seeds:
         outs = cross_check([run_method(make_case(s), m, time_limit=1.0)

@@ -297,6 +297,24 @@ def _dense_oom_case(seed: int, max_ops: int) -> Case:
     return Case(int(seed), g, c, desc)
 
 
+def case_family(seed: int, *, max_ops: int = 300) -> str | None:
+    """The family of :func:`make_case`'s case for ``seed`` (``desc["family"]``: ``"pressure"``,
+    ``"dense_oom"`` or None for the plain random cases), from the seed's own draws alone, without
+    building the case (finding 40 seeds of a family among hundreds took seconds).
+
+    >>> seeds = [s for s in range(200) if case_family(s) == "dense_oom"]
+    >>> all(make_case(s).desc["family"] == "dense_oom" for s in seeds[:2])
+    True
+    >>> case_family(seeds[0], max_ops=40) is None   # too few ops for issue 41's dense case
+    True
+    """
+    if max_ops >= 4 and np.random.default_rng([int(seed), 23]).random() < PRESSURE_SHARE:
+        return "pressure"
+    if max_ops >= 60 and np.random.default_rng([int(seed), 41]).random() < DENSE_OOM_SHARE:
+        return "dense_oom"
+    return None
+
+
 def make_case(seed: int, *, max_ops: int = 300) -> Case:
     """A random problem drawn from ``seed`` (deterministic), at most ``max_ops`` ops.
 
@@ -310,9 +328,10 @@ def make_case(seed: int, *, max_ops: int = 300) -> Case:
     >>> a.graph.fingerprint == b.graph.fingerprint, a.cluster.to_dict() == b.cluster.to_dict()
     (True, True)
     """
-    if max_ops >= 4 and np.random.default_rng([int(seed), 23]).random() < PRESSURE_SHARE:
+    family = case_family(seed, max_ops=max_ops)
+    if family == "pressure":
         return _pressure_case(seed, max_ops)
-    if max_ops >= 60 and np.random.default_rng([int(seed), 41]).random() < DENSE_OOM_SHARE:
+    if family == "dense_oom":
         return _dense_oom_case(seed, max_ops)
     r = np.random.default_rng([int(seed), 12])
     u = r.random()
