@@ -195,8 +195,8 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
     if s.pp < 2 or s.virtual > 1 or s.stage_widths or \
             (deadline is not None and time.perf_counter() >= deadline):
         return plan, result, 0
-    recs = RECOMPUTE if per_stage_recompute and s.recompute == "none" or s.stage_recompute \
-        else (s.recompute,)
+    per_stage = (per_stage_recompute and s.recompute == "none") or bool(s.stage_recompute)
+    recs = RECOMPUTE if per_stage else (s.recompute,)
     vec = op_vectors(plan, s.recompute_of(s.pp - 1))
     ok, send = cut_points(plan, vec)
     judged = 0
