@@ -47,9 +47,11 @@ from __future__ import annotations
 import math
 from functools import lru_cache
 
+import numpy as np
+
 from .costs import op_vectors, static_bytes_per_param
 
-__all__ = ["bubble_factor", "strategy_bound"]
+__all__ = ["bubble_factor", "strategy_bound", "widths_bound"]
 
 
 def bubble_factor(m: int, pp: int) -> float:
@@ -121,3 +123,112 @@ def _last_bucket(config, tp: int, bucket_mb: float) -> float:
         if acc >= bucket_mb * 1e6:
             acc, last = 0.0, acc
     return acc if acc > 0 else last
+
+
+
+def widths_bound(config, cluster, *, global_batch: int, gpus: int | None = None, gpu=None,
+                 stage_tp: bool = False, tps=(1, 2, 4, 8)) -> float:
+    """Lower bound (ms) on the judged step of every 1F1B plan of per-stage widths on ``gpus``
+    GPUs (default: the cluster's): any ``pp``, cuts, micro-batch, stage data-parallel degrees,
+    recomputation and ZeRO stage, one tensor-parallel degree of ``tps`` for every stage (the
+    paper's replication) or, with ``stage_tp``, each stage its own; ``math.inf`` where the
+    parameter states cannot fit in the GPUs' memory. The least over the micro-batch sizes
+    (and tensor-parallel degrees) of the work-conservation and pipeline-fill bounds of the
+    module docstring ("Per-stage widths").
+
+    >>> from workbench.cluster import Cluster
+    >>> from workbench.judge.training import simulate_training
+    >>> from workbench.transforms.parallel import Strategy, parallelize
+    >>> spec = "llama:layers=2,hidden=512,heads=8,seq=512,vocab=128000"
+    >>> cl = Cluster.preset("8xA100-80g")
+    >>> p = parallelize(spec, cl, Strategy(pp=2, mbs=2, global_batch=24,
+    ...                                    stage_widths=((1, 1), (1, 3))))
+    >>> lb = widths_bound(spec, cl, global_batch=24, gpus=4)
+    >>> 0 < lb <= simulate_training(p).step_ms
+    True
+    """
+    from ...costs.llm import ADAM_FLOPS, parse_spec, state_bytes_per_param
+    from ...transforms.parallel import gpu_of
+
+    cfg = parse_spec(config) if isinstance(config, str) else config
+    n = gpus or len(cluster.devices)
+    spec = gpu_of(cluster, gpu)
+    divisors = [x for x in range(1, global_batch + 1) if global_batch % x == 0]
+    per_rank, params = _per_rank_ms(cfg, cluster, n, spec, divisors,
+                                    [t for t in tps if t <= n])
+    pb, gb, ob = state_bytes_per_param(cfg.precision)
+    if (pb + gb + ob) * params > sum(d.memory for d in cluster.devices[:n]) * (1 + 1e-9):
+        return math.inf
+    optimizer = spec.op_ms(ADAM_FLOPS * params, (pb + gb + 2 * ob) * params, half=False)
+    best = math.inf
+    for M in divisors:          # sequences of a micro-batch
+        m = global_batch // M
+        ways = {t: [d for d in divisors if M % d == 0 and t * d <= n] for t in per_rank}
+        # per op, the least rank-ms a sequence (over the shares b | M of a rank) and the
+        # least work a rank does a micro-batch (at its smallest share M / d) at tp t
+        rank = {t: np.min([t * v[b] / b for b in divisors if M % b == 0], axis=0)
+                for t, v in per_rank.items()}
+        path = {t: v[M // max(ways[t])] for t, v in per_rank.items() if ways[t]}
+        cases = [((t,), rank[t], path[t]) for t in path] if not stage_tp else \
+            [(tuple(path), np.min(list(rank.values()), axis=0),
+              np.min(list(path.values()), axis=0))] if path else []
+        for ts, r, a in cases:
+            R = float(r.sum())
+            widths = {t * d for t in ts for d in ways[t]}
+            bound = max((global_batch * R + optimizer) / n,
+                        M * R / fill_capacity(widths, m, n),
+                        float(a.sum()) / (1.0 - (1.0 - 1.0 / m) ** (n // min(ts))))
+            best = min(best, bound)
+    return best
+
+
+def fill_capacity(widths, m: int, n: int) -> float:
+    """The most ``sum_k g_k y_k / T`` can be over pipelines on at most ``n`` GPUs whose stage
+    ``k`` runs on ``g_k`` GPUs, one of ``widths``, and does ``y_k`` of work a micro-batch on
+    each rank, with ``sum_{j<k} y_j + m y_k <= T`` (the module docstring's proof):
+    ``sum_i (v_i - v_{i-1}) (1 - (1 - 1/m)^floor(n / v_i))`` over the sorted widths ``v_i``
+    (``v_0 = 0``). Equal stages give the bubble factor:
+
+    >>> n, pp, m = 8, 4, 6
+    >>> round(n / pp / fill_capacity({n // pp}, m, n), 9) == round(bubble_factor(m, pp), 9)
+    True
+    >>> fill_capacity({2, 4, 8}, 1, 8)       # one micro-batch: the stages run one by one
+    8.0
+    """
+    q = 1.0 - 1.0 / m
+    total, below = 0.0, 0.0
+    for v in sorted(widths):
+        total += (v - below) * (1.0 - q ** (n // v))
+        below = v
+    return total
+
+
+def _per_rank_ms(cfg, cluster, n: int, gpu, shares, tps) -> tuple:
+    """``({t: {b: per-op ms}}, parameters)``: each op's forward and backward (no
+    recomputation) with its blocking tensor-parallel collectives on one rank, at
+    tensor-parallel degree ``t`` and ``b`` sequences a rank, the least over sequence
+    parallelism and the nodes a group of ``t`` consecutive ranks of the first ``n`` can
+    span."""
+    from ...errors import PlanError
+    from ...transforms.parallel import Strategy, parallelize
+
+    hosts = [d.host for d in cluster.devices[:n]]
+    out: dict = {}
+    params = 0.0
+    for t in tps:
+        spans = sorted({len(set(hosts[r:r + t])) for r in range(n - t + 1)})
+        for b in shares:
+            least = None
+            for sp in (False, True)[:1 + (t > 1)]:
+                try:
+                    plan = parallelize(cfg, cluster, Strategy(tp=t, sp=sp, mbs=b,
+                                                              global_batch=b), gpu=gpu)
+                except PlanError:       # t does not divide the heads, sp the sequence
+                    continue
+                params = float(sum(o.params for o in plan.ops))
+                for nodes in spans:
+                    w = op_vectors(plan, "none", nodes).work
+                    least = w if least is None else np.minimum(least, w)
+            if least is not None:
+                out.setdefault(t, {})[b] = least
+    return out, params
