@@ -28,6 +28,45 @@ overlap): the bound stays below every judged step of the strategy, and the least
 bound over a space of strategies is below every method's answer in that space -- the
 **gap** printed for every method is ``step / bound - 1``.
 
+**Per-stage widths** (:func:`widths_bound`). A plan whose stages have their own ``(t_k,
+d_k)`` (``Strategy.stage_widths``: the paper's replication, one ``t`` for every stage, or the
+``stage_tp`` extension) is in no uniform strategy's space, so the least of the bounds above
+does not cover it. For such a 1F1B plan on at most ``n`` GPUs, ``m`` micro-batches of ``M``
+sequences, stage ``k`` on ``g_k = t_k d_k`` GPUs (``d_k`` divides ``M``: each replica runs
+``b_k = M / d_k`` sequences of every micro-batch), let ``y_k`` be the work a rank of stage
+``k`` does a micro-batch (every rank of a stage does the same: tensor-parallel ranks run the
+same shards, replicas equal shares). With ``rho_o(t)`` the least over ``b | M`` of ``t
+w_o(t, b) / b`` -- op ``o``'s forward and backward with its blocking tensor-parallel
+collectives on a rank, times the group's ``t`` ranks, a sequence (no recomputation, the
+least over sequence parallelism and the nodes a group of ``t`` consecutive ranks can span)
+--, a stage runs ``g_k y_k >= M sum_{o in k} rho_o(t_k)`` rank-ms a micro-batch, so
+``sum_k g_k y_k >= M R`` (``R = sum_o rho_o``). Then:
+
+* **work conservation**: each rank's tasks, blocking collectives and optimizer step follow
+  one another, so ``n step >= m M R + opt`` (``opt``: one Adam step over all parameters,
+  no more than the sum of the ranks' steps since the roofline ``op_ms`` is subadditive);
+* **pipeline fill** (stages of any width): as above ``step >= S_{<k} + m y_k`` for every
+  ``k``, ``S_{<k} = sum_{j<k} y_j``; any set ``K`` of stages obeys the same inequalities
+  (dropping stages only lowers ``S``), so ``sum_{k in K} y_k <= T (1 - (1 - 1/m)^|K|)`` with
+  ``T = step``. Writing ``sum_k g_k y_k = int_0^inf sum_{g_k > s} y_k ds`` and noting that
+  the stages wider than ``s`` are at most ``floor(n / v)`` (``v`` the least possible width
+  above ``s``, ``t d`` with ``d | M``): ``M R <= T F`` (:func:`fill_capacity`), ``step >= M
+  R / F``; for ``pp`` equal stages this is the bubble factor above;
+* **one micro-batch's path**: a rank of stage ``k`` runs at least ``b_min`` sequences (its
+  share with the most replicas that fit in ``n``), so ``y_k >= sum_{o in k} w_o(t, b_min)``,
+  and ``sum_k y_k <= T (1 - (1 - 1/m)^pp)`` with ``pp <= n / t``;
+* **memory**: every parameter's states (16 bytes in bf16) are held by some rank (ZeRO shards
+  them over a stage's replicas, no further), so more states than all ``n`` GPUs' memory is
+  infinite.
+
+The bound is the least over ``M | global batch`` (and ``t``) of the largest of these; the
+ranks' sends, data-parallel gradients and ZeRO gathers are left out (they may overlap), and
+recomputation only adds work. It holds whatever the cuts, micro-batch, recomputation and
+ZeRO stage; :func:`.tarnawski.tarnawski` prints the least of it and the uniform grid's
+bound where its space holds per-stage widths (``replication=True``, the default, or
+``stage_tp``). It ignores memory beyond the total, so it is weaker than the uniform bound
+where memory decides (the bench's memory-bound cases, docs/results-hybrid.md).
+
 Examples
 --------
 >>> from workbench.cluster import Cluster
