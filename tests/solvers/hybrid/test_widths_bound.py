@@ -112,9 +112,10 @@ def test_tarnawski_prints_its_gap_over_plans_of_per_stage_widths_too():
 
 def test_a_plan_of_per_stage_widths_can_beat_the_uniform_grids_bound():
     """Why the uniform grid's bound is no certificate for tarnawski's space: on four 50 MB
-    GPUs a plan of per-stage widths (one micro-batch of 12 sequences, the second stage's
-    three replicas four each: a micro-batch size the grid's 1, 2, 4, 8 cannot give four
-    replicas) is judged below the least bound of every uniform strategy."""
+    GPUs plans of per-stage widths (the second stage's three replicas running four or two
+    sequences of each micro-batch: shares the grid's micro-batch sizes 1, 2, 4, 8 cannot give
+    four replicas of 12 sequences) are judged below the least bound of every uniform
+    strategy; the micro-batch of six is one :func:`.replication.replicate` tries."""
     spec = "llama:layers=3,hidden=128,heads=4,seq=64,vocab=1000"
     cl = Cluster([Device(f"g{i}", memory=50e6, host="n0") for i in range(4)], name="tiny")
     m = megatron(spec, cl, global_batch=12, gpu="A100-80G")
@@ -124,5 +125,8 @@ def test_a_plan_of_per_stage_widths_can_beat_the_uniform_grids_bound():
                                           stage_widths=((1, 1), (1, 3))), gpu="A100-80G")
     r = simulate_training(plan)
     assert r.feasible and r.step_ms < 0.85 * min(m.bound, uniform.bound)
+    six = simulate_training(parallelize(spec, cl, Strategy(
+        pp=2, mbs=2, global_batch=12, zero=1, stage_widths=((1, 1), (1, 3))), gpu="A100-80G"))
+    assert six.feasible and six.step_ms < min(m.bound, uniform.bound)
     paper = tarnawski(spec, cl, global_batch=12, gpu="A100-80G", baseline=m)
     assert paper.bound <= r.step_ms and paper.bound < uniform.bound
