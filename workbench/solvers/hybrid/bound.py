@@ -62,9 +62,9 @@ least over sequence parallelism and the nodes a group of ``t`` consecutive ranks
 The bound is the least over ``M | global batch`` (and ``t``) of the largest of these; the
 ranks' sends, data-parallel gradients and ZeRO gathers are left out (they may overlap), and
 recomputation only adds work. It holds whatever the cuts, micro-batch, recomputation and
-ZeRO stage; :func:`.tarnawski.tarnawski` prints the least of it and the uniform grid's
-bound where its space holds per-stage widths (``replication=True``, the default, or
-``stage_tp``). It ignores memory beyond the total, so it is weaker than the uniform bound
+ZeRO stage (with the fused softmax and ring collectives of the searches' strategies);
+:func:`.tarnawski.tarnawski` prints the least of it and the uniform grid's bound where its
+space holds per-stage widths (``replication=True``, the default, or ``stage_tp``). It ignores memory beyond the total, so it is weaker than the uniform bound
 where memory decides (the bench's memory-bound cases, docs/results-hybrid.md).
 
 Examples
@@ -172,8 +172,8 @@ def widths_bound(config, cluster, *, global_batch: int, gpus: int | None = None,
     recomputation and ZeRO stage, one tensor-parallel degree of ``tps`` for every stage (the
     paper's replication) or, with ``stage_tp``, each stage its own; ``math.inf`` where the
     parameter states cannot fit in the GPUs' memory. The least over the micro-batch sizes
-    (and tensor-parallel degrees) of the work-conservation and pipeline-fill bounds of the
-    module docstring ("Per-stage widths").
+    (and tensor-parallel degrees) of the work-conservation, pipeline-fill and path bounds of
+    the module docstring ("Per-stage widths").
 
     >>> from workbench.cluster import Cluster
     >>> from workbench.judge.training import simulate_training
