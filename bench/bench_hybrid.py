@@ -33,8 +33,11 @@ Each case also prints the per-stage widths of tarnawski's answer (the paper's re
 :mod:`workbench.solvers.hybrid.replication`, on by default); ``--widths`` also runs tarnawski
 with uniform widths and with per-stage tensor-parallel degrees (the ``stage_tp`` extension).
 
+``--bounds`` prints only each case's lower bounds (no search): over the uniform strategies
+and over plans of per-stage widths, and how far below the first the printed one is.
+
 Run: ``PYTHONPATH=. .venv/bin/python bench/bench_hybrid.py [--full] [--only NAME] [--extra]
-[--widths]``
+[--widths] [--bounds]``
 """
 
 from __future__ import annotations
@@ -131,6 +134,33 @@ def _widths(h, spec, cluster, gbs, gpus, m, args) -> None:
               f"slower)", flush=True)
 
 
+def bounds(cases) -> None:
+    """Per case, the lower bound over the uniform strategies both searches judge (the least of
+    megatron's grid and tarnawski's, per-stage recomputation included) and over plans of
+    per-stage widths (:func:`workbench.solvers.hybrid.bound.widths_bound`, the paper's
+    replication): tarnawski prints the lesser, its space holding both."""
+    from workbench.costs.llm import parse_spec
+    from workbench.solvers.hybrid.bound import widths_bound
+    from workbench.solvers.hybrid.megatron import grid, space_bounds
+    from workbench.solvers.hybrid.tarnawski import _per_stage
+
+    for name, spec, cl, gbs, gpus, _ in cases:
+        cluster, cfg = Cluster.preset(cl), parse_spec(spec)
+        c0 = time.process_time()
+        balanced = grid(cfg, cluster, global_batch=gbs, gpus=gpus)
+        own = [s for s in grid(cfg, cluster, global_batch=gbs, gpus=gpus,
+                               virtuals=(2, 3, 4, 6, 8), divisible=False) if s.pp > 1]
+        uniform = min(space_bounds(cfg, cluster, balanced)[2] +
+                      space_bounds(cfg, cluster, own,
+                                   bound_of=_per_stage(cfg, cluster, None)[1])[2])
+        c1 = time.process_time()
+        w = widths_bound(cfg, cluster, global_batch=gbs, gpus=gpus)
+        print(f"{name:24s} uniform {uniform:9.1f} ms ({c1 - c0:4.1f} s CPU)  per-stage widths "
+              f"{w:9.1f} ms ({time.process_time() - c1:4.2f} s CPU)  printed "
+              f"{min(uniform, w):9.1f} ms, {100 * (1 - min(uniform, w) / uniform):4.1f} % "
+              f"below the uniform", flush=True)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--full", action="store_true", help="also judge every strategy of the grid")
@@ -141,7 +171,14 @@ def main(argv=None) -> None:
                          "per-stage tp (the stage_tp extension)")
     ap.add_argument("--time-limit", type=float, default=300.0,
                     help="seconds for each search's own part (default 300)")
+    ap.add_argument("--bounds", action="store_true",
+                    help="only print each case's lower bounds: over the uniform strategies "
+                         "and over plans of per-stage widths (no search)")
     args = ap.parse_args(argv)
+    if args.bounds:
+        bounds([c for c in CASES + (EXTRA if args.extra else [])
+                if not args.only or c[0] == args.only])
+        return
     never = total = faster = faster_layout = 0
     search_s = gap = None
     for name, spec, cl, gbs, gpus, nonuniform in CASES + (EXTRA if args.extra else []):

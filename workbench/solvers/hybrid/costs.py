@@ -64,18 +64,19 @@ def static_bytes_per_param(precision: str, zero: int, dp: int) -> float:
         ob / (dp if zero >= 1 else 1)
 
 
-def op_vectors(plan, recompute: str | None = None) -> OpVectors:
+def op_vectors(plan, recompute: str | None = None, nodes: int | None = None) -> OpVectors:
     """The per-op costs of ``plan``'s chain under its strategy (see the module docstring).
 
     Recomputation as the judge runs it: ``full`` re-runs every forward (with its collectives)
     and keeps only each block's input, ``selective`` re-runs the attention core and drops its
     matrices; ``recompute`` (default: the strategy's ``recompute``) the setting costed, e.g.
-    one stage's of a per-stage choice.
+    one stage's of a per-stage choice. ``nodes``: the nodes the tensor-parallel group spans
+    (default: those of the plan's first ``tp`` ranks).
     """
     s, cfg, gpu = plan.strategy, plan.config, plan.gpu
     rec = recompute or s.recompute
     t, sp, half = s.tp, s.sp, cfg.precision != "fp32"
-    tp_nodes = len(set(plan.hosts[:t]))
+    tp_nodes = nodes or len(set(plan.hosts[:t]))
     intra, inter = plan.cluster.intra_host, plan.cluster.inter_host
     cache: dict = {}
 

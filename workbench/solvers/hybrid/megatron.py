@@ -44,7 +44,7 @@ from ...transforms.parallel import MAX_MICRO, Strategy, check_inputs, gpu_of, pa
 from .bound import strategy_bound
 from .costs import op_vectors
 
-__all__ = ["SearchResult", "check_search", "grid", "megatron"]
+__all__ = ["SearchResult", "check_search", "grid", "megatron", "space_bounds"]
 
 
 @dataclass
@@ -176,13 +176,10 @@ def _plans(config, cluster, strategies, gpu=None) -> list:
     return out
 
 
-def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
-              plan_of=None, notes="", gpu=None, bound_of=None):
-    """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
-    ``plan_of(plan, vectors)`` may return another plan of the strategy (new cuts), a list of
-    plans (each judged) or None; ``bound_of(plan, vectors)`` the lower bound of what
-    ``plan_of`` may return (default :func:`.bound.strategy_bound`)."""
-    t0, c0 = time.perf_counter(), time.process_time()
+def space_bounds(config, cluster, strategies, *, gpu=None, bound_of=None) -> tuple:
+    """``(plans, vectors, bounds)`` of the ``strategies`` :func:`parallelize` accepts: each
+    plan's op costs (:func:`.costs.op_vectors`, shared by the plans of equal costs) and lower
+    bound (``bound_of(plan, vectors)``, default :func:`.bound.strategy_bound`)."""
     plans = _plans(config, cluster, strategies, gpu)
     cache: dict = {}
     vecs = []
@@ -192,7 +189,17 @@ def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbe
         if key not in cache:
             cache[key] = op_vectors(p)
         vecs.append(cache[key])
-    bounds = [(bound_of or strategy_bound)(p, v) for p, v in zip(plans, vecs)]
+    return plans, vecs, [(bound_of or strategy_bound)(p, v) for p, v in zip(plans, vecs)]
+
+
+def judge_all(method, config, cluster, strategies, *, prune, time_limit, incumbent=None,
+              plan_of=None, notes="", gpu=None, bound_of=None):
+    """Judge ``strategies`` (all, or in bound order until the bound reaches the best step);
+    ``plan_of(plan, vectors)`` may return another plan of the strategy (new cuts), a list of
+    plans (each judged) or None; ``bound_of(plan, vectors)`` the lower bound of what
+    ``plan_of`` may return (default :func:`.bound.strategy_bound`)."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    plans, vecs, bounds = space_bounds(config, cluster, strategies, gpu=gpu, bound_of=bound_of)
     order = sorted(range(len(plans)), key=lambda i: bounds[i]) if prune else \
         range(len(plans))
     best_plan, best = incumbent if incumbent is not None else (None, None)

@@ -63,6 +63,7 @@ import numpy as np
 
 from ...errors import PlanError
 from ...transforms.parallel import parallelize
+from .bound import widths_bound
 from .costs import static_bytes_per_param
 from .megatron import SearchResult, check_search, grid, judge_all, megatron
 from .replication import replicate
@@ -302,6 +303,9 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
     elif limited and "time limit" not in notes:
         notes += "; time limit reached in megatron's search"
     bound = min([own.bound] + [b.bound for b in bases])
+    if replication or stage_tp:      # the space holds plans of per-stage widths too
+        bound = min(bound, widths_bound(config, cluster, global_batch=global_batch, gpus=gpus,
+                                        gpu=gpu, stage_tp=stage_tp))
     return SearchResult("tarnawski", plan, result, own.grid + sum(b.grid for b in bases),
                         judged + sum(b.judged for b in bases),
                         own.fits + sum(b.fits for b in bases),
