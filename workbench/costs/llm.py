@@ -63,7 +63,8 @@ from ..errors import GraphError
 
 __all__ = ["ARCHS", "ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
            "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS",
-           "fused_softmax_available", "unfused_softmax_ms", "NCCL_A100_NODE"]
+           "fused_softmax_available", "unfused_softmax_ms", "NCCL_A100_NODE",
+           "megatron_cross_entropy_ms"]
 
 MAX_LAYERS = 1024
 """Most transformer blocks a model may have (the largest published models have about 128; a
@@ -190,6 +191,32 @@ UNFUSED_SOFTMAX_BYTES = {False: (6, 8, 8, 8, 6), True: (6, 12, 8, 8, 6)}
 activations, softmax in fp32): forward ``x.float()``, ``* scale``, ``masked_fill_``,
 ``softmax``, back to 16 bits; backward the five gradients in reverse (the softmax's reads the
 output and its gradient)."""
+
+
+MEGATRON_CROSS_ENTROPY_BYTES = {False: (6, 4, 8, 8, 4, 8), True: (8, 6)}
+"""Bytes a logit moves in each large kernel of Megatron's vocabulary-parallel cross-entropy
+on 16-bit logits (``cross_entropy(output.float(), labels)``, ``fp16_lm_cross_entropy`` off;
+Megatron-DeepSpeed ``megatron/model/gpt_model.py`` and
+``megatron/core/tensor_parallel/cross_entropy.py``, the same in Megatron-LM): forward the cast
+to fp32, the max over the vocabulary, the subtraction of the max, ``exp``, the sum, the
+division (the softmax kept for the backward); backward the multiplication by the loss's
+gradient (in place) and the cast back to 16 bits. Its per-token bookkeeping (target masks,
+the gather of the target logit) moves a few bytes a token and is left out."""
+
+
+def megatron_cross_entropy_ms(gpu: GPUSpec, elements: float, backward: bool,
+                              half: bool = True):
+    """GPU ms of each large kernel of Megatron's cross-entropy over ``elements`` logits of a
+    rank (tokens x vocabulary / tp), forward or backward (one FLOP an element each); with
+    fp32 logits there is no cast, so its kernels are left out.
+
+    >>> [round(ms, 3) for ms in megatron_cross_entropy_ms(GPUS["A100-80G"], 2**20 * 50, False)]
+    [0.159, 0.108, 0.211, 0.211, 0.108, 0.211]
+    """
+    sizes = MEGATRON_CROSS_ENTROPY_BYTES[bool(backward)]
+    if not half:           # fp32 logits: ``.float()`` returns them as they are
+        sizes = sizes[:-1] if backward else sizes[1:]
+    return tuple(gpu.op_ms(elements, b * elements, half=False) for b in sizes)
 
 
 def unfused_softmax_ms(gpu: GPUSpec, elements: float, backward: bool, half: bool = True):
