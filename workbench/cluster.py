@@ -112,30 +112,44 @@ class Device:
 
 @dataclass(frozen=True)
 class Link:
-    """Linear transfer model: ``latency`` ms + ``nbytes / bandwidth`` (bandwidth in bytes/ms).
+    """Linear transfer model: ``call + latency`` ms + ``nbytes / bandwidth`` (bytes/ms).
+
+    ``latency`` is the cost of one step (a transfer, or one step of a collective's ring or
+    tree); ``call`` the fixed cost of one call however many steps it takes, paid once by a
+    transfer and once by a whole collective (:mod:`workbench.judge.collectives`): NCCL's base
+    latency of a call (kernel launch, proxy and synchronisation), 0 on every preset that does
+    not set it.
 
     >>> Link(latency=0.01, bandwidth=1e6).time(2e6)
     2.01
+    >>> Link(latency=0.01, bandwidth=1e6, call=0.04).time(2e6)
+    2.05
     """
 
     latency: float = 0.0
     bandwidth: float = math.inf
     r2: float | None = None  # goodness of fit when the link was calibrated
+    call: float = 0.0
 
     def __post_init__(self):
         lat = _float(self.latency, "link latency")
         bw = _float(self.bandwidth, "link bandwidth")
+        call = _float(self.call, "link call latency")
         if self.r2 is not None:
             object.__setattr__(self, "r2", _float(self.r2, "link r2"))
         if math.isnan(lat) or lat < 0 or math.isinf(lat):
             raise ClusterError(f"link latency must be finite and >= 0 ms, got {self.latency}")
         if math.isnan(bw) or bw <= 0:
             raise ClusterError(f"link bandwidth must be > 0 bytes/ms, got {self.bandwidth}")
+        if not (math.isfinite(call) and call >= 0):
+            raise ClusterError(f"link call latency must be finite and >= 0 ms, got {self.call}")
         object.__setattr__(self, "latency", lat)
         object.__setattr__(self, "bandwidth", bw)
+        object.__setattr__(self, "call", call)
 
     def time(self, nbytes: float) -> float:
-        return self.latency + (0.0 if math.isinf(self.bandwidth) else nbytes / self.bandwidth)
+        return (self.call + self.latency
+                + (0.0 if math.isinf(self.bandwidth) else nbytes / self.bandwidth))
 
 
 def _inv(bw: float) -> float:
@@ -457,6 +471,7 @@ class Cluster:
             if bandwidth_scale == 1.0 and latency_scale == 1.0:
                 return lk
             return replace(lk, latency=lk.latency * latency_scale,
+                           call=lk.call * latency_scale,
                            bandwidth=lk.bandwidth * bandwidth_scale)
 
         return Cluster(devices, intra_host=link(self.intra_host),
@@ -479,18 +494,20 @@ class Cluster:
         ov = sorted((idx[a], idx[b], lk) for (a, b), lk in self.links.items())
         ov_src = np.array([i for i, _, _ in ov], dtype=np.int64)
         ov_dst = np.array([j for _, j, _ in ov], dtype=np.int64)
-        ov_lat = np.array([lk.latency for _, _, lk in ov], dtype=float)
+        ov_lat = np.array([lk.call + lk.latency for _, _, lk in ov], dtype=float)
         ov_inv = np.array([_inv(lk.bandwidth) for _, _, lk in ov], dtype=float)
         staged = np.array([self.mode == "host" and d.kind != "cpu" for d in self.devices])
         hl = self.host_link
-        up_lat = np.where(staged, hl.latency, 0.0)
+        up_lat = np.where(staged, hl.call + hl.latency, 0.0)
         up_inv = np.where(staged, 0.0 if math.isinf(hl.bandwidth) else 1.0 / hl.bandwidth, 0.0)
         for arr in (host_id, ov_src, ov_dst, ov_lat, ov_inv, up_lat, up_inv, staged):
             arr.setflags(write=False)
         return CompiledCluster(
             n=n, host_mode=self.mode == "host", host_id=host_id,
-            intra=(self.intra_host.latency, _inv(self.intra_host.bandwidth)),
-            inter=(self.inter_host.latency, _inv(self.inter_host.bandwidth)),
+            intra=(self.intra_host.call + self.intra_host.latency,
+                   _inv(self.intra_host.bandwidth)),
+            inter=(self.inter_host.call + self.inter_host.latency,
+                   _inv(self.inter_host.bandwidth)),
             ov_src=ov_src, ov_dst=ov_dst, ov_lat=ov_lat, ov_inv_bw=ov_inv,
             up_lat=up_lat, up_inv_bw=up_inv, staged=staged,
             speed=np.array([d.speed for d in self.devices]),
@@ -505,6 +522,8 @@ class Cluster:
                  "bandwidth_bytes_per_ms": None if math.isinf(lk.bandwidth) else lk.bandwidth}
             if lk.r2 is not None:
                 d["r2"] = lk.r2
+            if lk.call:
+                d["call_ms"] = lk.call
             return d
 
         return {
@@ -542,7 +561,7 @@ class Cluster:
             bw = d.get("bandwidth_bytes_per_ms")
             try:
                 return Link(d.get("latency_ms", 0.0), math.inf if bw is None else bw,
-                            d.get("r2"))
+                            d.get("r2"), d.get("call_ms", 0.0))
             except ClusterError as e:
                 raise ClusterError(f"{what}: {e}") from None
 

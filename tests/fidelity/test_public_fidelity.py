@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 from workbench.fidelity.measurements import BUNDLED_VTRAIN, MeasurementError, read_measurements
 from workbench.fidelity.public import (
     DATASHEET,
+    FITTED,
+    PRIOR,
     SHIPPED,
     Calibration,
     cross_validate,
@@ -75,6 +78,29 @@ def test_fit_recovers_coefficients_that_made_the_times():
     found = fit(synthetic, start=SHIPPED)
     assert np.allclose(predict(rows, found), made, rtol=0.02)
     assert found.compute_efficiency == pytest.approx(0.6, rel=0.1)
+
+
+def test_inside_an_a100_node_collectives_follow_nccls_curve_and_the_network_is_not_fitted():
+    from workbench.costs.llm import NCCL_A100_NODE
+
+    run = next(r for r in RUNS if r.tp == 2 and r.pp == 2)
+    plan = judge_run(run).plan
+    assert plan.cluster.intra_host == NCCL_A100_NODE           # not a fitted NVLink
+    # the single-node rows do not depend on the network's two coefficients ...
+    other = replace(SHIPPED, collective_efficiency=0.3, link_latency_us=50.0)
+    assert judge_run(run, other).step_ms == judge_run(run).step_ms
+    # ... so the fit leaves them where they start, and fits the four the rows identify
+    rows = [RUNS[i] for i in range(0, 1008, 168)]
+    found = fit(rows, start=PRIOR, max_evals=3)
+    assert (found.collective_efficiency, found.link_latency_us) == (
+        PRIOR.collective_efficiency, PRIOR.link_latency_us)
+    assert set(FITTED) == {"compute_efficiency", "memory_efficiency", "op_floor_us",
+                           "host_op_us"}
+    with pytest.raises(MeasurementError, match="cannot fit"):
+        fit(rows, names=("kernel_us",))
+    # across nodes the network's coefficients do count
+    multi = type(run)(**{**run.__dict__, "node_size": 2})
+    assert judge_run(multi, other).step_ms > judge_run(multi).step_ms
 
 
 def test_cross_validation_never_scores_a_fitted_row():

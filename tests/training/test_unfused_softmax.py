@@ -1,11 +1,13 @@
-"""Megatron's fused softmax where its kernel accepts the shape, PyTorch's five ops elsewhere."""
+"""Megatron's softmaxes: its fused attention softmax where its kernel accepts the shape,
+PyTorch's five ops elsewhere; its vocabulary-parallel cross-entropy kernel by kernel."""
 
 from dataclasses import replace
 
 import pytest
 
 from workbench.cluster import Cluster
-from workbench.costs.llm import GPUS, fused_softmax_available, parse_spec
+from workbench.costs.llm import (GPUS, MEGATRON_CROSS_ENTROPY_BYTES, fused_softmax_available,
+                                 megatron_cross_entropy_ms, parse_spec)
 from workbench.errors import PlanError
 from workbench.judge.training import chunk_program, simulate_training
 from workbench.transforms.parallel import Strategy, parallelize
@@ -29,19 +31,41 @@ def test_the_kernel_needs_its_batches_and_keys_as_megatron_checks_them(tp, mbs, 
     assert fused_softmax_available(parse_spec(SPEC.format(mbs=mbs, seq=seq)), tp) is fused
 
 
+def _kernels(program) -> int:
+    return sum(len(x[2]) for x in program["fwd"] + program["bwd"] if x[0] in "cr")
+
+
 def test_an_unfused_softmax_is_five_ops_each_issued_by_the_host():
     fused, megatron = (chunk_program(_plan(8, 1, s), 0) for s in ("fused", "megatron"))
-    count = [sum(len(x[2]) for x in p["fwd"] + p["bwd"] if x[0] in "cr") for p in (fused, megatron)]
+    loss = (6 - 1) * 2 + (2 - 1)    # the cross-entropy's kernels: forward twice, backward
     # forward, its recomputation and the backward: four more kernels each, in each of 2 blocks
-    assert count[1] - count[0] == 3 * 4 * 2
+    assert _kernels(megatron) - _kernels(fused) == 3 * 4 * 2 + loss
     slow = simulate_training(_plan(8, 1, "megatron")).step_ms
-    assert slow > simulate_training(_plan(8, 1, "fused")).step_ms + 3 * 4 * 2 * 0.05
+    assert slow > simulate_training(_plan(8, 1, "fused")).step_ms + (3 * 4 * 2 + loss) * 0.05
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective"])
-def test_where_the_kernel_runs_megatron_and_fused_judge_alike(recompute):
+def test_where_the_kernel_runs_megatron_differs_from_fused_by_the_loss_alone(recompute):
+    fused, megatron = (chunk_program(_plan(4, 1, s, recompute), 0) for s in ("fused", "megatron"))
+    assert _kernels(megatron) - _kernels(fused) == (6 - 1) + (2 - 1)
     a, b = (simulate_training(_plan(4, 1, s, recompute)) for s in ("fused", "megatron"))
-    assert a.step_ms == pytest.approx(b.step_ms, rel=1e-12)
+    assert b.step_ms > a.step_ms
+
+
+def test_megatrons_cross_entropy_moves_each_fp32_logit_through_its_kernels():
+    """Six kernels forward (cast, max, subtract, exp, sum, divide), two backward (scale, cast),
+    each reading and writing the rank's logits: 38 and 14 bytes a logit, not one pass."""
+    assert sum(MEGATRON_CROSS_ENTROPY_BYTES[False]) == 38
+    assert sum(MEGATRON_CROSS_ENTROPY_BYTES[True]) == 14
+    gpu = replace(GPUS["A100-80G"], launch_ms=0.0)
+    logits = 1024 * 50257 / 2                       # a micro-batch's tokens x vocabulary / tp
+    fwd = megatron_cross_entropy_ms(gpu, logits, False)
+    assert len(fwd) == 6 and sum(fwd) == pytest.approx(38 * logits / gpu.mem_bw)
+    assert len(megatron_cross_entropy_ms(gpu, logits, True, half=False)) == 1   # no cast
+    program = chunk_program(_plan(2, 1, "megatron", "none"), 0)
+    loss = [x for x in program["fwd"] if x[0] == "c"][-1][2][-6:]
+    elements = 1 * 256 * 1000 / 2            # the plan's tokens x vocabulary over tp 2
+    assert loss == pytest.approx(megatron_cross_entropy_ms(GPU, elements, False))
 
 
 def test_an_unknown_softmax_setting_is_refused():

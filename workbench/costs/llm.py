@@ -58,11 +58,13 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
+from ..cluster import Link
 from ..errors import GraphError
 
 __all__ = ["ARCHS", "ChainOp", "GPUSpec", "GPUS", "LLMConfig", "PRESETS", "Comm", "chain",
            "parse_spec", "state_bytes_per_param", "ADAM_FLOPS", "MAX_DIM", "MAX_LAYERS",
-           "fused_softmax_available", "unfused_softmax_ms"]
+           "fused_softmax_available", "unfused_softmax_ms", "NCCL_A100_NODE",
+           "megatron_cross_entropy_ms"]
 
 MAX_LAYERS = 1024
 """Most transformer blocks a model may have (the largest published models have about 128; a
@@ -97,6 +99,13 @@ class GPUSpec:
     CPU that fills it: the training judge (:mod:`workbench.judge.training`) then runs the host
     as a lane of its own, and an op starts on the GPU once issued and once the previous op is
     done; ``host_op_ms = 0`` (the presets) is a host that is never the bottleneck.
+
+    ``nccl_intra``, where set, is what NCCL measurably achieves between the GPUs of one node, as
+    a :class:`~workbench.cluster.Link`: ``call`` ms a collective call, ``latency`` ms a ring
+    step, ``bandwidth`` the bus bandwidth (bytes/ms). A node built for a measured comparison
+    (:mod:`workbench.fidelity.public`) times its intra-node collectives and sends with it
+    instead of a fraction of the ``nvlink`` datasheet figure; ``None`` (no measurement) keeps
+    the datasheet link.
     """
 
     name: str
@@ -112,6 +121,7 @@ class GPUSpec:
     memory_efficiency: float = 1.0
     op_floor_ms: float = 0.0
     host_op_ms: float = 0.0
+    nccl_intra: Link | None = None
 
     def op_ms(self, flops: float, nbytes: float, *, half: bool = True) -> float:
         """Roofline time of one op (ms): ``max(flops / (peak e_c), bytes / (bw e_m)) +
@@ -130,14 +140,24 @@ class GPUSpec:
 
 
 _GIB = float(2**30)
+NCCL_A100_NODE = Link(latency=1.30e-3, bandwidth=201 * _GBps, call=41.1e-3)
+"""NCCL's all-reduce on an 8-GPU A100 NVSwitch node as measured (not fitted to any training
+row): 41.1 us a call + 1.30 us a ring step + bytes at 201 GB/s of bus bandwidth, the least-squares
+fit (relative error, mean 5.5 %) of ``call + 2 (n-1) step + 2 (n-1)/n S / B`` to the nccl-tests
+``all_reduce_perf`` times at 1-64 MiB on 2, 4 and 8 GPUs that vTrain ships for its A100 node
+(VIA-Research/vTrain, ``trace/a100/AR_GPU{2,4,8}_1M_1024M_LUT``; its 1 GiB bus bandwidth is
+197-229 GB/s). The same NVSwitch fabric joins the GPUs of a DGX A100 40 GB and 80 GB."""
+
 GPUS: dict[str, GPUSpec] = {
     # NVIDIA A100 Tensor Core GPU datasheet (2020/2021): 312 TFLOP/s BF16/FP16 dense, 156 TF32,
     # 1,555 GB/s (40 GB) / 2,039 GB/s (80 GB) HBM2(e), NVLink 600 GB/s (both directions); DGX
     # A100: 8 x 200 Gb/s HDR InfiniBand, one per GPU (25 GB/s per direction)
     "A100-40G": GPUSpec("A100-40G", 312 * _TF, 156 * _TF, 1555 * _GBps, 40 * _GIB,
-                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 datasheet; DGX A100"),
+                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 datasheet; DGX A100",
+                        nccl_intra=NCCL_A100_NODE),
     "A100-80G": GPUSpec("A100-80G", 312 * _TF, 156 * _TF, 2039 * _GBps, 80 * _GIB,
-                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 80GB datasheet; DGX A100"),
+                        300 * _GBps, 25 * _GBps, source="NVIDIA A100 80GB datasheet; DGX A100",
+                        nccl_intra=NCCL_A100_NODE),
     # NVIDIA H100 Tensor Core GPU datasheet (SXM5): 989 TFLOP/s BF16 dense, 495 TF32,
     # 3.35 TB/s HBM3, NVLink 900 GB/s; DGX H100: 8 x 400 Gb/s NDR (50 GB/s per direction)
     "H100-80G": GPUSpec("H100-80G", 989 * _TF, 495 * _TF, 3350 * _GBps, 80 * _GIB,
@@ -171,6 +191,32 @@ UNFUSED_SOFTMAX_BYTES = {False: (6, 8, 8, 8, 6), True: (6, 12, 8, 8, 6)}
 activations, softmax in fp32): forward ``x.float()``, ``* scale``, ``masked_fill_``,
 ``softmax``, back to 16 bits; backward the five gradients in reverse (the softmax's reads the
 output and its gradient)."""
+
+
+MEGATRON_CROSS_ENTROPY_BYTES = {False: (6, 4, 8, 8, 4, 8), True: (8, 6)}
+"""Bytes a logit moves in each large kernel of Megatron's vocabulary-parallel cross-entropy
+on 16-bit logits (``cross_entropy(output.float(), labels)``, ``fp16_lm_cross_entropy`` off;
+Megatron-DeepSpeed ``megatron/model/gpt_model.py`` and
+``megatron/core/tensor_parallel/cross_entropy.py``, the same in Megatron-LM): forward the cast
+to fp32, the max over the vocabulary, the subtraction of the max, ``exp``, the sum, the
+division (the softmax kept for the backward); backward the multiplication by the loss's
+gradient (in place) and the cast back to 16 bits. Its per-token bookkeeping (target masks,
+the gather of the target logit) moves a few bytes a token and is left out."""
+
+
+def megatron_cross_entropy_ms(gpu: GPUSpec, elements: float, backward: bool,
+                              half: bool = True):
+    """GPU ms of each large kernel of Megatron's cross-entropy over ``elements`` logits of a
+    rank (tokens x vocabulary / tp), forward or backward (one FLOP an element each); with
+    fp32 logits there is no cast, so its kernels are left out.
+
+    >>> [round(ms, 3) for ms in megatron_cross_entropy_ms(GPUS["A100-80G"], 2**20 * 50, False)]
+    [0.159, 0.108, 0.211, 0.211, 0.108, 0.211]
+    """
+    sizes = MEGATRON_CROSS_ENTROPY_BYTES[bool(backward)]
+    if not half:           # fp32 logits: ``.float()`` returns them as they are
+        sizes = sizes[:-1] if backward else sizes[1:]
+    return tuple(gpu.op_ms(elements, b * elements, half=False) for b in sizes)
 
 
 def unfused_softmax_ms(gpu: GPUSpec, elements: float, backward: bool, half: bool = True):

@@ -17,16 +17,22 @@ is plausible):
 ``memory_efficiency``      achieved fraction of the HBM bandwidth in memory-bound ops
 ``op_floor_us``            the least GPU time an op of the chain takes (its kernels' fixed
                            costs on the GPU)
-``collective_efficiency``  achieved fraction of the NVLink bandwidth in collectives and sends
-``link_latency_us``        the latency of one step of a collective (and of a send)
 ``host_op_us``             the host's time to issue one op (Python, dispatcher, launches); the
                            host runs ahead of the GPU (the judge's host lane)
+``collective_efficiency``  achieved fraction of the network's bandwidth in collectives and
+                           sends across nodes (and of NVLink's on a GPU whose preset has no
+                           measured NCCL curve)
+``link_latency_us``        the latency of one step of such a collective (and of a send)
 =========================  =================================================================
 
-:func:`fit` chooses them by least squares on the logarithm of predicted / measured time over
-a few rows; :func:`cross_validate` fits on at most a fraction of the rows drawn outside each
-fold and scores the fold, so no fitted row is ever scored. No row or configuration gets a
-correction of its own.
+Inside a node of a GPU whose preset carries NCCL's measured curve
+(``GPUSpec.nccl_intra``: the A100s, :data:`~workbench.costs.llm.NCCL_A100_NODE`), the
+collectives and sends are timed with it, not with the last two coefficients. :func:`fit`
+chooses the four coefficients the single-node rows identify (:data:`FITTED`) by least squares
+on the logarithm of predicted / measured time over a few rows, and leaves the two of the
+network at their cited values (:data:`PRIOR`); :func:`cross_validate` fits on at most a
+fraction of the rows drawn outside each fold and scores the fold, so no fitted row is ever
+scored. No row or configuration gets a correction of its own.
 
 Examples
 --------
@@ -59,6 +65,7 @@ from .measurements import MeasuredRun, MeasurementError, fit_rows, folds, score
 __all__ = [
     "COEFFICIENTS_FILE",
     "DATASHEET",
+    "FITTED",
     "PRIOR",
     "SHIPPED",
     "Calibration",
@@ -107,13 +114,6 @@ class Calibration:
     def as_dict(self) -> dict:
         return {k: v for k, v in asdict(self).items()}
 
-    def vector(self) -> np.ndarray:
-        return np.array([getattr(self, f.name) for f in fields(self)], dtype=float)
-
-    @classmethod
-    def from_vector(cls, values) -> Calibration:
-        return cls(**{f.name: float(v) for f, v in zip(fields(cls), values)})
-
     @classmethod
     def load(cls, path: str | Path = COEFFICIENTS_FILE) -> Calibration:
         """The coefficients stored in a JSON file (``coefficients`` of :meth:`save`)."""
@@ -135,10 +135,21 @@ class Calibration:
 DATASHEET = Calibration()
 """Datasheet figures, nothing achieved less than promised (2 us a link step)."""
 
-PRIOR = Calibration(0.7, 0.7, 10.0, 0.8, 5.0, 20.0)
+PRIOR = Calibration(0.7, 0.7, 10.0, 0.92, 5.0, 20.0)
 """Where every fit starts: textbook figures, not fitted to any row (70 % of the tensor-core
-peak and of HBM bandwidth, 10 us of GPU time at least an op, 80 % of NVLink in NCCL, 5 us a
-step, 20 us of host time to issue an op)."""
+peak and of HBM bandwidth, 10 us of GPU time at least an op, 20 us of host time to issue an
+op), and the network's two, which no single-node row identifies and :func:`fit` leaves as they
+are: 92 % of the link's bandwidth (NCCL's own model of its ring with the LL128 protocol,
+``busBw * 0.92``, 120 of 128 bytes a line; NVIDIA/nccl ``src/graph/tuning.cc``) and 5 us a
+step (NCCL's network ring latency with LL128, ``hwLat`` NET 4.0 us, and the NIC; the
+multi-node presets' inter-node step, ``workbench.cluster.TRAINING_PRESETS``)."""
+
+FITTED = ("compute_efficiency", "memory_efficiency", "op_floor_us", "host_op_us")
+"""The coefficients :func:`fit` chooses: those the single-node rows identify. Inside a node
+the A100's collectives follow NCCL's measured curve, so the network's two
+(``collective_efficiency``, ``link_latency_us``) time only traffic across nodes, which no
+bundled row has: fitted, they would drift where nothing holds them (one fold of the fourth
+session drove the efficiency to 0.055, an InfiniBand 18 times slower)."""
 
 
 SHIPPED = Calibration.load()
@@ -191,13 +202,15 @@ def _gpu(run: MeasuredRun, cal: Calibration):
 
 
 def _cluster(run: MeasuredRun, gpu, cal: Calibration) -> Cluster:
-    """``run.gpus`` GPUs in nodes of ``run.node_size``: NVLink inside, the row's network
-    across (its Gbit/s per node shared by the node's GPUs)."""
+    """``run.gpus`` GPUs in nodes of ``run.node_size``: NVLink inside (NCCL's measured curve
+    where the GPU's preset has one), the row's network across (its Gbit/s per node shared by
+    the node's GPUs)."""
     k = run.node_size
     devs = [Device(f"gpu{i}", "gpu", gpu.memory, 1.0, f"node{i // k}") for i in range(run.gpus)]
     lat = cal.link_latency_us / 1e3
     nic = run.inter_node_gbps / 8 * 1e6 / k          # Gbit/s per node -> bytes/ms per GPU
-    return Cluster(devs, intra_host=Link(lat, gpu.nvlink * cal.collective_efficiency),
+    intra = gpu.nccl_intra or Link(lat, gpu.nvlink * cal.collective_efficiency)
+    return Cluster(devs, intra_host=intra,
                    inter_host=Link(max(lat, 0.005), nic * cal.collective_efficiency),
                    host_link=Link(0.01, 24e6), name=f"{run.gpus}x{gpu.name}")
 
@@ -234,28 +247,36 @@ def predict(runs, cal: Calibration = None) -> np.ndarray:
     return np.array([judge_run(run, cal).step_ms for run in runs])
 
 
-def fit(runs, *, start: Calibration = None, max_evals: int = 40) -> Calibration:
-    """The coefficients that best predict ``runs`` (least squares on log(predicted/measured)).
+def fit(runs, *, start: Calibration = None, max_evals: int = 40,
+        names: tuple = FITTED) -> Calibration:
+    """The coefficients ``names`` that best predict ``runs`` (least squares on
+    log(predicted/measured)); the others stay at ``start``'s (default :data:`PRIOR`).
 
     Every coefficient stays in its physical range (:attr:`Calibration.BOUNDS`).
     """
     from scipy.optimize import least_squares
 
-    runs = list(runs)
-    if len(runs) < len(fields(Calibration)):
-        raise MeasurementError(f"fitting {len(fields(Calibration))} coefficients needs at "
+    runs, start = list(runs), start or PRIOR
+    unknown = set(names) - {f.name for f in fields(Calibration)}
+    if unknown or not names:
+        raise MeasurementError(f"cannot fit {sorted(unknown) or 'no coefficient'}; known: "
+                               f"{', '.join(f.name for f in fields(Calibration))}")
+    if len(runs) < len(names):
+        raise MeasurementError(f"fitting {len(names)} coefficients needs at "
                                f"least as many rows, got {len(runs)}")
     measured = np.log([r.measured_ms for r in runs])
-    names = [f.name for f in fields(Calibration)]
     low = [Calibration.BOUNDS[n][0] for n in names]
     high = [Calibration.BOUNDS[n][1] for n in names]
-    x0 = np.clip((start or PRIOR).vector(), low, high)
+    x0 = np.clip([getattr(start, n) for n in names], low, high)
+
+    def calibration(x) -> Calibration:
+        return replace(start, **{n: float(v) for n, v in zip(names, x)})
 
     def residuals(x):
-        return np.log(predict(runs, Calibration.from_vector(x))) - measured
+        return np.log(predict(runs, calibration(x))) - measured
 
     sol = least_squares(residuals, x0, bounds=(low, high), diff_step=1e-3, max_nfev=max_evals)
-    return Calibration.from_vector(np.clip(sol.x, low, high))
+    return calibration(np.clip(sol.x, low, high))
 
 
 @dataclass

@@ -47,7 +47,8 @@ def _link() -> dict:
     return {"type": ["object", "null"], "additionalProperties": False, "properties": {
         "latency_ms": _NONNEG,
         "bandwidth_bytes_per_ms": {"type": ["number", "null"], "exclusiveMinimum": 0},
-        "r2": {"type": ["number", "null"]}}}
+        "r2": {"type": ["number", "null"]},
+        "call_ms": _NONNEG}}
 
 
 _NODE = {

@@ -15,6 +15,11 @@ all-gather         ``(n-1) a + (n-1)/n S/B``         as ring
 send / receive     ``a + S/B``                       --
 =================  ==============================  ==================================
 
+Each call also pays the link's ``call`` latency once, however many steps it takes (NCCL's
+base latency of a call: its kernel launch, proxy and synchronisation; ``baseLat`` in NVIDIA/nccl
+``src/graph/tuning.cc``); a hierarchical collective is one call and pays the larger of its
+two links'. Links that do not set it (every preset but a measured one) pay nothing more.
+
 A group spanning ``N`` nodes with ``k`` of its ranks in each is **hierarchical** (NCCL's
 intra-node rings/NVLS joined by inter-node rings or trees, one NIC per GPU as in a DGX): an
 all-reduce is a reduce-scatter inside each node (``k`` ranks over NVLink/NVSwitch), an
@@ -35,6 +40,9 @@ Examples
 13.391
 >>> collective_ms("allreduce", 1e9, 1, 1, nv, ib)
 0.0
+>>> measured = Link(0.0013, 201e6, call=0.0411)   # NCCL on an A100 node (see costs.llm.GPUS)
+>>> round(collective_ms("allreduce", 8 * 2**20, 2, 1, measured, ib) * 1e3, 1)  # us (87 measured)
+85.4
 """
 
 from __future__ import annotations
@@ -49,11 +57,14 @@ COLLECTIVES = ("allreduce", "reducescatter", "allgather")
 
 
 def flat_ms(kind: str, nbytes: float, n: int, latency: float, bandwidth: float,
-            algorithm: str = "ring") -> float:
-    """One level: ``n`` ranks on links of ``latency`` ms and ``bandwidth`` bytes/ms.
+            algorithm: str = "ring", call: float = 0.0) -> float:
+    """One level: ``n`` ranks on links of ``latency`` ms a step and ``bandwidth`` bytes/ms,
+    ``call`` ms once for the call.
 
     >>> flat_ms("allgather", 4e6, 4, 0.01, 1e6)
     3.03
+    >>> flat_ms("allgather", 4e6, 4, 0.01, 1e6, call=0.04)
+    3.07
     """
     if n <= 1 or nbytes <= 0:
         return 0.0
@@ -62,8 +73,8 @@ def flat_ms(kind: str, nbytes: float, n: int, latency: float, bandwidth: float,
     frac = (n - 1) / n * nbytes / bandwidth
     if kind == "allreduce":
         steps = 2 * math.ceil(math.log2(n)) if algorithm == "tree" else 2 * (n - 1)
-        return steps * latency + 2 * frac
-    return (n - 1) * latency + frac
+        return call + steps * latency + 2 * frac
+    return call + (n - 1) * latency + frac
 
 
 def collective_ms(kind: str, nbytes: float, n: int, nodes: int, intra, inter,
@@ -74,23 +85,25 @@ def collective_ms(kind: str, nbytes: float, n: int, nodes: int, intra, inter,
     if n <= 1:
         return 0.0
     if nodes <= 1:
-        return flat_ms(kind, nbytes, n, intra.latency, intra.bandwidth, algorithm)
+        return flat_ms(kind, nbytes, n, intra.latency, intra.bandwidth, algorithm, intra.call)
     k = n // nodes
     if k <= 1:
-        return flat_ms(kind, nbytes, nodes, inter.latency, inter.bandwidth, algorithm)
+        return flat_ms(kind, nbytes, nodes, inter.latency, inter.bandwidth, algorithm,
+                       inter.call)
     half = "reducescatter" if kind in ("allreduce", "reducescatter") else "allgather"
     t = flat_ms(half, nbytes, k, intra.latency, intra.bandwidth)
     t += flat_ms(kind, nbytes / k, nodes, inter.latency, inter.bandwidth, algorithm)
     if kind == "allreduce":
         t += flat_ms("allgather", nbytes, k, intra.latency, intra.bandwidth)
-    return t
+    return t + (max(intra.call, inter.call) if nbytes > 0 else 0.0)
 
 
 def p2p_ms(nbytes: float, link) -> float:
-    """A point-to-point send over ``link``: ``latency + nbytes / bandwidth``.
+    """A point-to-point send over ``link``: ``call + latency + nbytes / bandwidth``
+    (:meth:`workbench.cluster.Link.time`).
 
     >>> from workbench.cluster import Link
     >>> p2p_ms(25e6, Link(0.005, 25e6))
     1.005
     """
-    return link.latency + nbytes / link.bandwidth
+    return link.time(nbytes)

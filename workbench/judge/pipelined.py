@@ -98,7 +98,7 @@ def hierarchical_costs(graph, cluster) -> tuple[np.ndarray, np.ndarray]:
         fixed = ~np.isnan(gc.comm)
         comm = np.nan_to_num(gc.comm)
         for arr, link in ((fast, cluster.intra_host), (slow, cluster.inter_host)):
-            t = np.where(fixed, comm, link.latency + gc.bytes / link.bandwidth)
+            t = np.where(fixed, comm, link.call + link.latency + gc.bytes / link.bandwidth)
             np.maximum.at(arr, gc.src, t)
     return fast, slow
 

@@ -125,13 +125,18 @@ def chunk_program(plan, c: int) -> dict:
     gbytes = 4 if cfg.precision == "fp32" else 2
     bucket = s.bucket_mb * 1e6
 
-    from ..costs.llm import fused_softmax_available, unfused_softmax_ms
+    from ..costs.llm import (fused_softmax_available, megatron_cross_entropy_ms,
+                             unfused_softmax_ms)
     unfused = s.softmax == "megatron" and not fused_softmax_available(cfg, t)
 
     def kernels(o, d, backward):
-        """GPU ms of each kernel of op ``o`` (one, or the unfused softmax's five)."""
+        """GPU ms of each kernel of op ``o`` (one, the unfused softmax's five, or Megatron's
+        cross-entropy's six forward and two backward)."""
         if unfused and o.op_type == "Softmax":
             return unfused_softmax_ms(gpu, o.bytes / d / (2 * cfg.act_bytes), backward, half)
+        if s.softmax == "megatron" and o.op_type == "SoftmaxCrossEntropyWithLogits":
+            return megatron_cross_entropy_ms(gpu, o.bytes / d / (2 * cfg.act_bytes), backward,
+                                             half)
         if backward:
             return (gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half),)
         return (gpu.op_ms(o.flops / d, o.bytes / d, half=half),)

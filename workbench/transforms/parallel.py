@@ -38,10 +38,13 @@ executes. What each knob means, and the reference it follows:
   under 1F1B stage ``k`` holds ``pp - k`` micro-batches' activations, so the first stages may
   need recomputation where the last do not (per-stage recomputation, as Megatron Core's
   ``--recompute-num-layers`` per pipeline rank and Aceso's per-stage search do).
-* **attention softmax** ``softmax`` (:data:`SOFTMAX`): ``fused`` (default) one fused kernel
-  always; ``megatron`` Megatron's fused scale-mask-softmax where its kernel accepts the shape
-  and PyTorch's five ops (cast, scale, mask, softmax, cast) elsewhere, each issued and run as
-  an op of its own (how the public-fidelity model judges Megatron's measured runs).
+* **softmaxes** ``softmax`` (:data:`SOFTMAX`): ``fused`` (default) the attention's softmax
+  and the loss's softmax cross-entropy one fused kernel each; ``megatron`` as Megatron runs
+  them: its fused scale-mask-softmax where its kernel accepts the shape and PyTorch's five
+  ops (cast, scale, mask, softmax, cast) elsewhere, and its vocabulary-parallel
+  cross-entropy on fp32 logits as six kernels forward (cast, max, subtract, exp, sum,
+  divide) and two backward, each issued and run as an op of its own (how the
+  public-fidelity model judges Megatron's measured runs).
 
 * **per-stage widths** ``stage_widths`` (one ``(tp, dp)`` pair per stage): each stage its
   own tensor-parallel and data-parallel degree, ``sum tp_k x dp_k`` GPUs -- the replication
@@ -90,10 +93,12 @@ MAX_MICRO = 8192
 of 10**9 sequences ran for minutes before it was refused, issue 41)."""
 RECOMPUTE = ("none", "selective", "full")
 SOFTMAX = ("fused", "megatron")
-"""How the attention softmax runs: ``fused`` always as one fused kernel; ``megatron`` as
-Megatron's fused kernel where it is available and as five PyTorch ops elsewhere
-(:func:`workbench.costs.llm.fused_softmax_available`: at ``mbs x heads / tp`` not a multiple
-of 4, e.g. 16 heads, tp 8, micro-batch 1)."""
+"""How the softmaxes run: ``fused`` each as one fused kernel; ``megatron`` as Megatron runs
+them: the attention's as its fused kernel where it is available and as five PyTorch ops
+elsewhere (:func:`workbench.costs.llm.fused_softmax_available`: at ``mbs x heads / tp`` not a
+multiple of 4, e.g. 16 heads, tp 8, micro-batch 1), the loss's as the kernels of its
+vocabulary-parallel cross-entropy on fp32 logits
+(:data:`workbench.costs.llm.MEGATRON_CROSS_ENTROPY_BYTES`)."""
 
 PRESET_GPUS = {"8xA100-80g": "A100-80G", "64xA100-80g": "A100-80G", "512xA100-80g": "A100-80G",
                "8xA100-40g": "A100-40G", "64xA100-40g": "A100-40G", "512xA100-40g": "A100-40G",
