@@ -60,18 +60,23 @@ RECOMPUTE = ("none", "selective", "full")
 
 
 def replication_split(options, *, pp: int, n_micro: int, devices: int, capacity: float,
-                      cut_ok=None, send_ms=None):
+                      cut_ok=None, send_ms=None, min_pp: int | None = None,
+                      use_all: bool = True, each: bool = False):
     """The DP of the module docstring: ``(objective, cuts, choice)`` (``choice[k]`` the
-    index of stage ``k``'s option), or None when no split fits in ``devices`` GPUs.
+    index of stage ``k``'s option; ``len(cuts)`` the stages), or None when no split fits.
 
     ``options``: per stage width, ``(gpus, vectors, per_param, tail)`` -- its GPUs, its
     :class:`.costs.OpVectors` (per replica and micro-batch), bytes of states a parameter on
     a replica, and ``tail(param_count) -> ms`` (what follows its last backward: gradient
-    synchronisation, optimizer step, ZeRO's parameter gather; vectorised). Run from the last
-    stage to the first, the state the suffix's first op and its GPUs, the value ``G_k =
-    max(m y_k + tail_k, y_k + G_{k+1})`` (``tail_k`` only for ``k > 0``), the objective
-    ``max(m y_0, y_0 + G_1) + tail_0``: exact for that objective (``G_k`` only grows with
-    ``G_{k+1}``), checked against brute force in the tests.
+    synchronisation, optimizer step, ZeRO's parameter gather; vectorised). Between
+    ``min_pp`` (default ``pp``) and ``pp`` stages, on ``devices`` GPUs (``use_all=False``: at
+    most ``devices``, as the paper's recurrence). Run from the last stage to the first, the
+    state the suffix's first op, its GPUs and its stages ``r`` (the stage holds ``min(r,
+    m)`` stashes under 1F1B), the value ``G = max(m y + tail, y + G')`` (``G'`` the rest's),
+    the objective ``max(m y_0, y_0 + G_1) + tail_0`` (the first stage's last backward is the
+    pipeline's last task): exact for that objective (``G`` only grows with ``G'``), checked
+    against brute force in the tests. ``each=True``: the list of the best split of every
+    stage count that fits instead (best first).
 
     >>> import numpy as np
     >>> from workbench.solvers.hybrid.costs import OpVectors
@@ -87,6 +92,7 @@ def replication_split(options, *, pp: int, n_micro: int, devices: int, capacity:
     ok[0] = ok[n] = True
     pos = np.flatnonzero(ok)
     N, m = len(pos), n_micro
+    lo_pp = pp if min_pp is None else min_pp
     send = np.zeros(n + 1) if send_ms is None else np.asarray(send_ms, dtype=float)
     sp = send[pos]
     upper = np.triu(np.ones((N, N), dtype=bool), 1)
@@ -100,25 +106,28 @@ def replication_split(options, *, pp: int, n_micro: int, devices: int, capacity:
         prep.append((g, y, tail(params), params * per_param, A[None, :] - A[:, None],
                      v.transient))
     gmin = min(o[0] for o in prep)
-    # best[u][i]: the least G of stages k.. starting at pos[i] on u GPUs
-    best = {0: np.where(np.arange(N) == N - 1, 0.0, np.inf)}
+    # rest[u][i]: the least G of the stages from pos[i] on, on u GPUs (r of them)
+    rest = {0: np.where(np.arange(N) == N - 1, 0.0, np.inf)}
     back: list = []
-    for k in range(pp - 1, -1, -1):
+    tops: dict = {}               # r: (objective, (j, option, u0))
+    for r in range(1, pp + 1):
         new: dict = {}
         step: dict = {}
         for oi, (g, y, tail, static, stash, transient) in enumerate(prep):
-            mem_ok = upper & (static + min(pp - k, m) * stash + transient <= capacity)
-            for u0, b in best.items():
+            mem_ok = upper & (static + min(r, m) * stash + transient <= capacity)
+            for u0, b in rest.items():
                 u = u0 + g
-                if u + k * gmin > devices or (k == 0 and u != devices):
+                if u > devices or not np.isfinite(b).any():
                     continue
-                if k == pp - 1:
-                    cand = m * y + tail
-                elif k > 0:
-                    cand = np.maximum(m * y + tail, y + b[None, :])
-                else:
-                    cand = np.maximum(m * y, y + b[None, :]) + tail
-                cand = np.where(mem_ok & np.isfinite(b)[None, :], cand, np.inf)
+                fits = mem_ok & np.isfinite(b)[None, :]
+                if r >= lo_pp and (u == devices or not use_all):      # the first stage
+                    first = np.where(fits[0], np.maximum(m * y[0], y[0] + b) + tail[0], np.inf)
+                    j = int(first.argmin())
+                    if np.isfinite(first[j]) and (r not in tops or first[j] < tops[r][0]):
+                        tops[r] = (float(first[j]), (j, oi, u0))
+                if r == pp or u + gmin > devices:
+                    continue
+                cand = np.where(fits, np.maximum(m * y + tail, y + b[None, :]), np.inf)
                 arg = cand.argmin(axis=1)
                 val = cand[np.arange(N), arg]
                 if u not in new:
@@ -130,17 +139,25 @@ def replication_split(options, *, pp: int, n_micro: int, devices: int, capacity:
                     a, o, p = step[u]
                     step[u] = (np.where(better, arg, a), np.where(better, oi, o),
                                np.where(better, u0, p))
-        best = new
+        rest = new
         back.append(step)
-    if devices not in best or not np.isfinite(best[devices][0]):
-        return None
-    cuts, choice, i, u = [], [], 0, devices
-    for k in range(pp):
-        arg, opt, prev = back[pp - 1 - k][u]
-        cuts.append(int(pos[i]))
-        choice.append(int(opt[i]))
-        i, u = int(arg[i]), int(prev[i])
-    return float(best[devices][0]), cuts, choice
+    found = sorted((_unwind(back, pos, r, *tops[r]), r) for r in tops)
+    if each:
+        return [f for f, _ in found]
+    return found[0][0] if found else None
+
+
+def _unwind(back, pos, r, objective, first):
+    """``(objective, cuts, choice)`` of the ``r`` stages whose first stage is ``first``
+    (``(j, option, u0)``), read back from :func:`replication_split`'s steps."""
+    j, oi, u = first
+    cuts, choice = [0], [oi]
+    for k in range(r - 2, -1, -1):          # the later stages: back[k] holds k + 1 of them
+        arg, opt, prev = back[k][u]
+        cuts.append(int(pos[j]))
+        choice.append(int(opt[j]))
+        j, u = int(arg[j]), int(prev[j])
+    return objective, cuts, choice
 
 
 def _options(plan, micro: int, *, stage_tp: bool, recomputes):
@@ -150,13 +167,13 @@ def _options(plan, micro: int, *, stage_tp: bool, recomputes):
     dividing the model's heads and widths)."""
     s, cfg, cl = plan.strategy, plan.config, plan.cluster
     total = s.devices
-    tps = [t for t in (1, 2, 4, 8) if t * s.pp <= total] if stage_tp else [s.tp]
+    tps = [t for t in (1, 2, 4, 8) if 2 * t <= total] if stage_tp else [s.tp]
     labels, options = [], []
     for t in tps:
         if s.sp and t == 1:
             continue
         for d in range(1, micro + 1):
-            if micro % d or t * d > total - (s.pp - 1):
+            if micro % d or t * d > total - 1:
                 continue
             try:
                 local = parallelize(cfg, cl, replace(s, tp=t, dp=1, pp=1, mbs=micro // d,
@@ -236,7 +253,7 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
     else ``plan`` and ``result`` unchanged. ``stage_tp``, ``per_stage_recompute``: the
     extensions. Returns ``(plan, result, judged)``."""
     s = plan.strategy
-    if s.pp < 2 or s.virtual > 1 or s.stage_widths or \
+    if s.virtual > 1 or s.stage_widths or \
             (deadline is not None and time.perf_counter() >= deadline):
         return plan, result, 0
     per_stage = (per_stage_recompute and s.recompute == "none") or bool(s.stage_recompute)
@@ -251,12 +268,11 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
             if deadline is not None and time.perf_counter() >= deadline:
                 break
             labels, options = _options(base, micro, stage_tp=wide, recomputes=recs)
-            split = _split(base, micro, options, ok, send) if options else None
-            # the paper's split judged where its DP beats the uniform widths (judging
-            # unequal widths simulates every rank); the extension's whatever its objective
-            if split is not None and (wide or split[0] < ref * (1 - 1e-9)) and \
-                    len({labels[i][:2] for i in split[2]}) > 1:
-                found[wide].append((split[0], micro, labels, split))
+            splits = _split(base, micro, options, ok, send, free=True) if options else []
+            # the paper's splits judged where its DP beats the uniform widths (judging
+            # unequal widths simulates every rank); the extension's whatever their objective
+            found[wide] += [(split[0], micro, labels, split) for split in splits
+                            if wide or split[0] < ref * (1 - 1e-9)]
     for cands in found:
         for _, micro, labels, split in sorted(cands, key=lambda c: c[:2])[:top]:
             if deadline is not None and time.perf_counter() >= deadline:
@@ -284,13 +300,16 @@ def _micro_sizes(plan) -> list:
     return [M] + [x for x in range(1, gbs + 1) if x != M and gbs % x == 0]
 
 
-def _split(plan, micro, options, ok, send):
+def _split(plan, micro, options, ok, send, *, free: bool = False):
     """:func:`replication_split` of ``plan``'s pipeline with ``options`` and micro-batches of
-    ``micro`` sequences."""
+    ``micro`` sequences: ``plan``'s stages on its GPUs, or (``free``) 2 to ``2 pp`` stages on
+    at most its GPUs (the paper's recurrence chooses the stage count too)."""
     s = plan.strategy
     cap = min(plan.cluster.devices[r].memory for r in range(s.devices))
-    return replication_split(options, pp=s.pp, n_micro=s.global_batch // micro,
-                             devices=s.devices, capacity=cap, cut_ok=ok, send_ms=send)
+    most = min(max(2 * s.pp, 4), s.devices // min(o[0] for o in options)) if free else s.pp
+    return replication_split(options, pp=max(most, 2), n_micro=s.global_batch // micro,
+                             devices=s.devices, capacity=cap, cut_ok=ok, send_ms=send,
+                             min_pp=2 if free else None, use_all=not free, each=free)
 
 
 def _uniform_objective(plan, recs, vec, ok, send) -> float:
@@ -314,7 +333,9 @@ def _judged_split(plan, micro, labels, split):
     widths = tuple((t, d) for t, d, _ in picked)
     dmax = max(d for _, d in widths)
     stage_rec = tuple(r for _, _, r in picked)
-    new = replace(s, mbs=micro // dmax, stage_widths=widths,
+    same = len(set(widths)) == 1          # equal widths: a uniform strategy (ranks reduced)
+    new = replace(s, pp=len(widths), mbs=micro // dmax, stage_widths=() if same else widths,
+                  tp=widths[0][0], dp=widths[0][1], sp=s.sp and widths[0][0] > 1,
                   stage_recompute=stage_rec if len(set(stage_rec)) > 1 else (),
                   recompute=stage_rec[0])
     try:

@@ -196,12 +196,24 @@ def _chooses_per_stage(s) -> bool:
     return s.pp > 1 and s.virtual == 1 and s.recompute == "none" and not s.stage_recompute
 
 
-def _replicated(plan, result, pool, *, stage_tp, per_stage_recompute, deadline, curve, t0):
+def _replicated(plan, result, pool, tops, *, stage_tp, per_stage_recompute, deadline, curve,
+                t0):
     """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds for
-    it and the 1F1B plans of ``pool``; ``(plan, result, judged)``."""
+    it, the 1F1B plans of ``pool`` and the fastest of ``tops`` (judged ``(step, plan,
+    result)``) of each other tp; ``(plan, result, judged)``."""
     judged = 0
     seen: set = set()
-    for p, r in [(plan, result)] + [(p, r) for _, p, r in pool]:
+    # the pool's plans, and the fastest of every other tensor-parallel degree judged (the
+    # paper's replication keeps one tp: the DP starts from each)
+    tps = {p.strategy.tp for _, p, _ in pool if p is not None} | \
+        ({plan.strategy.tp} if plan is not None else set())
+    others = {}
+    for _, p, r in sorted(tops, key=lambda x: x[0]):
+        t = p.strategy.tp
+        if t not in tps and t not in others and p.strategy.virtual == 1 and \
+                not p.strategy.stage_widths:
+            others[t] = (p, r)
+    for p, r in [(plan, result)] + [(p, r) for _, p, r in pool] + list(others.values()):
         key = (p.strategy, tuple(p.cuts)) if p is not None else None
         if p is None or r is None or key in seen:
             continue
@@ -284,7 +296,8 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
     if replication or stage_tp:
-        plan, result, n = _replicated(plan, result, pool, stage_tp=stage_tp,
+        tops = own.top + [t for b in bases for t in b.top]
+        plan, result, n = _replicated(plan, result, pool, tops, stage_tp=stage_tp,
                                       per_stage_recompute=per_stage_recompute,
                                       deadline=deadline, curve=own.curve, t0=t0)
         judged += n
