@@ -237,7 +237,7 @@ def _tail_of(plan, d: int, nodes: int):
     return tail
 
 
-JUDGED_TOP = 3
+JUDGED_TOP = 5
 """How many of the DP's best splits of unequal widths :func:`replicate` judges (each
 family: the paper's, then the ``stage_tp`` extension's), over all micro-batch sizes."""
 

@@ -284,7 +284,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
                     bound_of=bound_of if per_stage_recompute else None)
     plan, result, judged = own.plan, own.result, own.judged
     pool = sorted(own.top + [t for b in bases for t in b.top], key=lambda x: x[0])[:refine]
-    cut_short = False
+    cut_short = widths_cut = False
     for _, p, r in pool:
         if deadline is not None and time.perf_counter() >= deadline:
             cut_short = True
@@ -301,6 +301,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
                                       per_stage_recompute=per_stage_recompute,
                                       deadline=deadline, curve=own.curve, t0=t0)
         judged += n
+        widths_cut = deadline is not None and time.perf_counter() >= deadline
     won = result is not None and base.result is not None and plan is not base.plan
     notes = (f"op-level stage split beats {base.method}'s best" if won else
              f"{base.method}'s best kept (a candidate of this search)")
@@ -313,6 +314,8 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
         notes += "; " + own.notes
     if cut_short and not limited:
         notes += "; time limit reached: the refinement cut short"
+    elif widths_cut and not limited and "time limit" not in notes:
+        notes += "; time limit reached: the per-stage widths cut short"
     elif limited and "time limit" not in notes:
         notes += "; time limit reached in megatron's search"
     bound = min([own.bound] + [b.bound for b in bases])
