@@ -243,38 +243,30 @@ family: the paper's, then the ``stage_tp`` extension's), over all micro-batch si
 
 
 def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool = False,
-              deadline: float | None = None, top: int = JUDGED_TOP):
-    """The paper's replication for a judged 1F1B ``plan`` (see the module docstring): the
-    DP's split for every micro-batch size (:func:`_micro_sizes`), the ``top`` best of unequal
-    widths by the DP's objective judged (**re-judging the DP's top candidates**, named as
-    such: the DP's closed form leaves out what the judge finds -- sends that fan out over
-    replicas, the part of the gradient synchronisation the backward hides -- so its best is
-    not always the judge's), the fastest returned where faster than ``result`` and in memory,
-    else ``plan`` and ``result`` unchanged. ``stage_tp``, ``per_stage_recompute``: the
-    extensions. Returns ``(plan, result, judged)``."""
-    s = plan.strategy
-    if s.virtual > 1 or s.stage_widths or \
-            (deadline is not None and time.perf_counter() >= deadline):
-        return plan, result, 0
-    per_stage = (per_stage_recompute and s.recompute == "none") or bool(s.stage_recompute)
-    recs = RECOMPUTE if per_stage else (s.recompute,)
-    vec = op_vectors(plan, s.recompute_of(s.pp - 1))
-    ok, send = cut_points(plan, vec)
-    base, judged = plan, 0
-    ref = _uniform_objective(base, recs, vec, ok, send)
-    found: list = [[], []]        # the paper's, the extension's: (objective, micro, labels, split)
-    for micro in _micro_sizes(base):
-        for wide in (False, True)[:1 + stage_tp]:   # the paper's, then the extension's
-            if deadline is not None and time.perf_counter() >= deadline:
-                break
-            labels, options = _options(base, micro, stage_tp=wide, recomputes=recs)
-            splits = _split(base, micro, options, ok, send, free=True) if options else []
-            # the paper's splits judged where its DP beats the uniform widths (judging
-            # unequal widths simulates every rank); the extension's whatever their objective
-            found[wide] += [(split[0], micro, labels, split) for split in splits
-                            if wide or split[0] < ref * (1 - 1e-9)]
+              deadline: float | None = None, top: int = JUDGED_TOP, starts=()):
+    """The paper's replication for a judged ``plan`` (see the module docstring): the DP's
+    split of every stage count for every micro-batch size (:func:`_micro_sizes`), from
+    ``plan`` and from each plan of ``starts`` (other judged plans: their tp, recomputation
+    and ZeRO stage), each start's ``top`` best by the DP's objective judged
+    (**re-judging the DP's top
+    candidates**, named as such: the DP's closed form leaves out what the judge also charges
+    -- the sends on the 1F1B dependency path, the later stages' gradient synchronisation
+    where the drain does not hide it --, so its best is not always the judge's), the fastest
+    returned where faster than ``result`` and in memory, else ``plan`` and ``result``
+    unchanged. ``stage_tp``, ``per_stage_recompute``: the extensions. Returns ``(plan,
+    result, judged)``."""
+    found: list = [[], []]        # the paper's, the extension's: (objective, micro, ...)
+    for base in (plan, *starts):
+        for family, cands in zip(found, _candidates(base, stage_tp, per_stage_recompute,
+                                                    deadline)):
+            family += cands
+    judged = 0
     for cands in found:
-        for _, micro, labels, split in sorted(cands, key=lambda c: c[:2])[:top]:
+        ranked = sorted(cands, key=lambda c: c[:3])
+        count: dict = {}                      # each start's ``top`` best splits
+        picked = [c for c in ranked if count.setdefault(c[2], []).append(c) is None and
+                  len(count[c[2]]) <= top]
+        for _, micro, _, base, labels, split in sorted(picked, key=lambda c: c[:3]):
             if deadline is not None and time.perf_counter() >= deadline:
                 return plan, result, judged
             cand = _judged_split(base, micro, labels, split)
@@ -283,6 +275,30 @@ def replicate(plan, result, *, stage_tp: bool = False, per_stage_recompute: bool
                 if cand[1].feasible and cand[1].step_ms < result.step_ms * (1 - 1e-9):
                     plan, result = cand
     return plan, result, judged
+
+
+def _candidates(base, stage_tp, per_stage_recompute, deadline) -> tuple:
+    """``(paper's, extension's)``: the DP's splits from the judged ``base`` plan, each
+    ``(objective, micro, rank, base, labels, split)``; the paper's only where its objective
+    beats the uniform widths' (judging unequal widths simulates every rank)."""
+    s = base.strategy
+    found: tuple = ([], [])
+    if s.virtual > 1 or s.stage_widths:
+        return found
+    per_stage = (per_stage_recompute and s.recompute == "none") or bool(s.stage_recompute)
+    recs = RECOMPUTE if per_stage else (s.recompute,)
+    vec = op_vectors(base, s.recompute_of(s.pp - 1))
+    ok, send = cut_points(base, vec)
+    ref = _uniform_objective(base, recs, vec, ok, send)
+    for micro in _micro_sizes(base):
+        for wide in (False, True)[:1 + stage_tp]:   # the paper's, then the extension's
+            if deadline is not None and time.perf_counter() >= deadline:
+                return found
+            labels, options = _options(base, micro, stage_tp=wide, recomputes=recs)
+            splits = _split(base, micro, options, ok, send, free=True) if options else []
+            found[wide].extend((sp[0], micro, id(base), base, labels, sp) for sp in splits
+                               if wide or sp[0] < ref * (1 - 1e-9))
+    return found
 
 
 def _micro_sizes(plan) -> list:

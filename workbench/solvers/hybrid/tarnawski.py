@@ -198,32 +198,35 @@ def _chooses_per_stage(s) -> bool:
 
 def _replicated(plan, result, pool, tops, *, stage_tp, per_stage_recompute, deadline, curve,
                 t0):
-    """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds for
-    it, the 1F1B plans of ``pool`` and the fastest of ``tops`` (judged ``(step, plan,
-    result)``) of each other tp; ``(plan, result, judged)``."""
-    judged = 0
-    seen: set = set()
+    """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds
+    from it, the 1F1B plans of ``pool`` and the fastest of ``tops`` (judged ``(step, plan,
+    result)``) of each other tp (the DP's best splits over all these starts judged);
+    ``(plan, result, judged)``."""
+    if plan is None or result is None:
+        return plan, result, 0
+    seen = {(plan.strategy, tuple(plan.cuts))}
     # the pool's plans, and the fastest of every other tensor-parallel degree judged (the
     # paper's replication keeps one tp: the DP starts from each)
-    tps = {p.strategy.tp for _, p, _ in pool if p is not None} | \
-        ({plan.strategy.tp} if plan is not None else set())
+    tps = {p.strategy.tp for _, p, _ in pool if p is not None} | {plan.strategy.tp}
     others = {}
     for _, p, r in sorted(tops, key=lambda x: x[0]):
         t = p.strategy.tp
         if t not in tps and t not in others and p.strategy.virtual == 1 and \
                 not p.strategy.stage_widths:
             others[t] = (p, r)
-    for p, r in [(plan, result)] + [(p, r) for _, p, r in pool] + list(others.values()):
+    starts = []
+    for p, r in [(p, r) for _, p, r in pool] + list(others.values()):
         key = (p.strategy, tuple(p.cuts)) if p is not None else None
         if p is None or r is None or key in seen:
             continue
         seen.add(key)
-        q, rq, n = replicate(p, r, stage_tp=stage_tp, per_stage_recompute=per_stage_recompute,
-                             deadline=deadline)
-        judged += n
-        if result is None or rq.step_ms < result.step_ms * (1 - 1e-9):
-            plan, result = q, rq
-            curve.append((time.perf_counter() - t0, rq.step_ms))
+        starts.append(p)
+    q, rq, judged = replicate(plan, result, stage_tp=stage_tp,
+                              per_stage_recompute=per_stage_recompute, deadline=deadline,
+                              starts=starts)
+    if rq.step_ms < result.step_ms * (1 - 1e-9):
+        plan, result = q, rq
+        curve.append((time.perf_counter() - t0, rq.step_ms))
     return plan, result, judged
 
 
