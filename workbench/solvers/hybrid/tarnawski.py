@@ -35,10 +35,11 @@ stash and recomputed bytes (:func:`.stages.stage_split` with ``alternatives``); 
 carries the choice (``Strategy.stage_recompute``) and the judge executes it. Its lower bound
 counts the work without recomputation and the memory of full recomputation's stash.
 
-**The paper's replication** (its appendix C.2; :mod:`.replication`): on the fastest 1F1B
-plans found, the DP chooses each stage's data-parallel degree with its boundaries (the
-stages' GPUs summing to the plan's), costed by the judge's model; the plan, of per-stage
-widths (``Strategy.stage_widths``), is judged and kept where faster. **Extension (named as
+**The paper's replication** (its appendix C.2; :mod:`.replication`): from the fastest plans
+found (and the fastest of each other tp), the DP chooses each stage's data-parallel degree
+with its boundaries and the stage count (on at most the plan's GPUs), costed by the judge's
+model, for every micro-batch size; its best splits, of per-stage widths
+(``Strategy.stage_widths``), are judged and the fastest kept where faster. **Extension (named as
 such, off by default): per-stage tensor parallelism** (``stage_tp=True``): each stage also
 chooses its ``tp``.
 
