@@ -19,40 +19,51 @@ HEAD = "llama:layers=2,hidden=512,heads=8,seq=512,vocab=128000"
 BIG_HEAD = "llama:layers=4,hidden=1024,heads=8,seq=512,vocab=128000"
 
 
-def _brute(options, pp, m, devices, ref):
-    """Every split and width choice, the DP's objective computed directly."""
-    n, best = len(ref), np.inf
-    P = np.concatenate([[0.0], np.cumsum(ref)])
-    for cuts in itertools.combinations(range(1, n), pp - 1):
-        bounds = (0, *cuts, n)
-        for pick in itertools.product(range(len(options)), repeat=pp):
-            if sum(options[i][0] for i in pick) != devices:
-                continue
-            val = max(P[bounds[k]] + m * options[i][1].work[bounds[k]:bounds[k + 1]].sum()
-                      + options[i][3](options[i][1].params[bounds[k]:bounds[k + 1]].sum())
-                      for k, i in enumerate(pick))
-            best = min(best, val)
+def _brute(options, pps, m, devices, use_all=True):
+    """Every stage count of ``pps``, split and width choice, the DP's objective computed
+    directly: the 1F1B pipeline's ``max_k (S_k + m y_k)`` with the fill ``S_k`` the earlier
+    stages' own work at their widths, each later stage's tail on its own term, the first
+    stage's after the pipeline's end (its last backward is the pipeline's last task)."""
+    n, best = len(options[0][1].work), np.inf
+    for pp in pps:
+        for cuts in itertools.combinations(range(1, n), pp - 1):
+            bounds = (0, *cuts, n)
+            for pick in itertools.product(range(len(options)), repeat=pp):
+                used = sum(options[i][0] for i in pick)
+                if used > devices or (use_all and used != devices):
+                    continue
+                y = [options[i][1].work[bounds[k]:bounds[k + 1]].sum()
+                     for k, i in enumerate(pick)]
+                tail = [options[i][3](options[i][1].params[bounds[k]:bounds[k + 1]].sum())
+                        for k, i in enumerate(pick)]
+                val = max(sum(y[:k]) + m * y[k] + (tail[k] if k else 0.0) for k in range(pp))
+                best = min(best, val + tail[0])
     return best
 
 
 def test_the_replication_dp_is_exact_on_small_chains():
     rng = np.random.default_rng(3)
-    for _ in range(20):
+    for trial in range(24):
         n = int(rng.integers(4, 8))
         work = rng.uniform(0.5, 5.0, n)
         params = rng.uniform(0, 2.0, n)
         z = np.zeros(n)
         options = [(g, OpVectors(work / g, params, z, z, 0.0), 1.0,
-                    lambda p, g=g: (g - 1) * 0.3 * p) for g in (1, 2, 3)]
+                    lambda p, g=g: (g - 1) * 0.3 * p + 0.1 * (p > 0)) for g in (1, 2, 3)]
         pp, devices = int(rng.integers(2, 4)), int(rng.integers(3, 7))
+        free = trial % 2 == 1      # the paper's recurrence: 2..pp stages on at most devices
         got = replication_split(options, pp=pp, n_micro=4, devices=devices, capacity=1e9,
-                                ref_work=work)
-        want = _brute(options, pp, 4, devices, work)
+                                min_pp=2 if free else None, use_all=not free)
+        want = _brute(options, range(2, pp + 1) if free else [pp], 4, devices,
+                      use_all=not free)
         if not np.isfinite(want):
             assert got is None
             continue
         assert got[0] == pytest.approx(want)
-        assert sum(options[i][0] for i in got[2]) == devices
+        assert sum(options[i][0] for i in got[2]) <= devices
+        every = replication_split(options, pp=pp, n_micro=4, devices=devices, capacity=1e9,
+                                  min_pp=2 if free else None, use_all=not free, each=True)
+        assert every[0] == got and [e[0] for e in every] == sorted(e[0] for e in every)
 
 
 def test_replication_gives_the_head_stage_more_replicas_and_is_judged_faster():

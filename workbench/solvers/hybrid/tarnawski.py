@@ -35,10 +35,11 @@ stash and recomputed bytes (:func:`.stages.stage_split` with ``alternatives``); 
 carries the choice (``Strategy.stage_recompute``) and the judge executes it. Its lower bound
 counts the work without recomputation and the memory of full recomputation's stash.
 
-**The paper's replication** (its appendix C.2; :mod:`.replication`): on the fastest 1F1B
-plans found, the DP chooses each stage's data-parallel degree with its boundaries (the
-stages' GPUs summing to the plan's), costed by the judge's model; the plan, of per-stage
-widths (``Strategy.stage_widths``), is judged and kept where faster. **Extension (named as
+**The paper's replication** (its appendix C.2; :mod:`.replication`): from the fastest plans
+found (and the fastest of each other tp), the DP chooses each stage's data-parallel degree
+with its boundaries and the stage count (on at most the plan's GPUs), costed by the judge's
+model, for every micro-batch size; its best splits, of per-stage widths
+(``Strategy.stage_widths``), are judged and the fastest kept where faster. **Extension (named as
 such, off by default): per-stage tensor parallelism** (``stage_tp=True``): each stage also
 chooses its ``tp``.
 
@@ -196,22 +197,37 @@ def _chooses_per_stage(s) -> bool:
     return s.pp > 1 and s.virtual == 1 and s.recompute == "none" and not s.stage_recompute
 
 
-def _replicated(plan, result, pool, *, stage_tp, per_stage_recompute, deadline, curve, t0):
-    """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds for
-    it and the 1F1B plans of ``pool``; ``(plan, result, judged)``."""
-    judged = 0
-    seen: set = set()
-    for p, r in [(plan, result)] + [(p, r) for _, p, r in pool]:
+def _replicated(plan, result, pool, tops, *, stage_tp, per_stage_recompute, deadline, curve,
+                t0):
+    """The best of ``plan`` and the per-stage widths :func:`.replication.replicate` finds
+    from it, the 1F1B plans of ``pool`` and the fastest of ``tops`` (judged ``(step, plan,
+    result)``) of each other tp (the DP's best splits over all these starts judged);
+    ``(plan, result, judged)``."""
+    if plan is None or result is None:
+        return plan, result, 0
+    seen = {(plan.strategy, tuple(plan.cuts))}
+    # the pool's plans, and the fastest of every other tensor-parallel degree judged (the
+    # paper's replication keeps one tp: the DP starts from each)
+    tps = {p.strategy.tp for _, p, _ in pool if p is not None} | {plan.strategy.tp}
+    others = {}
+    for _, p, r in sorted(tops, key=lambda x: x[0]):
+        t = p.strategy.tp
+        if t not in tps and t not in others and p.strategy.virtual == 1 and \
+                not p.strategy.stage_widths:
+            others[t] = (p, r)
+    starts = []
+    for p, r in [(p, r) for _, p, r in pool] + list(others.values()):
         key = (p.strategy, tuple(p.cuts)) if p is not None else None
         if p is None or r is None or key in seen:
             continue
         seen.add(key)
-        q, rq, n = replicate(p, r, stage_tp=stage_tp, per_stage_recompute=per_stage_recompute,
-                             deadline=deadline)
-        judged += n
-        if result is None or rq.step_ms < result.step_ms * (1 - 1e-9):
-            plan, result = q, rq
-            curve.append((time.perf_counter() - t0, rq.step_ms))
+        starts.append(p)
+    q, rq, judged = replicate(plan, result, stage_tp=stage_tp,
+                              per_stage_recompute=per_stage_recompute, deadline=deadline,
+                              starts=starts)
+    if rq.step_ms < result.step_ms * (1 - 1e-9):
+        plan, result = q, rq
+        curve.append((time.perf_counter() - t0, rq.step_ms))
     return plan, result, judged
 
 
@@ -272,7 +288,7 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
                     bound_of=bound_of if per_stage_recompute else None)
     plan, result, judged = own.plan, own.result, own.judged
     pool = sorted(own.top + [t for b in bases for t in b.top], key=lambda x: x[0])[:refine]
-    cut_short = False
+    cut_short = widths_cut = False
     for _, p, r in pool:
         if deadline is not None and time.perf_counter() >= deadline:
             cut_short = True
@@ -284,10 +300,12 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
             plan, result = p2, r2
             own.curve.append((time.perf_counter() - t0, r2.step_ms))
     if replication or stage_tp:
-        plan, result, n = _replicated(plan, result, pool, stage_tp=stage_tp,
+        tops = own.top + [t for b in bases for t in b.top]
+        plan, result, n = _replicated(plan, result, pool, tops, stage_tp=stage_tp,
                                       per_stage_recompute=per_stage_recompute,
                                       deadline=deadline, curve=own.curve, t0=t0)
         judged += n
+        widths_cut = deadline is not None and time.perf_counter() >= deadline
     won = result is not None and base.result is not None and plan is not base.plan
     notes = (f"op-level stage split beats {base.method}'s best" if won else
              f"{base.method}'s best kept (a candidate of this search)")
@@ -300,6 +318,8 @@ def tarnawski(config, cluster, *, global_batch: int, gpus: int | None = None,
         notes += "; " + own.notes
     if cut_short and not limited:
         notes += "; time limit reached: the refinement cut short"
+    elif widths_cut and not limited and "time limit" not in notes:
+        notes += "; time limit reached: the per-stage widths cut short"
     elif limited and "time limit" not in notes:
         notes += "; time limit reached in megatron's search"
     bound = min([own.bound] + [b.bound for b in bases])
