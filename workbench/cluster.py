@@ -31,7 +31,6 @@ Examples
 
 from __future__ import annotations
 
-import bisect
 import math
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -181,10 +180,8 @@ class Link:
                 continue
             if nbytes >= sizes[-1]:
                 return times[-1] * nbytes / sizes[-1]
-            k = bisect.bisect_right(sizes, nbytes)
-            x0, t0 = (0.0, self.call + 2 * (n - 1) * self.latency) if k == 0 else \
-                (sizes[k - 1], times[k - 1])
-            return t0 + (times[k] - t0) * (nbytes - x0) / (sizes[k] - x0)
+            fixed = self.call + 2 * (n - 1) * self.latency
+            return float(np.interp(nbytes, (0.0,) + sizes, (fixed,) + times))
         return None
 
 
