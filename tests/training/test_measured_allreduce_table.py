@@ -87,6 +87,13 @@ def test_the_table_survives_the_dict_form_is_checked_and_presets_have_none():
                 ((2, (1.0, 2.0), (1.0,)),), ((2, (1.0,), (1.0,)), (2, (1.0,), (1.0,))), (3,)]:
         with pytest.raises(ClusterError, match="allreduce table"):
             Link(0.0, 1e6, allreduce=bad)
+    bad_file = c.to_dict()
+    bad_file["intra_host"]["allreduce"] = [{"ranks": 2, "bytes": [1e6, 5e5], "ms": [0.1, 0.2]}]
+    with pytest.raises(ClusterError, match="intra_host: link allreduce table, 2 ranks"):
+        Cluster.from_dict(bad_file)
+    bad_file["intra_host"]["allreduce"] = "8 GPUs"
+    with pytest.raises(ClusterError, match="allreduce must be a list"):
+        Cluster.from_dict(bad_file)
     scaled = c.with_devices(c.devices, bandwidth_scale=2.0)
     assert scaled.intra_host.allreduce == ()                  # no longer the measured link
     clusters = [f() for f in PRESETS.values()] + [f() for f in TRAINING_PRESETS.values()]
