@@ -32,7 +32,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Mapping
 
@@ -141,7 +141,7 @@ class Link:
     bandwidth: float = math.inf
     r2: float | None = None  # goodness of fit when the link was calibrated
     call: float = 0.0
-    allreduce: tuple = ()
+    allreduce: tuple = field(default=(), repr=False)  # measured, see above
 
     def __post_init__(self):
         lat = _float(self.latency, "link latency")
