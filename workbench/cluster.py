@@ -32,7 +32,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Mapping
 
@@ -124,12 +124,24 @@ class Link:
     2.01
     >>> Link(latency=0.01, bandwidth=1e6, call=0.04).time(2e6)
     2.05
+
+    ``allreduce``, where given, is a measured table of all-reduce times on this link, per number
+    of ranks: a tuple of ``(ranks, sizes, times)`` with ``sizes`` (bytes, increasing) and
+    ``times`` (ms), as ``nccl-tests``' ``all_reduce_perf`` reports them. An all-reduce over a
+    number of ranks the table holds then costs the table's time, interpolated linearly between
+    its sizes (:meth:`allreduce_ms`; :func:`workbench.judge.collectives.collective_ms`); other
+    counts, other collectives and sends keep ``call``, ``latency`` and ``bandwidth``.
+
+    >>> lk = Link(0.0013, 201e6, call=0.0411, allreduce=((8, (2**20, 2**21), (0.0925, 0.0931)),))
+    >>> round(lk.allreduce_ms(1.5 * 2**20, 8) * 1e3, 1), lk.allreduce_ms(2**20, 4)
+    (92.8, None)
     """
 
     latency: float = 0.0
     bandwidth: float = math.inf
     r2: float | None = None  # goodness of fit when the link was calibrated
     call: float = 0.0
+    allreduce: tuple = field(default=(), repr=False)  # measured, see above
 
     def __post_init__(self):
         lat = _float(self.latency, "link latency")
@@ -146,10 +158,54 @@ class Link:
         object.__setattr__(self, "latency", lat)
         object.__setattr__(self, "bandwidth", bw)
         object.__setattr__(self, "call", call)
+        object.__setattr__(self, "allreduce", _allreduce_table(self.allreduce))
 
     def time(self, nbytes: float) -> float:
         return (self.call + self.latency
                 + (0.0 if math.isinf(self.bandwidth) else nbytes / self.bandwidth))
+
+    def allreduce_ms(self, nbytes: float, ranks: int) -> float | None:
+        """The measured all-reduce time of ``nbytes`` over ``ranks`` ranks (ms), or ``None``
+        where the table has no row for ``ranks``. Between two measured sizes, linear; below the
+        smallest, linear from the link's fixed cost of the call (``call + 2 (ranks-1)
+        latency``) at 0 bytes; above the largest, the largest's bandwidth (time proportional
+        to the bytes).
+
+        >>> lk = Link(0.001, 1e6, call=0.04, allreduce=((2, (1e6, 2e6), (0.05, 0.07)),))
+        >>> [round(lk.allreduce_ms(x, 2), 6) for x in (1.5e6, 4e6, 0.5e6)]
+        [0.06, 0.14, 0.046]
+        """
+        for n, sizes, times in self.allreduce:
+            if n != ranks:
+                continue
+            if nbytes >= sizes[-1]:
+                return times[-1] * nbytes / sizes[-1]
+            fixed = self.call + 2 * (n - 1) * self.latency
+            return float(np.interp(nbytes, (0.0,) + sizes, (fixed,) + times))
+        return None
+
+
+def _allreduce_table(table) -> tuple:
+    """``table`` checked and as tuples (see :class:`Link`): ranks an int >= 2 given once, sizes
+    increasing and positive, times positive, as many of each."""
+    try:
+        rows = tuple((n, tuple(sizes), tuple(times)) for n, sizes, times in table)
+    except (TypeError, ValueError):
+        raise ClusterError(f"link allreduce table must be (ranks, sizes, times) rows, "
+                           f"got {table!r}"[:200]) from None
+    seen = set()
+    for n, sizes, times in rows:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2 or n in seen:
+            raise ClusterError(f"link allreduce table: ranks must be distinct ints >= 2, got {n!r}")
+        seen.add(n)
+        xs = [_float(x, "link allreduce size") for x in sizes]
+        ts = [_float(t, "link allreduce time") for t in times]
+        if not xs or len(xs) != len(ts) or not math.isfinite(xs[-1]) \
+                or any(not (0 <= a < b) for a, b in zip([0.0] + xs, xs)) \
+                or any(not (0 < t < math.inf) for t in ts):
+            raise ClusterError(f"link allreduce table, {n} ranks: sizes must increase from > 0 "
+                               f"and times be > 0 ms, as many of each")
+    return tuple((n, tuple(map(float, s)), tuple(map(float, t))) for n, s, t in rows)
 
 
 def _inv(bw: float) -> float:
@@ -457,7 +513,8 @@ class Cluster:
         """Same mode, other devices (links between devices that are gone dropped), every link's
         bandwidth times ``bandwidth_scale`` and latency times ``latency_scale``: the one way a
         cluster is varied (a sweep's cluster variations, robustness's cost draws, the
-        calibrated judge's speeds and overheads).
+        calibrated judge's speeds and overheads). A link so varied drops its measured
+        all-reduce table (``Link.allreduce``: it measured the link as it was).
 
         >>> c = Cluster.preset("2xV100-pcie")
         >>> v = c.with_devices(c.devices[:1], bandwidth_scale=0.5, latency_scale=2, name="half")
@@ -472,7 +529,7 @@ class Cluster:
                 return lk
             return replace(lk, latency=lk.latency * latency_scale,
                            call=lk.call * latency_scale,
-                           bandwidth=lk.bandwidth * bandwidth_scale)
+                           bandwidth=lk.bandwidth * bandwidth_scale, allreduce=())
 
         return Cluster(devices, intra_host=link(self.intra_host),
                        inter_host=link(self.inter_host), host_link=link(self.host_link),
@@ -524,6 +581,9 @@ class Cluster:
                 d["r2"] = lk.r2
             if lk.call:
                 d["call_ms"] = lk.call
+            if lk.allreduce:
+                d["allreduce"] = [{"ranks": n, "bytes": list(x), "ms": list(t)}
+                                  for n, x, t in lk.allreduce]
             return d
 
         return {
@@ -560,8 +620,14 @@ class Cluster:
                                    f"bandwidth_bytes_per_ms, got {d!r}")
             bw = d.get("bandwidth_bytes_per_ms")
             try:
+                table = d.get("allreduce") or ()
+                if not isinstance(table, (list, tuple)) or not all(
+                        isinstance(r, Mapping) for r in table):
+                    raise ClusterError("allreduce must be a list of {ranks, bytes, ms}")
                 return Link(d.get("latency_ms", 0.0), math.inf if bw is None else bw,
-                            d.get("r2"), d.get("call_ms", 0.0))
+                            d.get("r2"), d.get("call_ms", 0.0),
+                            tuple((r.get("ranks"), r.get("bytes") or (), r.get("ms") or ())
+                                  for r in table))
             except ClusterError as e:
                 raise ClusterError(f"{what}: {e}") from None
 

@@ -140,13 +140,44 @@ class GPUSpec:
 
 
 _GIB = float(2**30)
-NCCL_A100_NODE = Link(latency=1.30e-3, bandwidth=201 * _GBps, call=41.1e-3)
-"""NCCL's all-reduce on an 8-GPU A100 NVSwitch node as measured (not fitted to any training
-row): 41.1 us a call + 1.30 us a ring step + bytes at 201 GB/s of bus bandwidth, the least-squares
-fit (relative error, mean 5.5 %) of ``call + 2 (n-1) step + 2 (n-1)/n S / B`` to the nccl-tests
-``all_reduce_perf`` times at 1-64 MiB on 2, 4 and 8 GPUs that vTrain ships for its A100 node
-(VIA-Research/vTrain, ``trace/a100/AR_GPU{2,4,8}_1M_1024M_LUT``; its 1 GiB bus bandwidth is
-197-229 GB/s). The same NVSwitch fabric joins the GPUs of a DGX A100 40 GB and 80 GB."""
+_NCCL_A100_MIB = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96,
+                  112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896, 1024)
+_NCCL_A100_US = {  # GPUs: all-reduce time (us) at each size of _NCCL_A100_MIB (MiB)
+    2: (44.7, 52.3, 55.2, 60.7, 69.5, 71.5, 83.2, 87.1, 96.6, 107.3, 122.2, 130.7, 158.5, 175.4,
+         201.3, 229.5, 271.6, 313.4, 365.2, 404.4, 496.3, 572.8, 674.8, 764.6, 934.4, 1104, 1294.3,
+         1455.1, 1810.3, 2141.5, 2483.2, 2835.9, 3490.5, 4148.8, 4822.9, 5448.1),
+    3: (63.7, 70.7, 76.9, 78.7, 82.5, 88.5, 93.5, 103, 119, 132.7, 142.2, 153.1, 189.6, 208.8,
+         246.1, 265.2, 326.9, 386.4, 443.2, 499.6, 607.3, 708.8, 819.7, 929, 1150, 1366.8, 1573,
+         1786.2, 2218.3, 2629.9, 3068.7, 3466.5, 4300.8, 5124.5, 5933.5, 6759.2),
+    4: (52.1, 55.8, 64.3, 76.6, 83.7, 102.4, 108.7, 115.2, 130.1, 138.4, 166.3, 178.7, 198.5, 219,
+         266.6, 282.9, 354.1, 395.6, 464.8, 542.2, 650.5, 761.8, 900.9, 999.6, 1250.1, 1443.5,
+         1689, 1928.3, 2370.1, 2821.1, 3287.2, 3720.2, 4623.1, 5492.9, 6374.9, 7267.4),
+    5: (62.5, 62.1, 67.6, 77.9, 88.7, 101.3, 108.8, 122, 148.3, 153.2, 164.2, 197.5, 226.3, 243.8,
+         259.5, 322.6, 356.4, 441.3, 476.7, 567.3, 697, 826.8, 953.4, 1065.2, 1297.5, 1527.3,
+         1760.2, 2036.5, 2496.6, 2953, 3424.8, 3934.1, 4830, 5796.7, 6693.2, 7650.1),
+    6: (73.3, 74.3, 74.5, 81.3, 92.2, 104.2, 116.9, 125.2, 147.1, 175.7, 196.8, 201.1, 237.8,
+         269.9, 289.4, 303.6, 393.8, 431.8, 523.3, 563, 703.7, 851.4, 989.8, 1120.8, 1368.4,
+         1587.7, 1862.5, 2116.3, 2567.6, 3059.7, 3540.4, 4020.3, 5005.1, 5948.1, 6959.6, 7885.4),
+    7: (77.8, 78.4, 79.1, 83.7, 93.4, 104.8, 118.2, 132.1, 148.3, 171.1, 203.2, 227.8, 246.7,
+         285.9, 313.2, 333.2, 402.1, 468.1, 503.2, 598.7, 690.6, 836.5, 1002.6, 1146.3, 1382,
+         1680.5, 1872.5, 2190.3, 2685.7, 3129.2, 3622.8, 4109.9, 5092.1, 6102.4, 7065.4, 8116.6),
+    8: (92.5, 93.1, 92.9, 94.9, 96.3, 107.7, 118.2, 132.1, 156, 174.2, 196.8, 231.7, 266.8, 263.9,
+         328.4, 356.9, 387.5, 438.6, 546.9, 579.8, 741.9, 827.1, 972.8, 1164, 1390, 1609.3, 1975.5,
+         2160.2, 2734.6, 3147.2, 3673.4, 4189.6, 5172.4, 6184.7, 7224.4, 8194.7),
+}
+NCCL_A100_NODE = Link(latency=1.30e-3, bandwidth=201 * _GBps, call=41.1e-3, allreduce=tuple(
+    (n, tuple(m * 2**20 for m in _NCCL_A100_MIB), tuple(t / 1e3 for t in us))
+    for n, us in _NCCL_A100_US.items()))
+"""NCCL on an 8-GPU A100 NVSwitch node as measured (not fitted to any training row). An
+all-reduce over 2-8 of its GPUs costs what nccl-tests' ``all_reduce_perf`` measured for that
+number of GPUs (``Link.allreduce``: the mean of its out-of-place and in-place times at 1-8 MiB
+every MiB, then about four sizes an octave up to 1 GiB, interpolated between; vTrain's tables
+for its A100 node, VIA-Research/vTrain ``trace/a100/AR_GPU{2..8}_1M_1024M_LUT``, MIT licence).
+Other collectives, sends and counts take the curve 41.1 us a call + 1.30 us a ring step + bytes
+at 201 GB/s of bus bandwidth, the least-squares fit (relative error, mean 5.5 %) of
+``call + 2 (n-1) step + 2 (n-1)/n S / B`` to the same tables at 1-64 MiB on 2, 4 and 8 GPUs
+(one curve for every count: 17 % low for 8 GPUs at 2 MiB, 16 % high for 4, which the table
+corrects). The same NVSwitch fabric joins the GPUs of a DGX A100 40 GB and 80 GB."""
 
 GPUS: dict[str, GPUSpec] = {
     # NVIDIA A100 Tensor Core GPU datasheet (2020/2021): 312 TFLOP/s BF16/FP16 dense, 156 TF32,

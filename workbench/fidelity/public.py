@@ -27,7 +27,8 @@ is plausible):
 
 Inside a node of a GPU whose preset carries NCCL's measured curve
 (``GPUSpec.nccl_intra``: the A100s, :data:`~workbench.costs.llm.NCCL_A100_NODE`), the
-collectives and sends are timed with it, not with the last two coefficients. :func:`fit`
+collectives and sends are timed with it, not with the last two coefficients: an all-reduce over
+2-8 GPUs at NCCL's table for that many GPUs, the rest at the measured curve. :func:`fit`
 chooses the four coefficients the single-node rows identify (:data:`FITTED`) by least squares
 on the logarithm of predicted / measured time over a few rows, and leaves the two of the
 network at their cited values (:data:`PRIOR`); :func:`cross_validate` fits on at most a

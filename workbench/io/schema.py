@@ -48,7 +48,12 @@ def _link() -> dict:
         "latency_ms": _NONNEG,
         "bandwidth_bytes_per_ms": {"type": ["number", "null"], "exclusiveMinimum": 0},
         "r2": {"type": ["number", "null"]},
-        "call_ms": _NONNEG}}
+        "call_ms": _NONNEG,
+        "allreduce": {"type": "array", "items": {
+            "type": "object", "required": ["ranks", "bytes", "ms"], "additionalProperties": False,
+            "properties": {"ranks": {"type": "integer", "minimum": 2},
+                           "bytes": {"type": "array", "minItems": 1, "items": _NONNEG},
+                           "ms": {"type": "array", "minItems": 1, "items": _NONNEG}}}}}}
 
 
 _NODE = {

@@ -20,6 +20,11 @@ base latency of a call: its kernel launch, proxy and synchronisation; ``baseLat`
 ``src/graph/tuning.cc``); a hierarchical collective is one call and pays the larger of its
 two links'. Links that do not set it (every preset but a measured one) pay nothing more.
 
+A link that carries a measured all-reduce table (``Link.allreduce``: NCCL's times on an A100
+node per number of GPUs, :data:`workbench.costs.llm.NCCL_A100_NODE`) prices an all-reduce
+inside one node over a number of ranks the table holds by the table itself, interpolated by
+size (:meth:`workbench.cluster.Link.allreduce_ms`); the formulas above price the rest.
+
 A group spanning ``N`` nodes with ``k`` of its ranks in each is **hierarchical** (NCCL's
 intra-node rings/NVLS joined by inter-node rings or trees, one NIC per GPU as in a DGX): an
 all-reduce is a reduce-scatter inside each node (``k`` ranks over NVLink/NVSwitch), an
@@ -43,6 +48,9 @@ Examples
 >>> measured = Link(0.0013, 201e6, call=0.0411)   # NCCL on an A100 node (see costs.llm.GPUS)
 >>> round(collective_ms("allreduce", 8 * 2**20, 2, 1, measured, ib) * 1e3, 1)  # us (87 measured)
 85.4
+>>> from workbench.costs.llm import NCCL_A100_NODE             # with NCCL's table per GPU count
+>>> [round(collective_ms("allreduce", 2**21, n, 1, NCCL_A100_NODE, ib) * 1e3, 1) for n in (2, 8)]
+[52.3, 93.1]
 """
 
 from __future__ import annotations
@@ -85,6 +93,10 @@ def collective_ms(kind: str, nbytes: float, n: int, nodes: int, intra, inter,
     if n <= 1:
         return 0.0
     if nodes <= 1:
+        measured = (intra.allreduce_ms(nbytes, n) if kind == "allreduce" and nbytes > 0
+                    and getattr(intra, "allreduce", ()) else None)
+        if measured is not None:
+            return measured
         return flat_ms(kind, nbytes, n, intra.latency, intra.bandwidth, algorithm, intra.call)
     k = n // nodes
     if k <= 1:
