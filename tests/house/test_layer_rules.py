@@ -62,6 +62,7 @@ def _core_cli(tmp_path, *args):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow  # a fresh interpreter runs the whole demo (6 s)
 def test_the_demo_needs_neither_tensorflow_nor_torch(tmp_path):
     """What ``make demo`` installs (the core: no TensorFlow, PyTorch or JupyterLab) runs
     ``workbench demo`` and writes its report."""

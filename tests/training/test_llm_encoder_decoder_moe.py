@@ -20,7 +20,8 @@ def _flops(g, kinds=("fwd", "bwd", "update")):
 
 
 CAPTURES = pytest.mark.xdist_group("llm_captures")
-"""The tests that read :func:`_captured` share a worker, so each model is captured once."""
+"""The tests that read :func:`_captured` share a worker, so each model is captured once (they are
+slow: transformers' import and the T5 capture took 20 s in `make check`, the MoE's 7 s)."""
 
 
 @lru_cache(maxsize=None)
@@ -76,6 +77,7 @@ def _captured(spec):
 
 
 @CAPTURES
+@pytest.mark.slow
 def test_t5_matmuls_match_torch_flop_counter():
     """Every matmul of the encoder-decoder (forward and backward) as torch counts them on a
     real backward pass (exact: same shapes)."""
@@ -85,6 +87,7 @@ def test_t5_matmuls_match_torch_flop_counter():
 
 
 @CAPTURES
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", [T5_SMALL, MOE_SMALL])
 def test_builder_matches_torch_capture(spec):
     """FLOPs of forward + backward + Adam, and of the forward, within 2 %; parameters within
