@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from workbench.testing.timing import slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
