@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from workbench.testing.timing import slowdown
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,6 +64,7 @@ def _core_cli(tmp_path, *args):
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
 
 
+@pytest.mark.slow  # a fresh interpreter runs the whole demo (6 s)
 def test_the_demo_needs_neither_tensorflow_nor_torch(tmp_path):
     """What ``make demo`` installs (the core: no TensorFlow, PyTorch or JupyterLab) runs
     ``workbench demo`` and writes its report."""

@@ -46,7 +46,9 @@ def _step(model, x):
     return run
 
 
-@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "vit", "torchvision-vit"])
+# bert and vit (6-7 s each, two captures) run in `make test` only
+@pytest.mark.parametrize("name", ["gpt2", "llama", pytest.param("bert", marks=pytest.mark.slow),
+                                  pytest.param("vit", marks=pytest.mark.slow), "torchvision-vit"])
 def test_default_attention_captures_with_the_eager_paths_costs(name):
     model, x = user_model(name)
     if name != "torchvision-vit":

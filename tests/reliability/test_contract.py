@@ -55,9 +55,10 @@ def outcomes(seed: int, milp: bool) -> dict:
     return {o.method: (case, o) for o in outs}
 
 
-PARTS = 2
+PARTS = 3
 """The sweep's cases are dealt to this many parts, each computed by one worker, so that `make
-test`'s two workers share the battery."""
+test`'s two workers share the battery. Part 0 (a third of the cases, every method, 23 s of CPU)
+runs in `make check`; the others are marked ``slow`` (`make test` runs the whole battery)."""
 
 
 @cache
@@ -84,7 +85,8 @@ def sweep(part: int) -> dict:
 
 
 # one worker computes a part (a @cache per process); each part in a group of its own
-@pytest.mark.parametrize("part", [pytest.param(p, marks=pytest.mark.xdist_group(f"contract{p}"))
+@pytest.mark.parametrize("part", [pytest.param(p, marks=[pytest.mark.xdist_group(f"contract{p}"),
+                                                         *([pytest.mark.slow] if p else [])])
                                   for p in range(PARTS)])
 @pytest.mark.parametrize("method", METHODS)
 def test_contract_random(method, part):

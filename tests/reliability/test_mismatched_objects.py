@@ -59,6 +59,7 @@ def test_same_placement_other_order_is_another_plan(cmp):
         wb.evaluate(q, cmp.cluster, schedule=s)
 
 
+@pytest.mark.tf
 def test_residuals_refuse_another_plans_schedule():
     pytest.importorskip("tensorflow")
     import workbench.runtime as rt

@@ -267,10 +267,12 @@ def test_onnx_symlinked_external_data(tmp_path, capsys):
 # ---------------------------------------------------------------------- Keras names and sizes
 @pytest.fixture
 def keras_():
+    """Keras on TensorFlow: the tests that take it are marked ``tf``."""
     pytest.importorskip("tensorflow")
     return pytest.importorskip("keras")
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("model,extra,words", [
     ("keras:TransformerEncoder", ["--input", "16"], ["(sequence, width)", "got 16"]),
     ("keras:__class__", [], ["unknown Keras model '__class__'"]),
@@ -280,6 +282,7 @@ def test_keras_names_and_input_sizes(capsys, keras_, model, extra, words):
     _refused(capsys, "run", model, "--batch", "2", "--methods", "single", *extra, words=words)
 
 
+@pytest.mark.tf
 def test_keras_builder_file_that_raises(tmp_path, capsys, keras_):
     p = tmp_path / "net.py"
     p.write_text("def build(**kw):\n    raise RuntimeError('builder broke')\n")
@@ -287,6 +290,7 @@ def test_keras_builder_file_that_raises(tmp_path, capsys, keras_):
              words=["builder broke", "RuntimeError"])
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("kw,words", [
     ({"optimizer": "adamw2"}, ["optimizer='adamw2'", "compiling"]),
     ({"depth": 3}, ["unexpected keyword argument 'depth'"]),
@@ -328,6 +332,7 @@ def test_measure_handoff_arguments(devices, kw, words):
         assert w in str(e.value)
 
 
+@pytest.mark.tf
 def test_duplicate_device_names_in_a_calibration(keras_):
     from workbench.runtime.calibrate import calibrate_links
 
@@ -451,6 +456,7 @@ def test_views_handed_the_wrong_object(cmp):
             call()
 
 
+@pytest.mark.tf
 def test_run_input_size_for_a_model_that_takes_none(capsys, keras_):
     _refused(capsys, "run", "mlp", "--input", "axb", "--methods", "single",
              words=["--input sizes a Keras model", "'mlp'"])
@@ -479,6 +485,7 @@ def test_whatif_panel_without_a_graph():
         WhatIfPanel(None)
 
 
+@pytest.mark.tf
 @pytest.mark.parametrize("kw,words", [
     ({"steps": "3"}, "steps='3'"),
     ({"rounds": 0}, "rounds=0"),
@@ -496,6 +503,7 @@ def test_runner_counts(keras_, kw, words):
         rt.measure_plans(g, {"single": plan}, **args)
 
 
+@pytest.mark.tf
 def test_runner_and_profile_bad_inputs(keras_):
     from workbench import runtime as rt
 

@@ -32,6 +32,7 @@ def _marker_file(tmp_path: Path, body: str = "") -> tuple[Path, Path]:
 
 
 # ------------------------------------------------------------------ data files name no code
+@pytest.mark.tf
 @pytest.mark.parametrize("command", [["run", "{g}", "--steps", "1", "--warmup", "0"],
                                      ["compare", "{g}", "--measure", "--methods", "single",
                                       "--time-limit", "1"]])
@@ -50,6 +51,7 @@ def test_graph_file_naming_a_model_file_runs_nothing(tmp_path, capsys, command):
     assert "never chooses code to run" in err and str(code) in err
 
 
+@pytest.mark.tf
 def test_program_of_a_graph_file_refuses_a_model_file_but_rebuilds_builtin_names(tmp_path):
     pytest.importorskip("tensorflow")
     from workbench.errors import RuntimeBridgeError
@@ -68,6 +70,7 @@ def test_program_of_a_graph_file_refuses_a_model_file_but_rebuilds_builtin_names
     assert not marker.exists()
 
 
+@pytest.mark.tf
 def test_a_model_file_the_user_named_is_rebuilt_from_its_saved_graph(tmp_path):
     pytest.importorskip("tensorflow")
     import workbench.runtime as rt

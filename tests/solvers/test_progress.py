@@ -181,6 +181,7 @@ def test_the_ips_progress_is_drawn_in_ms(pipelined):
     assert progress_in_ms(bare, "max_load") == raw  # recorded in ms: nothing to infer
 
 
+@pytest.mark.slow  # a 16 s CP-SAT run in a fresh interpreter
 def test_pesto_window_rounds_are_drawn_as_its_incumbent_without_a_bound(tmp_path):
     """Pesto's CP-SAT engine on a coarsened graph: a first coarse solve, then window rounds,
     each a CP-SAT run (its own ``call``); the incumbent is the best so far over all of them,

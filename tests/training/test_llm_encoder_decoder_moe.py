@@ -19,6 +19,11 @@ def _flops(g, kinds=("fwd", "bwd", "update")):
     return sum(g.op(v).get("flops", 0.0) for v in g.ops if g.op(v)["kind"] in kinds)
 
 
+CAPTURES = pytest.mark.xdist_group("llm_captures")
+"""The tests that read :func:`_captured` share a worker, so each model is captured once (they are
+slow: transformers' import and the T5 capture took 20 s in `make check`, the MoE's 7 s)."""
+
+
 @lru_cache(maxsize=None)
 def _captured(spec):
     """The same model built with transformers, captured (roofline only) by from_torch."""
@@ -71,6 +76,8 @@ def _captured(spec):
     return c, n_params, cap, mm
 
 
+@CAPTURES
+@pytest.mark.slow
 def test_t5_matmuls_match_torch_flop_counter():
     """Every matmul of the encoder-decoder (forward and backward) as torch counts them on a
     real backward pass (exact: same shapes)."""
@@ -79,6 +86,8 @@ def test_t5_matmuls_match_torch_flop_counter():
     assert abs(ours / mm - 1) < 1e-9, (ours, mm)
 
 
+@CAPTURES
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", [T5_SMALL, MOE_SMALL])
 def test_builder_matches_torch_capture(spec):
     """FLOPs of forward + backward + Adam, and of the forward, within 2 %; parameters within

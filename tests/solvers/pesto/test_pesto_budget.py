@@ -152,6 +152,7 @@ def test_the_room_imports_no_private_names_and_has_no_circles():
     assert [f for f in long_functions() if "solvers/pesto/" in f] == []
 
 
+@pytest.mark.slow  # three CP-SAT solves that run to their limits (3 + 5 + 5 s)
 def test_cpsat_units_follow_the_time_limit_as_documented():
     """Decision 64: without ``target`` the CP-SAT engine's coarse size is units_target of the
     limit; the registry's Budget (a limit measured on the clock) sizes as the seconds given."""

@@ -108,7 +108,9 @@ def test_gnmt_dp_split_latency_table4():
 def test_latency_ip_never_worse_than_greedy():
     g, c = load("latency", "layer_gnmt_inference")
     gr = solve(g, c, method="greedy_latency").predicted["latency_ms"]
-    p = solve(g, c, method="latency_ip", time_limit=10)
+    # the warm start is greedy_latency's plan, so "never worse" holds at any limit: 3 s (it was
+    # 10 s, a run to the limit with two CP-SAT workers) is enough to test it
+    p = solve(g, c, method="latency_ip", time_limit=3)
     assert p.predicted["latency_ms"] <= gr + 1e-6
     assert latency(p, c) <= gr + 1e-6
 
