@@ -10,6 +10,7 @@ import pytest
 import workbench as wb
 from widgets import (CoarsenView, CompareBoard, DagView, GanttView, PipelineView,
                      link_selection)
+from widgets.figures import memory_figure
 from widgets.figures._common import device_colors
 from widgets.fit import CellFit
 from widgets.views import replace_figure
@@ -172,6 +173,16 @@ def test_compare_board_runs_and_switches_gantts():
     slow = max(board.schedules[m].makespan for m in (best, "single"))
     for fw in (board.gantt_a.figure, board.gantt_b.figure):
         assert fw.layout.xaxis.range[1] == pytest.approx(slow * 1.02)
+    # a pick redraws Gantt and memory in place (each new FigureWidget ships plotly.js again):
+    # m_topo -> round_robin, both on the 4 GPUs (the same memory traces)
+    fig_a, mem_a = board.gantt_a.figure, board.gantt_a.memory
+    board.gantt_a_picker.value = "round_robin"
+    assert board.gantt_a.figure is fig_a and board.gantt_a.memory is mem_a
+    assert board.gantt_a.box.children == (fig_a, mem_a)
+    fresh = memory_figure(board.schedules["round_robin"], xmax=board.gantt_a.xmax)
+    assert mem_a.layout.meta["method"] == "round_robin" and fresh.data
+    assert [(t.name, list(t.x), list(t.y)) for t in mem_a.data] == [
+        (t.name, list(t.x), list(t.y)) for t in fresh.data]
     # another graph and cluster
     board.graph_picker.value = "diamond"
     board.preset_picker.value = "2xV100-pcie"
