@@ -40,6 +40,7 @@ import plotly.graph_objects as go
 
 from workbench.errors import GraphError, PlanError, SolverError
 
+from .figurewidget import FigureWidget
 from .figures.compare import compare_figure
 from .fit import CellFit
 from .figures.gantt import gantt_figure
@@ -700,7 +701,7 @@ def _shows(fw, figure: str) -> bool:
 
 
 def _figure_widget(fig, *classes) -> go.FigureWidget:
-    fw = fill(go.FigureWidget(fig))
+    fw = fill(FigureWidget(fig))
     for c in classes:
         fw.add_class(c)
     return fw

@@ -423,3 +423,23 @@ def test_board_run_and_whatif_do_not_simulate_again(monkeypatch):
     assert panel.schedules is panel.comparison.schedules
     assert len(panel.schedules["heft"].cluster.names) == 3
     assert panel.table is panel.comparison.table
+
+
+def test_figure_widgets_import_plotly_js_once_per_page(problem):
+    """Every view's figure is a :class:`widgets.figurewidget.FigureWidget`: a small ``_esm``
+    that imports plotly's widget bundle (sent as a trait) once per page, not plotly's own
+    ``_esm`` (the 5 MB bundle, evaluated again by the browser for every figure)."""
+    import plotly.graph_objects as go
+
+    from widgets.figurewidget import FigureWidget, _bundle
+
+    g, c, plan, s = problem
+    figures = [DagView(g, cluster=c, plan=plan).figure, GanttView(s).figure,
+               CompareBoard(graphs={"g": g}, methods=["single"]).bars]
+    for fw in figures:
+        state = fw.get_state()
+        assert isinstance(fw, FigureWidget) and isinstance(fw, go.FigureWidget)
+        assert len(state["_esm"]) < 2000 and "import(url)" in state["_esm"]
+        assert state["_plotly_bundle"] == _bundle() and len(_bundle()) > 10**6
+        assert state["_plotly_key"] == figures[0].get_state()["_plotly_key"]
+    assert "export{" in _bundle() and "initialize" in _bundle()  # plotly's widget module
