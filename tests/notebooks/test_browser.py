@@ -324,6 +324,7 @@ def test_notebook_in_jupyterlab(lab, browser, tab, path):
             f"{path.name}: figures do not use the cell's width ({widest} px)"
         if kind is not None:
             _control_redraws(page, path, out, kind, control, figure)
+            _settled(page)  # the kernel's other updates drawn too (Gantt A follows B's axis)
         page.screenshot(path=str(SHOTS / f"{path.stem}.png"), full_page=True)
         if path.name.startswith("07"):
             _board_details(page, out)
@@ -336,6 +337,16 @@ def test_notebook_in_jupyterlab(lab, browser, tab, path):
             tab["page"] = None
         _shutdown_kernels(lab["url"])
     assert (SHOTS / f"{path.stem}.png").stat().st_size > 10_000
+
+
+def _settled(page) -> None:
+    """Wait until the kernel is idle (every update of the last change sent and received) and
+    the browser has drawn two more frames, so that a screenshot shows the final state."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
+        timeout=_load_ms(60))
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 def _control_redraws(page, path: Path, out: Path, kind: str, control: str, figure: str) -> None:
@@ -393,6 +404,7 @@ def _board_details(page, out: Path) -> None:
                                                                        timeout=_load_ms(30))
     after = _gantt_title(page, "wb-gantt-b")
     assert after != before and after.startswith(target)
+    _settled(page)
     page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "07_board_gantts.png"))
     # linked selection in the browser: click a DAG node, the Gantt outlines that op
