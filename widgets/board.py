@@ -40,6 +40,7 @@ import plotly.graph_objects as go
 
 from workbench.errors import GraphError, PlanError, SolverError
 
+from .figurewidget import FigureWidget
 from .figures.compare import compare_figure
 from .fit import CellFit
 from .figures.gantt import gantt_figure
@@ -641,14 +642,22 @@ class CompareBoard(W.VBox):
 
 class _EmptyGantt:
     """A Gantt slot that becomes a real :class:`GanttView` figure on first use, with the
-    plan's memory over time under it (live, static sum and capacity per device)."""
+    plan's memory over time under it (live, static sum and capacity per device).
+
+    Until then it holds a line of HTML, not an empty ``FigureWidget``: each ``FigureWidget``
+    ships plotly.js (5 MB) to the browser, which compiles it again for every instance
+    (0.3-0.7 s of the browser's CPU), shown or not. A new pick redraws both figures in place.
+
+    >>> slot = _EmptyGantt("wb-gantt-a")
+    >>> slot.figure is None and "run a comparison first" in slot.box.children[0].value
+    True
+    """
 
     def __init__(self, dom_class: str):
         self._classes = ("wb-gantt", dom_class)
-        self.figure = _figure_widget(_empty_figure("Gantt: run a comparison first"),
-                                     *self._classes)
+        self.figure = None
         self.memory = None
-        self.box = W.VBox([self.figure], layout=W.Layout(width="100%"))
+        self.box = W.VBox([W.HTML(_EMPTY_GANTT)], layout=W.Layout(width="100%"))
         self.schedule = None
         self.xmax = None
         self.method = None
@@ -668,16 +677,31 @@ class _EmptyGantt:
     def show(self, schedule, xmax: float | None = None) -> None:
         self.schedule, self.xmax, self.method = schedule, xmax, None
         new = gantt_figure(schedule, height=None, xmax=xmax)
-        if self.figure.layout.meta and self.figure.layout.meta.get("figure") == "gantt":
+        if _shows(self.figure, "gantt"):
             replace_figure(self.figure, new)  # same trace types: updated in place
         else:
             self.figure = _figure_widget(new, *self._classes)
-        self.memory = _figure_widget(memory_figure(schedule, xmax=xmax), "wb-memory")
+        mem = memory_figure(schedule, xmax=xmax)
+        if (_shows(self.memory, "memory") and "wb-training-memory" not in self.memory._dom_classes
+                and [t.type for t in self.memory.data] == [t.type for t in mem.data]):
+            # the same devices (one trace each): redrawn in place
+            replace_figure(self.memory, mem)
+        else:
+            self.memory = _figure_widget(mem, "wb-memory")
         self.box.children = [self.figure, self.memory]
 
 
+_EMPTY_GANTT = ("<div style='height:260px;padding:10px 12px;color:#2a3f5f;font-size:17px'>"
+                "Gantt: run a comparison first</div>")
+
+
+def _shows(fw, figure: str) -> bool:
+    """Whether ``fw`` is a FigureWidget drawing a ``figure`` (its ``layout.meta``)."""
+    return fw is not None and bool(fw.layout.meta) and fw.layout.meta.get("figure") == figure
+
+
 def _figure_widget(fig, *classes) -> go.FigureWidget:
-    fw = fill(go.FigureWidget(fig))
+    fw = fill(FigureWidget(fig))
     for c in classes:
         fw.add_class(c)
     return fw

@@ -34,6 +34,7 @@ import numpy as np
 import plotly.graph_objects as go
 import traitlets
 
+from .figurewidget import FigureWidget
 from .figures.aggregate import heatmap_ops, layer_bins, placement_heatmap, slice_figure
 from .figures.coarsen import coarse_figure
 from .fit import CellFit
@@ -71,7 +72,7 @@ class HeatmapView(W.VBox):
             raise ValueError("HeatmapView needs at least one plan")
         self.graph, self.plans, self.cluster = graph, dict(plans), cluster
         self.bins, self.max_ops = int(bins), int(max_ops)
-        self.figure = fill(go.FigureWidget(placement_heatmap(graph, self.plans, cluster,
+        self.figure = fill(FigureWidget(placement_heatmap(graph, self.plans, cluster,
                                                              bins=bins)))
         self.figure.add_class("wb-heatmap")
         for t in self.figure.data:
@@ -107,7 +108,7 @@ class HeatmapView(W.VBox):
         new = slice_figure(g, ops, plan=plan, cluster=self.cluster, highlight=on_dev,
                            max_ops=self.max_ops, title=title)
         if self.detail is None:
-            self.detail = fill(go.FigureWidget(new))
+            self.detail = fill(FigureWidget(new))
             self.detail.add_class("wb-slice")
         else:
             replace_figure(self.detail, new)
@@ -151,7 +152,7 @@ class ClusterView(W.VBox):
         self.title = title
         self._ids = {str(i): i for i in dict.fromkeys(self.mapping.get(v, v)
                                                       for v in graph.ops)}
-        self.figure = fill(go.FigureWidget(self._draw(None)))
+        self.figure = fill(FigureWidget(self._draw(None)))
         self.figure.add_class("wb-coarse")
         self.figure.data[self._clusters_trace()].on_click(self._on_click)
         self.selected_cluster = str(self.figure.layout.meta["selected"])

@@ -30,6 +30,7 @@ import traitlets
 
 from workbench.errors import GraphError
 
+from .figurewidget import FigureWidget
 from .figures.coarsen import coarse_figure
 from .figures.dag import COLOR_BY, dag_colors, dag_figure, dag_layout
 from .figures.gantt import gantt_figure
@@ -109,7 +110,7 @@ class DagView(_Selectable):
         if color_by is None:
             color_by = "device" if (plan is not None or schedule is not None) else "kind"
         self._xy = dag_layout(graph, wrap=fig_kw.pop("wrap", None))
-        self.figure = go.FigureWidget(dag_figure(graph, cluster=cluster, plan=plan,
+        self.figure = FigureWidget(dag_figure(graph, cluster=cluster, plan=plan,
                                                  schedule=schedule, clusters=clusters,
                                                  color_by=color_by, layout=self._xy, **fig_kw))
         fill(self.figure).add_class("wb-dag")
@@ -184,7 +185,7 @@ class GanttView(_Selectable):
         super().__init__()
         self.schedule = schedule
         self._fig_kw = fig_kw
-        self.figure = go.FigureWidget(gantt_figure(schedule, **fig_kw))
+        self.figure = FigureWidget(gantt_figure(schedule, **fig_kw))
         fill(self.figure).add_class("wb-gantt")
         self.idle_box = W.Checkbox(value=True, description="show idle gaps", indent=False)
         self.idle_box.add_class("wb-idle")
@@ -313,7 +314,7 @@ class CoarsenView(W.VBox):
         new = coarse_figure(self.graph, self.mapping, plan=self.plan, cluster=self.cluster,
                             selected=sel)
         if self.figure is None:
-            self.figure = go.FigureWidget(new)
+            self.figure = FigureWidget(new)
             fill(self.figure).add_class("wb-coarse")
             self.figure.data[_trace_index(self.figure, "clusters")].on_click(self._on_click)
         else:
@@ -346,7 +347,7 @@ class PipelineView(W.VBox):
         first = next(iter(self.plans))
         self.picker = W.Dropdown(options=list(self.plans), value=first, description="plan")
         self.picker.add_class("wb-pipeline-picker")
-        self.figure = go.FigureWidget(pipeline_figure(self.plans[first], cluster))
+        self.figure = FigureWidget(pipeline_figure(self.plans[first], cluster))
         fill(self.figure).add_class("wb-pipeline")
         self.table = W.HTML(self._table_html(first))
         self.picker.observe(self._on_pick, "value")

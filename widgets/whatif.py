@@ -32,6 +32,7 @@ import ipywidgets as W
 import numpy as np
 import plotly.graph_objects as go
 
+from .figurewidget import FigureWidget
 from .figures.gantt import gantt_multiples
 from .figures.methods import method_color
 from .tables import results_table_html
@@ -158,7 +159,7 @@ class WhatIfPanel(W.VBox):
                               for k in SWEEPS}
         for k, b in self.sweep_buttons.items():
             b.on_click(lambda _b, k=k: self.sweep(k))
-        self.sweep_figure = go.FigureWidget(go.Figure(layout=dict(
+        self.sweep_figure = FigureWidget(go.Figure(layout=dict(
             autosize=True, height=120, template="plotly_white", xaxis=dict(visible=False),
             yaxis=dict(visible=False), meta={"figure": "empty"},
             title=dict(text="press a sweep button", x=0.01))))
@@ -206,12 +207,12 @@ class WhatIfPanel(W.VBox):
         if self.schedules:
             new = gantt_multiples(self.schedules)
             if self.gantts is None:
-                self.gantts = go.FigureWidget(new)
+                self.gantts = FigureWidget(new)
                 fill(self.gantts).add_class("wb-whatif-gantt")
             else:
                 replace_figure(self.gantts, new)
         elif self.gantts is None:
-            self.gantts = go.FigureWidget(go.Figure(layout=dict(
+            self.gantts = FigureWidget(go.Figure(layout=dict(
                 autosize=True, title=dict(text="no method ran", x=0.01))))
         failed = df[df["status"] == "error"]["method"].tolist()
         self.status.value = (f"<b>{_html.escape(self.cluster.name)}</b>: solved in "

@@ -213,6 +213,7 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     """Open ``name`` (the only document open) on a fresh kernel and run all cells; return the
     number of code cells."""
     import nbformat
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     _close_notebooks(page)
@@ -229,15 +230,15 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     load = slowdown()  # bounds grow with the machine's load (issue 41)
     t0 = time.time()
-    while True:  # every code cell gets an execution count, none stays busy
+    try:  # every code cell gets an execution count, none stays busy (polled in the page)
+        page.wait_for_function(
+            """(n) => Array.from(document.querySelectorAll('.jp-CodeCell .jp-InputPrompt'))
+                 .filter(p => /^\\[\\d/.test(p.innerText.trim())).length === n""",
+            arg=n_code, polling=250, timeout=240_000 * load)
+    except PlaywrightTimeout:
         prompts = page.locator(".jp-CodeCell .jp-InputPrompt").all_inner_texts()
-        done = [t for t in prompts if t.strip()[:1] == "[" and t.strip()[1:2].isdigit()]
-        if len(done) == n_code:
-            break
-        if time.time() - t0 > 240 * load:
-            page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
-            raise AssertionError(f"{name}: cells did not finish: prompts {prompts}")
-        time.sleep(1)
+        page.screenshot(path=str(out / f"timeout-{name}.png"), full_page=True)
+        raise AssertionError(f"{name}: cells did not finish: prompts {prompts}") from None
     elapsed = time.time() - t0
     tracebacks = page.locator(".jp-RenderedText[data-mime-type="
                               "'application/vnd.jupyter.stderr'] >> text=Traceback")
@@ -255,10 +256,15 @@ def _run_all(page, lab, name: str, out: Path) -> int:
     return n_code
 
 
-def _figure_state(page, sel: str) -> str:
-    """What a figure shows: its title, its drawn points and its legend (to detect a redraw)."""
-    return page.evaluate(
-        """(sel) => { const f = document.querySelector(sel + '.js-plotly-plot')
+# each plot of the notebook scrolled into view: [drawing width, height, drawn marks, box width]
+_SIZES = """() => Array.from(document.querySelectorAll('.jp-OutputArea .js-plotly-plot'))
+    .map(f => { f.scrollIntoView(); const s = f.querySelector('.main-svg');
+        const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
+        return [b.width, b.height,
+                f.querySelectorAll('.trace, .point, .hm, .imagelayer image').length,
+                f.getBoundingClientRect().width]; })"""
+# what a figure shows: its title, its drawn points and its legend (to detect a redraw)
+_STATE = """(sel) => { const f = document.querySelector(sel + '.js-plotly-plot')
                       || document.querySelector(sel + ' .js-plotly-plot');
              if (!f) return '';
              const t = f.querySelector('.gtitle'); const pts = f.querySelectorAll('.point');
@@ -267,12 +273,17 @@ def _figure_state(page, sel: str) -> str:
                     Array.from(f.querySelectorAll('.legendtext')).map(x => x.textContent).join(',')
                     + '|' + Array.from(f.querySelectorAll('.point path, path.point'))
                       .slice(0, 40).map(p => p.getAttribute('d') + p.getAttribute('style'))
-                      .join(''); }""",
-        sel)
+                      .join(''); }"""
+
+
+def _figure_state(page, sel: str) -> str:
+    """What a figure shows (:data:`_STATE`): title, drawn points, legend."""
+    return page.evaluate(_STATE, sel)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_in_jupyterlab(lab, browser, tab, path):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import expect
 
     out = lab["out"]
@@ -286,22 +297,19 @@ def test_notebook_in_jupyterlab(lab, browser, tab, path):
         plots = page.locator(".jp-OutputArea .js-plotly-plot")
         if min_plots:
             expect(plots.nth(min_plots - 1)).to_be_attached(timeout=_load_ms(60))
-        t0, load = time.time(), slowdown()
-        while True:  # plots draw asynchronously: scroll each into view until all are drawn
-            sizes = page.evaluate("""() => Array.from(document.querySelectorAll(
-                '.jp-OutputArea .js-plotly-plot')).map(f => { f.scrollIntoView();
-                const s = f.querySelector('.main-svg');
-                const b = s ? s.getBoundingClientRect() : {width: 0, height: 0};
-                return [b.width, b.height,
-                        f.querySelectorAll('.trace, .point, .hm, .imagelayer image').length,
-                        f.getBoundingClientRect().width]; })""")
-            empty = [i for i, (w, h, n, _) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
-            # a drawing as wide as its container (not plotly's 700 px default, cut or narrow)
-            misfit = [i for i, (w, _, _, cw) in enumerate(sizes) if abs(w - cw) > 3]
-            late = time.time() - t0 > 45 * load
-            if (not empty and not misfit and len(sizes) >= min_plots) or late:
-                break
-            time.sleep(1)
+        # plots draw asynchronously: scroll each into view until all are drawn, polled in the
+        # page every 250 ms (up to 45 s, load-scaled), then judged here
+        try:
+            page.wait_for_function(f"""(n) => {{ const s = ({_SIZES})();
+                return s.length >= n && s.every(([w, h, k, cw]) =>
+                    w >= 200 && h >= 150 && k > 0 && Math.abs(w - cw) <= 3); }}""",
+                                   arg=min_plots, polling=250, timeout=_load_ms(45))
+        except PlaywrightTimeout:  # the assertions below say what is wrong
+            pass
+        sizes = page.evaluate(_SIZES)
+        empty = [i for i, (w, h, n, _) in enumerate(sizes) if w < 200 or h < 150 or n == 0]
+        # a drawing as wide as its container (not plotly's 700 px default, cut or narrow)
+        misfit = [i for i, (w, _, _, cw) in enumerate(sizes) if abs(w - cw) > 3]
         assert len(sizes) >= min_plots, f"{path.name}: {len(sizes)} plots rendered"
         if empty:
             plots.nth(empty[0]).scroll_into_view_if_needed()
@@ -316,6 +324,7 @@ def test_notebook_in_jupyterlab(lab, browser, tab, path):
             f"{path.name}: figures do not use the cell's width ({widest} px)"
         if kind is not None:
             _control_redraws(page, path, out, kind, control, figure)
+            _settled(page)  # the kernel's other updates drawn too (Gantt A follows B's axis)
         page.screenshot(path=str(SHOTS / f"{path.stem}.png"), full_page=True)
         if path.name.startswith("07"):
             _board_details(page, out)
@@ -330,9 +339,21 @@ def test_notebook_in_jupyterlab(lab, browser, tab, path):
     assert (SHOTS / f"{path.stem}.png").stat().st_size > 10_000
 
 
+def _settled(page) -> None:
+    """Wait until the kernel is idle (every update of the last change sent and received) and
+    the browser has drawn two more frames, so that a screenshot shows the final state."""
+    from playwright.sync_api import expect
+
+    expect(page.locator(".jp-StatusBar-Widget", has_text="| Idle").first).to_be_visible(
+        timeout=_load_ms(60))
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+
+
 def _control_redraws(page, path: Path, out: Path, kind: str, control: str, figure: str) -> None:
     """Change ``control`` (a select, checkbox, heatmap click or slider) and wait until
     ``figure`` shows something else."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     target = page.locator(control).first
     target.scroll_into_view_if_needed()
     before = _figure_state(page, figure)
@@ -351,12 +372,12 @@ def _control_redraws(page, path: Path, out: Path, kind: str, control: str, figur
         handle.focus()
         for _ in range(3):
             handle.press("ArrowRight")
-    t0, load = time.time(), slowdown()
-    while _figure_state(page, figure) == before:
-        if time.time() - t0 > 60 * load:
-            page.screenshot(path=str(out / f"nochange-{path.stem}.png"), full_page=True)
-            raise AssertionError(f"{path.name}: {control} did not change {figure}")
-        time.sleep(0.5)
+    try:  # polled in the page every 250 ms
+        page.wait_for_function(f"([sel, before]) => ({_STATE})(sel) !== before",
+                               arg=[figure, before], polling=250, timeout=_load_ms(60))
+    except PlaywrightTimeout:
+        page.screenshot(path=str(out / f"nochange-{path.stem}.png"), full_page=True)
+        raise AssertionError(f"{path.name}: {control} did not change {figure}") from None
 
 
 def _board_details(page, out: Path) -> None:
@@ -383,6 +404,7 @@ def _board_details(page, out: Path) -> None:
                                                                        timeout=_load_ms(30))
     after = _gantt_title(page, "wb-gantt-b")
     assert after != before and after.startswith(target)
+    _settled(page)
     page.locator(".wb-gantt-b").first.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "07_board_gantts.png"))
     # linked selection in the browser: click a DAG node, the Gantt outlines that op

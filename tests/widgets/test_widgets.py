@@ -10,6 +10,7 @@ import pytest
 import workbench as wb
 from widgets import (CoarsenView, CompareBoard, DagView, GanttView, PipelineView,
                      link_selection)
+from widgets.figures import memory_figure
 from widgets.figures._common import device_colors
 from widgets.fit import CellFit
 from widgets.views import replace_figure
@@ -172,6 +173,16 @@ def test_compare_board_runs_and_switches_gantts():
     slow = max(board.schedules[m].makespan for m in (best, "single"))
     for fw in (board.gantt_a.figure, board.gantt_b.figure):
         assert fw.layout.xaxis.range[1] == pytest.approx(slow * 1.02)
+    # a pick redraws Gantt and memory in place (each new FigureWidget ships plotly.js again):
+    # m_topo -> round_robin, both on the 4 GPUs (the same memory traces)
+    fig_a, mem_a = board.gantt_a.figure, board.gantt_a.memory
+    board.gantt_a_picker.value = "round_robin"
+    assert board.gantt_a.figure is fig_a and board.gantt_a.memory is mem_a
+    assert board.gantt_a.box.children == (fig_a, mem_a)
+    fresh = memory_figure(board.schedules["round_robin"], xmax=board.gantt_a.xmax)
+    assert mem_a.layout.meta["method"] == "round_robin" and fresh.data
+    assert [(t.name, list(t.x), list(t.y)) for t in mem_a.data] == [
+        (t.name, list(t.x), list(t.y)) for t in fresh.data]
     # another graph and cluster
     board.graph_picker.value = "diamond"
     board.preset_picker.value = "2xV100-pcie"
@@ -412,3 +423,23 @@ def test_board_run_and_whatif_do_not_simulate_again(monkeypatch):
     assert panel.schedules is panel.comparison.schedules
     assert len(panel.schedules["heft"].cluster.names) == 3
     assert panel.table is panel.comparison.table
+
+
+def test_figure_widgets_import_plotly_js_once_per_page(problem):
+    """Every view's figure is a :class:`widgets.figurewidget.FigureWidget`: a small ``_esm``
+    that imports plotly's widget bundle (sent as a trait) once per page, not plotly's own
+    ``_esm`` (the 5 MB bundle, evaluated again by the browser for every figure)."""
+    import plotly.graph_objects as go
+
+    from widgets.figurewidget import FigureWidget, _bundle
+
+    g, c, plan, s = problem
+    figures = [DagView(g, cluster=c, plan=plan).figure, GanttView(s).figure,
+               CompareBoard(graphs={"g": g}, methods=["single"]).bars]
+    for fw in figures:
+        state = fw.get_state()
+        assert isinstance(fw, FigureWidget) and isinstance(fw, go.FigureWidget)
+        assert len(state["_esm"]) < 2000 and "import(url)" in state["_esm"]
+        assert state["_plotly_bundle"] == _bundle() and len(_bundle()) > 10**6
+        assert state["_plotly_key"] == figures[0].get_state()["_plotly_key"]
+    assert "export{" in _bundle() and "initialize" in _bundle()  # plotly's widget module
