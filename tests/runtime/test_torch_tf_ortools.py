@@ -27,15 +27,20 @@ print("ok", plan.status)
 """
 
 
-@pytest.mark.parametrize("order", ["tf-torch-cpsat", "torch-tf-cpsat", "cpsat-torch-tf"])
-def test_tensorflow_torch_and_cpsat_in_one_process(order):
-    parts = {"tf": TF, "torch": TORCH, "cpsat": CPSAT}
+def _run_order(order: str, parts: dict) -> None:
     code = "\n".join(parts[p] for p in order.split("-"))
     r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, (f"{order}: exit {r.returncode} (-11 = segfault: check the torch "
                                f"and ortools pins in pyproject.toml)\n{r.stderr[-2000:]}")
     assert "ok" in r.stdout.split()
+
+
+# the third order, tf-torch-cpsat, is test_from_torch_after_a_users_tensorflow_import's child
+# (one interpreter for both: each child pays TensorFlow's and torch's imports, about 5 s)
+@pytest.mark.parametrize("order", ["torch-tf-cpsat", "cpsat-torch-tf"])
+def test_tensorflow_torch_and_cpsat_in_one_process(order):
+    _run_order(order, {"tf": TF, "torch": TORCH, "cpsat": CPSAT})
 
 
 FLOPS = """
@@ -65,14 +70,16 @@ def test_torch_flop_counter_after_tensorflow(tf_import):
     assert "ok" in r.stdout.split()
 
 
+CAPTURE = ("from workbench.io.torch import from_torch\n"
+           "g = from_torch(torch.nn.Linear(8, 4), (torch.ones(2, 8),), training=True, "
+           "profile=None)\n"
+           "assert g.n_ops > 0\n")
+
+
 def test_from_torch_after_a_users_tensorflow_import():
     """A user who imported TensorFlow first, then captures a PyTorch model: the capture's
-    torch import blocks Triton (workbench._native.import_torch) instead of crashing."""
-    code = ("import tensorflow\nimport torch\nfrom workbench.io.torch import from_torch\n"
-            "g = from_torch(torch.nn.Linear(8, 4), (torch.ones(2, 8),), training=True, "
-            "profile=None)\n"
-            "assert g.n_ops > 0\nprint('ok')\n")
-    r = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, f"exit {r.returncode} (-11 = segfault)\n{r.stderr[-2000:]}"
-    assert "ok" in r.stdout.split()
+    torch import blocks Triton (workbench._native.import_torch) instead of crashing. The same
+    child then solves with CP-SAT: the tf-torch-cpsat order of
+    test_tensorflow_torch_and_cpsat_in_one_process."""
+    _run_order("tf-torch-capture-cpsat",
+               {"tf": TF, "torch": TORCH, "capture": CAPTURE, "cpsat": CPSAT})
