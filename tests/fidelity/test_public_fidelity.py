@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

@@ -435,13 +435,10 @@ def cell_slopes(runs, predicted=None, *, min_rows: int = 6) -> list:
             design = design[:, [0, 1, 3]]
             if np.linalg.matrix_rank(design) < 3:
                 continue
-
-        def slope(times):
-            return float(np.linalg.lstsq(design, times[rows], rcond=None)[0][0])
-
+        slopes = [None if t is None else float(np.linalg.lstsq(design, t[rows], rcond=None)[0][0])
+                  for t in (measured, pred)]
         out.append({"tp": tp, "micro_batch": mb, "hidden": hidden, "rows": len(rows),
-                    "measured_ms": slope(measured),
-                    "predicted_ms": None if pred is None else slope(pred)})
+                    "measured_ms": slopes[0], "predicted_ms": slopes[1]})
     return out
 
 
