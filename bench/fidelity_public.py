@@ -34,10 +34,12 @@ from workbench.fidelity.measurements import (
 )
 from workbench.fidelity.public import (
     SHIPPED,
+    cell_slopes,
     cross_validate,
     fit,
     ranking_misses,
     residual_report,
+    work_inversions,
 )
 
 
@@ -88,6 +90,7 @@ def _report(runs, predicted, cal) -> None:
     print("parts of the predicted step (share over all rows, over the worst tenth):")
     for part, (every, worst) in report["parts"].items():
         print(f"  {part:10s} {every * 100:5.1f} %  {worst * 100:5.1f} %")
+    _cells(runs, predicted)
     misses = ranking_misses(runs, predicted, cal)
     print(f"ranking misses ({len(misses)} groups whose predicted best is measured > 5 % slower "
           "than the measured best; tp/pp/dp/mb; errors %; predicted best - picked, ms):")
@@ -98,6 +101,25 @@ def _report(runs, predicted, cal) -> None:
               f"picked {p.tp}/{p.pp}/{p.dp}/{p.micro_batch} ({m['error_picked_pct']:+.0f}), best "
               f"{b.tp}/{b.pp}/{b.dp}/{b.micro_batch} ({m['error_best_pct']:+.0f}), slower by "
               f"{m['slower_pct']:.1f} %; {delta}; part: {m['part']}")
+
+
+def _cells(runs, predicted) -> None:
+    cells = cell_slopes(runs, predicted)
+    print("time of a layer per micro-batch, one-stage rows (hidden/micro-batch: measured / "
+          "predicted ms, rows):")
+    for tp in sorted({c["tp"] for c in cells}):
+        print(f"  tp {tp}: " + ", ".join(
+            f"{c['hidden']}/{c['micro_batch']}: {c['measured_ms']:.2f} / {c['predicted_ms']:.2f} "
+            f"({c['rows']})" for c in cells if c["tp"] == tp))
+    pairs = work_inversions(cells)
+    print(f"work inversions ({len(pairs)} pairs of cells of one tp where the cell with more work "
+          "is measured > 5 % faster a layer; predicted change; *: the model has it too):")
+    for p in pairs:
+        more, less = p["more"], p["less"]
+        change = (more["predicted_ms"] / less["predicted_ms"] - 1) * 100
+        print(f"  tp {more['tp']}: {more['hidden']}/{more['micro_batch']} measured "
+              f"{p['faster_pct']:.1f} % faster than {less['hidden']}/{less['micro_batch']}; "
+              f"predicted {change:+.1f} %{' *' if change < -5 else ''}")
 
 
 def main(argv=None) -> int:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import replace
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +19,14 @@ from workbench.fidelity.public import (
     PRIOR,
     SHIPPED,
     Calibration,
+    cell_slopes,
     cross_validate,
     fit,
     judge_run,
     predict,
     ranking_misses,
     residual_report,
+    work_inversions,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -137,6 +139,36 @@ def test_ranking_misses_name_the_picked_and_the_best_row_and_the_parts_between_t
     assert ranking_misses(group, measured) == []                # a perfect ranking misses none
 
 
+def test_cell_slopes_recover_the_time_a_layer_takes_per_micro_batch():
+    rows = [r for r in RUNS if r.pp == 1]
+
+    def made(r):   # 3 ms a layer and micro-batch (4 at tp 2), 5 ms a micro-batch, 1 ms a layer
+        return (3.0 + (r.tp == 2)) * r.layers * r.micro_batches + 5 * r.micro_batches \
+            + r.layers + 20
+    made_rows = [replace(r, measured_ms=made(r)) for r in rows]
+    cells = cell_slopes(made_rows, [2 * made(r) for r in rows])
+    assert len(cells) >= 12 and all(c["rows"] >= 6 for c in cells)
+    for c in cells:
+        assert c["measured_ms"] == pytest.approx(3.0 + (c["tp"] == 2))
+        assert c["predicted_ms"] == pytest.approx(2 * c["measured_ms"])
+    assert work_inversions(cells) == []             # more work never takes less time here
+    assert cell_slopes([r for r in RUNS if r.pp > 1]) == []
+    with pytest.raises(MeasurementError, match="predictions"):
+        cell_slopes(rows, [1.0])
+
+
+def test_work_inversions_name_the_cells_measured_faster_than_less_work():
+    pairs = work_inversions(cell_slopes(RUNS))
+    named = {(p["more"]["tp"], p["more"]["hidden"], p["more"]["micro_batch"],
+              p["less"]["hidden"], p["less"]["micro_batch"]) for p in pairs}
+    # the two cells the public-fidelity notes name: tp 4 at hidden 2,048 and micro-batch 1-2,
+    # tp 2 at hidden 1,024 and micro-batch 4
+    assert {(4, 2048, 2, 1024, 2), (4, 2048, 1, 1024, 1), (2, 1024, 4, 1024, 2)} <= named
+    assert not any(p["more"]["tp"] == 1 for p in pairs)
+    assert all(p["faster_pct"] > 5 for p in pairs)
+    assert pairs == sorted(pairs, key=lambda p: -p["faster_pct"])
+
+
 def test_calibrations_out_of_their_physical_range_are_refused(tmp_path):
     with pytest.raises(MeasurementError, match="compute_efficiency"):
         Calibration(compute_efficiency=1.5)
@@ -166,6 +198,7 @@ def test_bench_scores_any_csv_with_the_shipped_coefficients(tmp_path):
     assert re.fullmatch(r"public fidelity: MAPE [\d.]+ %, worst [\d.]+ %, tau -?[\d.]+ \(median "
                         r"over groups\), best within 5 % in \d+/\d+ groups", last), last
     assert len([ln for ln in out.stdout.splitlines() if re.match(r"\s*\d+\s+\d+\s", ln)]) == 10
+    assert "time of a layer per micro-batch" in out.stdout and "work inversions (" in out.stdout
 
 
 @pytest.mark.parametrize("args, message", [

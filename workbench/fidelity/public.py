@@ -71,6 +71,7 @@ __all__ = [
     "SHIPPED",
     "Calibration",
     "CrossValidation",
+    "cell_slopes",
     "cross_validate",
     "fit",
     "judge_run",
@@ -79,6 +80,7 @@ __all__ = [
     "ranking_misses",
     "residual_report",
     "shipped_rows",
+    "work_inversions",
 ]
 
 COEFFICIENTS_FILE = Path(__file__).with_name("public_coefficients.json")
@@ -390,3 +392,77 @@ def ranking_misses(runs, predicted, cal: Calibration = None, *, within: float = 
                     "delta_ms": delta, "part": max(delta, key=delta.get)
                     if max(delta.values()) > 0 else "none"})
     return sorted(out, key=lambda m: -m["slower_pct"])
+
+
+def cell_slopes(runs, predicted=None, *, min_rows: int = 6) -> list:
+    """The time one layer takes per micro-batch in each (tp, micro-batch, hidden) cell of the
+    one-stage rows (``pp == 1``), measured and, where ``predicted`` is given, predicted.
+
+    A cell's rows differ in layers ``L``, global batch and data parallelism, so in the
+    micro-batches ``m`` a step runs; the slope is the coefficient of ``L x m`` in the least
+    squares of the iteration time on ``L x m``, ``m`` (the embedding, loss and sends of a
+    micro-batch), ``L`` (what a step does once a layer: gradients, optimizer) and a constant
+    (``L`` is left out where the rows cannot separate it). It reads the data alone: no
+    coefficient, no judge. A cell that takes *less* time a layer than a cell of the same
+    tensor-parallel degree with less work (:func:`work_inversions`) is one no model whose
+    time grows with the work can follow.
+
+    Returns dicts ``{"tp", "micro_batch", "hidden", "rows", "measured_ms", "predicted_ms"}``
+    (``predicted_ms`` None without ``predicted``), by tp, micro-batch and hidden.
+
+    >>> from workbench.fidelity.measurements import BUNDLED_VTRAIN, read_measurements
+    >>> cells = cell_slopes(read_measurements(BUNDLED_VTRAIN))
+    >>> c = next(c for c in cells if (c["tp"], c["micro_batch"], c["hidden"]) == (4, 2, 2048))
+    >>> c["rows"], round(c["measured_ms"], 2)
+    (15, 2.79)
+    """
+    measured = np.array([r.measured_ms for r in runs], dtype=float)
+    pred = None if predicted is None else np.asarray(predicted, dtype=float)
+    if pred is not None and pred.shape != measured.shape:
+        raise MeasurementError(f"cell_slopes: {len(pred)} predictions for {len(runs)} rows")
+    cells: dict = {}
+    for index, run in enumerate(runs):
+        if run.pp == 1:
+            cells.setdefault((run.tp, run.micro_batch, run.hidden), []).append(index)
+    out = []
+    for (tp, mb, hidden), rows in sorted(cells.items()):
+        if len(rows) < min_rows:
+            continue
+        layers = np.array([runs[i].layers for i in rows], dtype=float)
+        m = np.array([runs[i].micro_batches for i in rows], dtype=float)
+        design = np.vstack([layers * m, m, layers, np.ones(len(rows))]).T
+        if np.linalg.matrix_rank(design) < 4:
+            design = design[:, [0, 1, 3]]
+            if np.linalg.matrix_rank(design) < 3:
+                continue
+        slopes = [None if t is None else float(np.linalg.lstsq(design, t[rows], rcond=None)[0][0])
+                  for t in (measured, pred)]
+        out.append({"tp": tp, "micro_batch": mb, "hidden": hidden, "rows": len(rows),
+                    "measured_ms": slopes[0], "predicted_ms": slopes[1]})
+    return out
+
+
+def work_inversions(cells, *, key: str = "measured_ms", tolerance: float = 0.05) -> list:
+    """Pairs of :func:`cell_slopes` cells of one tensor-parallel degree where the cell with
+    more work (a hidden size and a micro-batch at least as large, one of them larger) takes
+    more than ``tolerance`` less time a layer and micro-batch than the other (``key``:
+    ``"measured_ms"`` or ``"predicted_ms"``). Largest inversion first.
+
+    Returns dicts ``{"more": cell, "less": cell, "faster_pct"}``.
+
+    >>> from workbench.fidelity.measurements import BUNDLED_VTRAIN, read_measurements
+    >>> pairs = work_inversions(cell_slopes(read_measurements(BUNDLED_VTRAIN)))
+    >>> [(p["more"]["hidden"], p["more"]["micro_batch"], p["less"]["hidden"],
+    ...   p["less"]["micro_batch"]) for p in pairs if p["more"]["tp"] == 4][:2]
+    [(2048, 2, 1024, 1), (2048, 2, 1024, 2)]
+    """
+    out = []
+    for more in cells:
+        for less in cells:
+            if (more is less or more["tp"] != less["tp"] or more[key] is None
+                    or more["hidden"] < less["hidden"] or more["micro_batch"] < less["micro_batch"]):
+                continue
+            faster = 1.0 - more[key] / less[key]
+            if faster > tolerance:
+                out.append({"more": more, "less": less, "faster_pct": faster * 100})
+    return sorted(out, key=lambda p: -p["faster_pct"])
