@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -215,8 +215,9 @@ memory-aware method's plan out of memory (``memory_model="live"``)."""
 
 def _tighten(info, graph, cluster, kw: dict, plan, budget: Budget):
     """Re-solve with the memory the method constrains (its static sum) lowered on every
-    device the judge found over (:func:`_tightened`), until the judge accepts a
-    plan, the method finds none (:class:`~workbench.errors.InfeasibleError`), the budget is
+    device the judge found over (:func:`_next_caps`: first the strict rule, and the mild one
+    where the method finds no plan under it), until the judge accepts a plan, the method
+    finds none under either rule (:class:`~workbench.errors.InfeasibleError`), the budget is
     spent, or :data:`TIGHTEN_ROUNDS` re-solves; with a time limit the first solve had
     ``SHARES["solve.live_first"]`` (``f``) of it and re-solve ``k`` ends by ``f + (1 - f) k /``
     :data:`TIGHTEN_ROUNDS` of it (else an anytime method, CP-SAT or HiGHS, would spend the
@@ -224,40 +225,31 @@ def _tighten(info, graph, cluster, kw: dict, plan, budget: Budget):
     first plan the judge accepts, else the first plan (out of memory). ``plan.stats``:
     ``memory_rounds`` (re-solves made) and, when a re-solve fits, ``memory_capacity``, the
     per-device memory the method was given."""
-    from dataclasses import replace
-
     from ..errors import WorkbenchError
     from ..simulate import simulate
 
     caps = [d.memory for d in cluster.devices]
-    best = plan
+    best, f = plan, SHARES["solve.live_first"]
     for k in range(1, TIGHTEN_ROUNDS + 1):
-        f = SHARES["solve.live_first"]
         share = budget if budget.limit is None else budget.until(
             f"re-solve {k}", f + (1 - f) * k / TIGHTEN_ROUNDS)
         if share.limit is not None and share.left() <= 0.05 * budget.limit / TIGHTEN_ROUNDS:
             break
-        sched = simulate(plan, cluster)
-        new = [_tightened(c, d.memory, sched.peak_memory.get(d.name, 0.0),
-                          sched.peak_live_memory.get(d.name, 0.0))
-               for c, d in zip(caps, cluster.devices)]
-        # interchangeable devices get the same allowance: else a re-solve only moves the
-        # over device's ops to a twin whose allowance is untouched (symmetric IPs do)
-        low = {}
-        for c, n, d in zip(caps, new, cluster.devices):
-            if n < c:
-                key = (d.kind, d.memory, d.speed)
-                low[key] = min(low.get(key, n), n)
-        caps = [min(n, low.get((d.kind, d.memory, d.speed), n))
-                for n, d in zip(new, cluster.devices)]
-        tight = cluster.with_devices([replace(d, memory=c) for d, c in zip(cluster.devices, caps)])
         if "time_limit" in kw:
             kw = {**kw, "time_limit": share if not isinstance(kw["time_limit"], (int, float))
                   else share.seconds(floor=1e-3)}
-        try:
-            plan = info.func(graph, tight, **kw)
-        except WorkbenchError:
+        sched = simulate(plan, cluster)
+        for strict in (True, False):
+            tried = _next_caps(caps, cluster, sched, strict=strict)
+            try:
+                plan = info.func(graph, cluster.with_devices(
+                    [replace(d, memory=c) for d, c in zip(cluster.devices, tried)]), **kw)
+                break
+            except WorkbenchError:
+                continue
+        else:
             break
+        caps = tried
         plan.method = info.name
         plan.stats["memory_model"] = "static, tightened by the live judge"
         judge_memory(plan, cluster, memory_aware=True)
@@ -269,22 +261,45 @@ def _tighten(info, graph, cluster, kw: dict, plan, budget: Budget):
     return best
 
 
-def _tightened(cap: float, memory: float, static: float, live: float) -> float:
-    """The static allowance a device over its ``memory`` by the live judge gets next: its
-    allowance scaled by ``memory / live`` (x 0.97), and at most its plan's static sum less
-    the overshoot (x 1.03), so a re-solve moves off at least what the live peak exceeds by
-    when the excess is activations the static sum does not count (inference on BERT-3: a
-    plan at 0.35 GiB static peaks at 0.70 GiB live on a 0.59 GiB GPU; scaling alone
-    would take three rounds to ask for any change).
+def _next_caps(caps: list, cluster, sched, *, strict: bool) -> list:
+    """The static allowances of the next re-solve. A device within its memory by the live
+    judge keeps its allowance. One over it: *mild*, the allowance scaled by ``memory / live
+    peak`` (x 0.97); *strict*, also at most its plan's static sum less the overshoot
+    (x 1.03), so the re-solve moves off at least what the live peak exceeds by when the
+    excess is activations the static sum does not count (BERT-3's latency IP: a GPU at 0.35
+    GiB static peaks at 0.70 GiB live of 0.59 GiB; scaling alone asks for no change in three
+    rounds), and the same allowance for its identical twins (same kind, memory and speed),
+    else the re-solve moves the same ops to a twin (symmetric IPs do).
 
-    >>> round(_tightened(0.586, 0.586, 0.349, 0.699), 3)   # 0.349 - 1.03 x 0.113
-    0.233
-    >>> _tightened(1.0, 2.0, 1.0, 1.5)                     # within memory: unchanged
-    1.0
+    >>> from workbench import Cluster
+    >>> from types import SimpleNamespace
+    >>> c = Cluster.preset("2xV100-pcie").with_memory(1.0)
+    >>> s = SimpleNamespace(peak_memory={"gpu0": 0.5, "gpu1": 0.2},
+    ...                     peak_live_memory={"gpu0": 1.2, "gpu1": 0.3})
+    >>> [round(x, 3) for x in _next_caps([1.0, 1.0], c, s, strict=False)]
+    [0.808, 1.0]
+    >>> [round(x, 3) for x in _next_caps([1.0, 1.0], c, s, strict=True)]   # 0.5 - 1.03 x 0.2
+    [0.294, 0.294]
     """
-    if live <= memory:
-        return cap
-    return min(cap * 0.97 * memory / live, max(0.0, static - 1.03 * (live - memory)))
+    new = []
+    for cap, d in zip(caps, cluster.devices):
+        live = sched.peak_live_memory.get(d.name, 0.0)
+        if live <= d.memory:
+            new.append(cap)
+            continue
+        scaled = cap * 0.97 * d.memory / live
+        if strict:
+            overshoot = live - d.memory
+            scaled = min(scaled, max(0.0, sched.peak_memory.get(d.name, 0.0) - 1.03 * overshoot))
+        new.append(scaled)
+    if not strict:
+        return new
+    low: dict = {}
+    for cap, n, d in zip(caps, new, cluster.devices):
+        if n < cap:
+            key = (d.kind, d.memory, d.speed)
+            low[key] = min(low.get(key, n), n)
+    return [min(n, low.get((d.kind, d.memory, d.speed), n)) for n, d in zip(new, cluster.devices)]
 
 
 def judge_memory(plan, cluster, *, memory_aware: bool = True) -> None:
