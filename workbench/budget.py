@@ -50,6 +50,8 @@ from .errors import SolverError, TimeLimitError
 __all__ = ["Budget", "SHARES"]
 
 SHARES: dict[str, float] = {
+    # solve(memory_model="live"): the first solve's share; re-solves share the rest
+    "solve.live_first": 0.5,
     # Pesto's paper pipeline (workbench.solvers.pesto.ilp)
     "pesto.warm_start": 0.3,       # heuristic warm starts on the whole graph
     "pesto.coarsen": 0.2,          # Theorem 3.5 coarsening (its guards dropped after)

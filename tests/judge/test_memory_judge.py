@@ -145,3 +145,40 @@ def test_the_battery_fails_a_method_that_claims_a_plan_fits_when_the_judge_denie
     for case, m in fits[:3]:
         out = run_method(case, m, time_limit=5.0)
         assert out.verdict == "fail" and "every device within its memory" in out.detail
+
+
+def test_memory_model_live_leaves_an_anytime_method_time_to_re_solve():
+    """The paper's latency IP on BERT-3 (CP-SAT, runs to its limit) sizes its plan by the static
+    sum: the live judge finds a GPU over (a 358 MiB activation beside the weights). With
+    ``memory_model="live"`` the first solve gets half the limit, so a re-solve happens within
+    the limit; the tightened allowance holds for all four identical GPUs (else the IP moves
+    the same ops to a twin), and the plan it returns fits."""
+    from pathlib import Path
+
+    from workbench.io.msr import read_msr
+    from workbench.solvers.registry import TIGHTEN_ROUNDS
+    from workbench.testing.timing import slowdown
+
+    g, c = read_msr(Path(__file__).resolve().parents[2] / "sample_graphs/msr/latency/"
+                    "op_bert3_inference.json")
+    limit = min(20.0, 6.0 * slowdown())
+    live = solve(g, c, method="latency_ip", time_limit=limit, memory_model="live")
+    assert 1 <= live.stats["memory_rounds"] <= TIGHTEN_ROUNDS
+    assert live.status != "out_of_memory" and evaluate(live, c).feasible
+    caps = {n: m for n, m in live.stats["memory_capacity"].items() if n.startswith("gpu")}
+    assert len(set(caps.values())) == 1 and min(caps.values()) < c.devices[0].memory
+    assert live.stats["solve_s"] <= limit + 2.0 * slowdown()
+
+
+def test_memory_model_live_asks_a_heuristic_to_move_off_the_overshoot():
+    """bert_base on 4xV100 at the suite's pressure: Celeritas's plan is under its static rule
+    but over by the live model (activations). Scaling the allowance by capacity / live peak
+    did not fit it in three re-solves (docs/results-memory.md); lowering it by the overshoot
+    on every identical GPU fits it in one."""
+    from workbench.workloads import workload
+
+    g, c = workload("bert_base-4xV100").build()
+    assert solve(g, c, method="celeritas").status == "out_of_memory"
+    live = solve(g, c, method="celeritas", memory_model="live")
+    assert live.status == "heuristic" and evaluate(live, c).feasible
+    assert live.stats["memory_rounds"] == 1
