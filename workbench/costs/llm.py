@@ -507,6 +507,10 @@ class ChainOp:
     full recomputation keeps of a block, and the most a cut may send besides ``carry``);
     ``carry``: what a cut after the op must also pass on (an encoder-decoder's encoder
     output, which every decoder layer's cross-attention reads).
+    ``expert``: the op is one of a mixture of experts' expert ops (its parameters split over
+    the expert-parallel ranks, ``Strategy.ep``); ``a2a_fwd``/``a2a_bwd``: bytes of the
+    expert-parallel all-to-all after the op's forward/backward (the replica's token copies,
+    before any tensor-parallel split; the judge runs it only when ``ep > 1``).
     """
 
     name: str
@@ -526,6 +530,9 @@ class ChainOp:
     comm_bwd: dict = field(default_factory=dict)
     resid: float = 0.0
     carry: float = 0.0
+    expert: bool = False
+    a2a_fwd: float = 0.0
+    a2a_bwd: float = 0.0
 
 
 def _op(name, op_type, layer, flops, nbytes, *, bwd=2.0, bwd_bytes=None, **kw) -> ChainOp:
@@ -620,19 +627,24 @@ def _moe_mlp(c: LLMConfig, i: int) -> list[ChainOp]:
     the router's logits and top-``k``, each token's ``topk`` copies through their experts'
     SwiGLU (``2 x topk x 3 h f`` FLOPs a token; ``experts x 3 h f`` parameters, each expert
     split by the tensor-parallel degree as Megatron-LM's expert tensor parallelism does), and
-    the weighted sum of the copies."""
+    the weighted sum of the copies. Under expert parallelism (``Strategy.ep > 1``) the
+    all-to-all dispatch follows the router's forward and the combine the experts' (the
+    token copies, ``tokens x topk x hidden`` elements), their reverses the combine's and the
+    first expert matmul's backward (Megatron-Core's ``MoEAlltoAllTokenDispatcher``)."""
     b, s, h, f, e, E, k = c.mbs, c.seq, c.hidden, c.ffn, c.act_bytes, c.experts, c.topk
     T, x = b * s, b * s * h * e
+    a2a = e * T * k * h                       # the token copies a dispatch or combine moves
     return [
         _op(f"L{i}/router", "MatMul", i, 2 * T * h * E + 5 * T * E, e * (T * h + h * E + T * E),
-            params=h * E, saved=e * T * E, out=x),
+            params=h * E, saved=e * T * E, out=x, a2a_fwd=a2a),
         _mm(f"L{i}/experts_gate_up", i, T * k, h, 2 * f, e, params=E * 2 * h * f,
-            comm_bwd=_ar(x, "reducescatter")),
+            comm_bwd=_ar(x, "reducescatter"), expert=True, a2a_bwd=a2a),
         _op(f"L{i}/experts_swiglu", "SwiGLU", i, 4 * T * k * f, 3 * e * T * k * f, bwd=1.5,
-            split=True, saved=2 * e * T * k * f, out=e * T * k * f),
-        _mm(f"L{i}/experts_down", i, T * k, f, h, e, params=E * f * h),
+            split=True, saved=2 * e * T * k * f, out=e * T * k * f, expert=True),
+        _mm(f"L{i}/experts_down", i, T * k, f, h, e, params=E * f * h, expert=True,
+            a2a_fwd=a2a),
         _op(f"L{i}/combine", "Mul", i, 2 * T * k * h, e * (T * k * h + T * h), bwd=1.0,
-            saved=e * T * k, out=x, comm_fwd=_ar(x, "reducescatter")),
+            saved=e * T * k, out=x, comm_fwd=_ar(x, "reducescatter"), a2a_bwd=a2a),
     ]
 
 
