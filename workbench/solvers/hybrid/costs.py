@@ -111,7 +111,7 @@ def op_vectors(plan, recompute: str | None = None, nodes: int | None = None) -> 
         elif rec == "selective" and o.core:
             w += fwd
         work[i] = w
-        params[i] = o.params / (t if o.split else 1)
+        params[i] = o.params / (t if o.split else 1) / (s.ep if o.expert else 1)
         saved = o.saved / d
         if block:
             per_block[o.layer] = per_block.get(o.layer, 0.0) + saved

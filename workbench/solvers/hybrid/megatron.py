@@ -44,7 +44,8 @@ from ...transforms.parallel import MAX_MICRO, Strategy, check_inputs, gpu_of, pa
 from .bound import strategy_bound
 from .costs import op_vectors
 
-__all__ = ["SearchResult", "check_search", "grid", "megatron", "space_bounds"]
+__all__ = ["SearchResult", "check_search", "expert_degrees", "grid", "megatron",
+           "space_bounds"]
 
 
 @dataclass
@@ -149,14 +150,32 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
                                (not divisible and pp * v <= config.blocks)]
                 scheds = [x for x in scheds if x[0] in schedules]
                 zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
+                eps = expert_degrees(config, dp)
                 for sp in ((False, True) if tp > 1 else (False,)):
                     for sched, v in scheds:
                         for rec in ("none", "selective", "full"):
-                            for z in zeros:
-                                out.append(Strategy(
-                                    tp=tp, pp=pp, dp=dp, mbs=mbs, global_batch=global_batch,
-                                    schedule=sched, virtual=v, recompute=rec, zero=z, sp=sp))
+                            out += [Strategy(tp=tp, pp=pp, dp=dp, mbs=mbs,
+                                             global_batch=global_batch, schedule=sched,
+                                             virtual=v, recompute=rec, zero=z, sp=sp, ep=e)
+                                    for z in zeros for e in eps if e == 1 or z < 3]
     return [p.strategy for p in _plans(config, cluster, out, gpu)]
+
+
+def expert_degrees(config: LLMConfig, dp: int) -> list:
+    """The expert-parallel degrees of Megatron's grid at ``dp`` replicas: 1, and for a model
+    with experts the powers of two dividing both ``dp`` and the expert count
+    (Megatron-Core's ``--expert-model-parallel-size``).
+
+    >>> from workbench.costs.llm import parse_spec
+    >>> expert_degrees(parse_spec("moe:8x7b"), 16), expert_degrees(parse_spec("llama:8b"), 16)
+    ([1, 2, 4, 8], [1])
+    """
+    out, e = [1], 2
+    while config.experts and e <= dp:
+        if dp % e == 0 and config.experts % e == 0:
+            out.append(e)
+        e *= 2
+    return out
 
 
 def _plans(config, cluster, strategies, gpu=None) -> list:

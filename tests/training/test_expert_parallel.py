@@ -1,0 +1,162 @@
+"""Expert parallelism (``Strategy.ep``, Megatron-Core's ``--expert-model-parallel-size``) in the
+training judge: experts spread over ``ep`` consecutive data-parallel replicas, tokens
+dispatched to them and combined back by all-to-alls, expert states sharded over the
+``dp / ep`` expert-data-parallel replicas."""
+
+from dataclasses import replace
+
+import pytest
+
+from workbench.cluster import Cluster, Device
+from workbench.costs.llm import chain, parse_spec, state_bytes_per_param
+from workbench.errors import PlanError
+from workbench.judge.collectives import collective_ms
+from workbench.judge.training import simulate_training
+from workbench.transforms.parallel import Strategy, parallelize
+
+MOE = "moe:layers=4,hidden=256,heads=4,kv_heads=2,seq=128,vocab=1000,ffn=512,experts=8,topk=2"
+CL = Cluster.preset("64xA100-80g")
+
+
+def _judge(strategy, spec=MOE, cluster=CL, **kw):
+    return simulate_training(parallelize(spec, cluster, strategy, gpu="A100-80G"), **kw)
+
+
+def _expert_params(spec, tp=1) -> float:
+    return sum(o.params / (tp if o.split else 1) for o in chain(parse_spec(spec)) if o.expert)
+
+
+def test_ep1_ignores_the_expert_fields_of_the_chain(monkeypatch):
+    """With ep = 1 the judge does not read the expert marks and all-to-all bytes the MoE ops
+    carry: the same model with every op stripped of them is judged to the same step, peak
+    memory and breakdown, for several strategies."""
+    import workbench.transforms.parallel as par
+
+    strategies = [Strategy(dp=4, global_batch=16), Strategy(tp=2, dp=2, global_batch=8, zero=1),
+                  Strategy(tp=2, pp=2, dp=2, global_batch=16, recompute="full", sp=True),
+                  Strategy(pp=2, dp=4, global_batch=16, zero=2, overlap_grad=False)]
+    marked = [_judge(s) for s in strategies]
+    assert any(o.expert for o in marked[0].plan.ops)
+
+    def plain(config):
+        return [replace(o, expert=False, a2a_fwd=0.0, a2a_bwd=0.0) for o in chain(config)]
+
+    monkeypatch.setattr(par, "chain", plain)
+    par._local_chain.cache_clear()
+    try:
+        for s, r in zip(strategies, marked):
+            q = _judge(s)
+            assert not any(o.expert or o.a2a_fwd for o in q.plan.ops)
+            assert q.step_ms == r.step_ms and q.peak == r.peak
+            assert q.breakdown() == r.breakdown() and "ep" not in r.breakdown()
+    finally:
+        par._local_chain.cache_clear()
+
+
+@pytest.mark.parametrize("zero", [0, 1, 2])
+def test_expert_states_divide_by_ep(zero):
+    """The judge's static bytes (its first memory record) hold ``experts / ep`` experts'
+    parameters, gradients and optimizer states, ZeRO-sharded over the ``dp / ep``
+    expert-data-parallel replicas; the other parameters' as without expert parallelism."""
+    dp, tp = 8, 2
+    pb, gb, ob = state_bytes_per_param("bf16")
+
+    def per(d):
+        return pb + gb / (d if zero >= 2 else 1) + ob / (d if zero >= 1 else 1)
+
+    static = {}
+    for ep in (1, 2, 4, 8):
+        r = _judge(Strategy(tp=tp, dp=dp, ep=ep, zero=zero, global_batch=16))
+        static[ep] = r.memory[0][0][1]
+    expert = _expert_params(MOE, tp)
+    dense = static[1] / per(dp) - expert
+    assert dense > 0 and expert > 4 * dense
+    for ep in (2, 4, 8):
+        want = dense * per(dp) + expert / ep * per(dp // ep)
+        assert static[ep] == pytest.approx(want, rel=1e-12)
+    if zero == 0:      # nothing sharded: the experts' bytes divide exactly by ep
+        for ep in (2, 4, 8):
+            assert static[1] - static[ep] == pytest.approx(
+                (pb + gb + ob) * expert * (1 - 1 / ep), rel=1e-12)
+
+
+def test_all_to_all_in_the_breakdown_grows_with_tokens_and_topk():
+    """An ``ep`` part appears (and ``ep`` link records); it grows with the tokens of a
+    micro-batch and with ``topk``; four all-to-alls a MoE block per micro-batch (dispatch and
+    combine, forward and backward), six under full recomputation."""
+    s = Strategy(dp=4, ep=4, global_batch=8, overlap_grad=False)
+    r = _judge(s)
+    b = r.breakdown()
+    assert b["ep"] > 0 and abs(sum(v for k, v in b.items() if k != "step") - b["step"]) < 1e-9
+    assert any(x[4] == "ep" for x in r.links)
+    longer = _judge(s, spec=MOE.replace("seq=128", "seq=256")).breakdown()["ep"]
+    more_k = _judge(s, spec=MOE.replace("topk=2", "topk=4")).breakdown()["ep"]
+    assert longer > b["ep"] and more_k > b["ep"]
+    cfg = parse_spec(MOE)
+    copies = cfg.mbs * cfg.seq * cfg.topk * cfg.hidden * cfg.act_bytes
+    one = collective_ms("alltoall", copies, 4, 1, CL.intra_host, CL.inter_host)
+    n_micro = r.plan.n_micro
+    assert b["ep"] == pytest.approx(4 * cfg.layers * n_micro * one, rel=1e-9)
+    full = _judge(replace(s, recompute="full")).breakdown()["ep"]
+    assert full == pytest.approx(1.5 * b["ep"], rel=1e-9)
+
+
+def test_tensor_parallel_ranks_dispatch_their_share():
+    """With ``tp > 1`` each tensor-parallel rank dispatches ``1 / tp`` of the replica's token
+    copies (Megatron-Core's dispatcher on sequence-parallel input)."""
+    cfg = parse_spec(MOE)
+    r = _judge(Strategy(tp=2, dp=4, ep=4, sp=True, global_batch=8, overlap_grad=False))
+    copies = cfg.mbs * cfg.seq * cfg.topk * cfg.hidden * cfg.act_bytes
+    one = collective_ms("alltoall", copies / 2, 4, 1, CL.intra_host, CL.inter_host)
+    assert r.breakdown()["ep"] == pytest.approx(4 * cfg.layers * r.plan.n_micro * one,
+                                                rel=1e-9)
+
+
+def test_ep_across_nodes_costs_more_than_inside_one():
+    """The same strategy with its expert-parallel group inside one node (8 GPUs a node) and
+    spread over two (2 GPUs a node): the all-to-alls take longer on the network."""
+    s = Strategy(dp=4, ep=4, global_batch=8)
+    inside = _judge(s, cluster=Cluster.preset("8xA100-80g")).breakdown()["ep"]
+    small = Cluster([Device(f"gpu{i}", "gpu", 80e9, host=f"n{i // 2}") for i in range(8)],
+                    intra_host=CL.intra_host, inter_host=CL.inter_host)
+    across = _judge(s, cluster=small).breakdown()["ep"]
+    assert across > 2 * inside
+
+
+@pytest.mark.parametrize("strategy", [
+    Strategy(tp=2, pp=2, dp=4, ep=2, global_batch=16, sp=True),
+    Strategy(pp=2, dp=4, ep=4, global_batch=16, zero=1, recompute="full"),
+    Strategy(tp=4, dp=4, ep=4, global_batch=8, zero=2),
+    Strategy(tp=1, pp=1, dp=6, ep=2, mbs=1, global_batch=12, zero=1),
+])
+def test_one_rank_a_stage_equals_every_rank(strategy):
+    """The judge's shortcut (one rank a stage) gives the step and memory of simulating every
+    rank, with the expert-parallel collectives' rendezvous."""
+    cl = Cluster([Device(f"gpu{i}", "gpu", 80e9, host=f"n{i // 4}") for i in range(16)],
+                 intra_host=CL.intra_host, inter_host=CL.inter_host)
+    a = _judge(strategy, cluster=cl)
+    b = _judge(strategy, cluster=cl, ranks="all")
+    assert b.ranks == "all" and a.step_ms == pytest.approx(b.step_ms, rel=1e-12)
+    assert max(a.peak.values()) == pytest.approx(max(b.peak.values()), rel=1e-12)
+    assert a.breakdown()["ep"] > 0
+
+
+@pytest.mark.parametrize("kw, spec, message", [
+    ({"dp": 6, "ep": 4}, MOE, "ep=4 must divide dp=6"),
+    ({"dp": 4, "ep": 0}, MOE, "ep must be an integer >= 1"),
+    ({"dp": 4, "ep": 2.0}, MOE, "ep must be an integer >= 1"),
+    ({"dp": 4, "ep": 4, "zero": 3}, MOE, "zero=3 is not modelled"),
+    ({"pp": 2, "stage_widths": ((1, 2), (1, 2)), "ep": 2}, MOE, "per-stage widths"),
+    ({"dp": 8, "ep": 8}, MOE.replace("experts=8", "experts=4"), "does not divide the model's 4"),
+    ({"dp": 4, "ep": 2}, "llama:layers=2,hidden=256,heads=4", "needs a model with experts"),
+])
+def test_bad_ep_refused(kw, spec, message):
+    with pytest.raises(PlanError, match=message):
+        parallelize(spec, CL, Strategy(**kw), gpu="A100-80G")
+
+
+def test_describe_and_to_dict():
+    s = Strategy(tp=2, dp=8, ep=4)
+    assert "dp8 ep4 " in s.describe() and s.to_dict()["ep"] == 4
+    assert "ep" not in Strategy(dp=8).describe() and "ep" not in Strategy(dp=8).to_dict()
+    assert Strategy(**s.to_dict()) == s
