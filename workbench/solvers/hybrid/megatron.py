@@ -171,7 +171,7 @@ def expert_degrees(config: LLMConfig, dp: int) -> list:
     (Megatron-Core's ``--expert-model-parallel-size``).
 
     >>> from workbench.costs.llm import parse_spec
-    >>> expert_degrees(parse_spec("moe:8x7b"), 16), expert_degrees(parse_spec("llama:8b"), 16)
+    >>> expert_degrees(parse_spec("moe:8x7b"), 16), expert_degrees(parse_spec("llama:7b"), 16)
     ([1, 2, 4, 8], [1])
     """
     out, e = [1], 2
