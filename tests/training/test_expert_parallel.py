@@ -160,3 +160,15 @@ def test_describe_and_to_dict():
     assert "dp8 ep4 " in s.describe() and s.to_dict()["ep"] == 4
     assert "ep" not in Strategy(dp=8).describe() and "ep" not in Strategy(dp=8).to_dict()
     assert Strategy(**s.to_dict()) == s
+
+
+def test_cli_train_takes_ep(capsys):
+    from workbench.cli import main
+
+    assert main(["train", MOE, "--cluster", "8xA100-80g", "--dp", "8", "--ep", "4",
+                 "--global-batch", "16", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert '"ep": 4' in out and '"ep_ms"' in out
+    assert main(["train", "gpt:layers=2,hidden=256,heads=4", "--cluster", "8xA100-80g",
+                 "--dp", "8", "--ep", "4"]) == 2
+    assert "needs a model with experts" in capsys.readouterr().err
