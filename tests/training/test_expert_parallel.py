@@ -66,7 +66,7 @@ def test_expert_states_divide_by_ep(zero):
 
     static = {}
     for ep in (1, 2, 4, 8):
-        r = _judge(Strategy(tp=tp, dp=dp, ep=ep, zero=zero, global_batch=16))
+        r = _judge(Strategy(tp=tp, dp=dp, ep=ep, zero=zero, sp=True, global_batch=16))
         static[ep] = r.memory[0][0][1]
     expert = _expert_params(MOE, tp)
     dense = static[1] / per(dp) - expert
@@ -126,7 +126,7 @@ def test_ep_across_nodes_costs_more_than_inside_one():
 @pytest.mark.parametrize("strategy", [
     Strategy(tp=2, pp=2, dp=4, ep=2, global_batch=16, sp=True),
     Strategy(pp=2, dp=4, ep=4, global_batch=16, zero=1, recompute="full"),
-    Strategy(tp=4, dp=4, ep=4, global_batch=8, zero=2),
+    Strategy(tp=4, dp=4, ep=4, global_batch=8, zero=2, sp=True),
     Strategy(tp=1, pp=1, dp=6, ep=2, mbs=1, global_batch=12, zero=1),
 ])
 def test_one_rank_a_stage_equals_every_rank(strategy):
@@ -146,6 +146,7 @@ def test_one_rank_a_stage_equals_every_rank(strategy):
     ({"dp": 4, "ep": 0}, MOE, "ep must be an integer >= 1"),
     ({"dp": 4, "ep": 2.0}, MOE, "ep must be an integer >= 1"),
     ({"dp": 4, "ep": 4, "zero": 3}, MOE, "zero=3 is not modelled"),
+    ({"tp": 2, "dp": 4, "ep": 2}, MOE, "ep=2 with tp=2 needs sequence parallelism"),
     ({"pp": 2, "stage_widths": ((1, 2), (1, 2)), "ep": 2}, MOE, "per-stage widths"),
     ({"dp": 8, "ep": 8}, MOE.replace("experts=8", "experts=4"), "does not divide the model's 4"),
     ({"dp": 4, "ep": 2}, "llama:layers=2,hidden=256,heads=4", "needs a model with experts"),
@@ -156,7 +157,7 @@ def test_bad_ep_refused(kw, spec, message):
 
 
 def test_describe_and_to_dict():
-    s = Strategy(tp=2, dp=8, ep=4)
+    s = Strategy(tp=2, dp=8, ep=4, sp=True)
     assert "dp8 ep4 " in s.describe() and s.to_dict()["ep"] == 4
     assert "ep" not in Strategy(dp=8).describe() and "ep" not in Strategy(dp=8).to_dict()
     assert Strategy(**s.to_dict()) == s

@@ -122,7 +122,8 @@ def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Fi
     return fig
 
 
-_LINK_COLORS = {"tp": "#7f2704", "pp": "#00441b", "dp": "#3f007d", "zero3": "#005f5f"}
+_LINK_COLORS = {"tp": "#7f2704", "pp": "#00441b", "dp": "#3f007d", "zero3": "#005f5f",
+                "ep": "#7a0177"}
 """Link traffic in dark shades, apart from the micro-batch colours of the task bars (seen in a
 screenshot: with the palette's orange, green and purple a TP collective read as micro-batch 1)."""
 

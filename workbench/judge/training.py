@@ -20,6 +20,14 @@ and links as capacity-one FIFO resources -- specialised to what a training syste
   ZeRO-2/3, all-reduced otherwise; ZeRO-3 all-gathers each chunk's parameters before each of
   its tasks (one task ahead); the optimizer step follows the rank's last gradient bucket,
   ZeRO-1/2 all-gather the updated parameters after it;
+* **expert parallelism** (``Strategy.ep > 1``, Megatron-Core's ``--expert-model-parallel-size``
+  on a model with experts): each rank holds ``experts / ep`` experts (their states
+  ZeRO-sharded over the ``dp / ep`` replicas that hold the same experts); every MoE block's
+  all-to-all dispatch and combine (:func:`~workbench.judge.collectives.collective_ms`
+  ``"alltoall"``: forward, reversed in the backward, repeated by full recomputation) block
+  the rank's stream over its expert-parallel group (``ep`` consecutive replicas), as the
+  tensor-parallel collectives do; the experts' gradients leave in buckets of their own over
+  the expert-data-parallel group;
 * **the host as a lane** (when the GPU's ``host_op_ms`` is positive, as
   :mod:`workbench.fidelity.public` calibrates it): the host issues the ops one by one,
   ``host_op_ms`` each, and runs ahead of the GPU (a CUDA stream is asynchronous to the CPU
@@ -230,8 +238,8 @@ class TrainingResult:
     ``step_ms`` (the slowest rank's end), ``tasks[rank]`` (``(start, end, kind, chunk,
     micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what, asked)``, ``asked`` the
     time it was ready to start (it waited for the channel until ``start``), what
-    ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights) or
-    ``zero3`` (parameter gathers)), ``memory[rank]`` (``(time, bytes)`` after
+    ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights),
+    ``zero3`` (parameter gathers) or ``ep`` (expert-parallel all-to-alls)), ``memory[rank]`` (``(time, bytes)`` after
     each change), ``peak[rank]``, ``oom`` (None, or the first rank over its device's memory:
     ``{"device", "rank", "time_ms", "bytes", "capacity"}``), ``parts[rank]`` (step time by
     cause, see :meth:`breakdown`), ``events`` (heap events processed).
@@ -265,7 +273,8 @@ class TrainingResult:
         """Step time of ``rank`` (default: the slowest) split into ``compute``, ``recompute``,
         ``tp`` (blocking collectives), ``pp`` (waiting for a sent input), ``bubble`` (waiting
         for a producer still at work), ``dp`` (gradient synchronisation not hidden, ZeRO
-        gathers), ``optimizer``; they add up to ``step``."""
+        gathers), ``optimizer`` and, with expert parallelism only, ``ep`` (the blocking
+        all-to-alls); they add up to ``step``."""
         return dict(self.parts[self.critical_rank if rank is None else rank])
 
     def throughput(self) -> float:

@@ -193,6 +193,11 @@ class Strategy:
             raise PlanError(f"strategy: ep={self.ep} must divide dp={self.dp} (expert-parallel "
                             f"ranks are carved out of the data-parallel ones: dp / ep "
                             f"expert-data-parallel replicas)")
+        if self.tp > 1 and not self.sp:
+            raise PlanError(f"strategy: ep={self.ep} with tp={self.tp} needs sequence "
+                            f"parallelism (sp=True), as Megatron-Core's TransformerConfig "
+                            f"requires: its all-to-all dispatcher takes each tensor-parallel "
+                            f"rank's 1 / tp of the tokens")
         if self.zero >= 3:
             raise PlanError(f"strategy: ep={self.ep} with zero=3 is not modelled (Megatron-Core "
                             f"shards optimizer states and gradients, ZeRO-1/2, over the "

@@ -24,7 +24,7 @@ def test_grid_enumerates_ep_only_for_models_with_experts():
     eps = {(s.dp, s.ep) for s in moe}
     assert {e for _, e in eps} == {1, 2, 4, 8}
     assert all(d % e == 0 and 8 % e == 0 for d, e in eps)
-    assert not any(s.ep > 1 and s.zero == 3 for s in moe)
+    assert not any(s.ep > 1 and (s.zero == 3 or s.tp > 1 and not s.sp) for s in moe)
     # the ep = 1 strategies are the grid of the same model without ep, in the same order
     dense = grid(parse_spec(GPT), NODE, global_batch=16)
     assert len(dense) == 402 and all(s.ep == 1 for s in dense)

@@ -9,7 +9,8 @@ the remaining GPUs, micro-batch size, the 1F1B or interleaved 1F1B schedule (``v
 (none, selective, full), the ZeRO stage (0 or 1 -- Megatron's distributed optimizer --,
 2 and 3 only without pipelining, as DeepSpeed allows) and, on a model with experts, the
 expert-parallel degree ``ep`` (Megatron-Core's ``--expert-model-parallel-size``: 1, 2, 4, ...
-dividing both ``dp`` and the expert count; not with ZeRO-3). Every valid strategy is judged by
+dividing both ``dp`` and the expert count; not with ZeRO-3; with ``tp > 1`` only under sequence
+parallelism, as Megatron-Core requires). Every valid strategy is judged by
 :func:`workbench.judge.training.simulate_training`; the fastest that fits in memory is
 returned, with the grid's size, how many were judged and the time it took.
 
@@ -161,7 +162,8 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
                             out += [Strategy(tp=tp, pp=pp, dp=dp, mbs=mbs,
                                              global_batch=global_batch, schedule=sched,
                                              virtual=v, recompute=rec, zero=z, sp=sp, ep=e)
-                                    for z in zeros for e in eps if e == 1 or z < 3]
+                                    for z in zeros for e in eps
+                                    if e == 1 or (z < 3 and (sp or tp == 1))]
     return [p.strategy for p in _plans(config, cluster, out, gpu)]
 
 
