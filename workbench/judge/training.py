@@ -109,6 +109,19 @@ def _comm(o, phase: str, t: int, sp: bool):
     return table.get("sp" if sp else "tp")
 
 
+def _comms(o, phase: str, t: int, sp: bool, ep: int) -> list:
+    """The program items of the collectives after op ``o``'s forward (``f``) or backward:
+    its tensor-parallel one (``("x", Comm)``), or under expert parallelism its ``ep_fwd`` /
+    ``ep_bwd`` sequence where it has one (an all-to-all as ``("a", bytes of the rank)``: each
+    tensor-parallel rank sends ``1 / t`` of the copies)."""
+    table = (o.ep_fwd if phase == "f" else o.ep_bwd) if ep > 1 else None
+    if table is None:
+        cm = _comm(o, phase, t, sp)
+        return [] if cm is None else [("x", cm)]
+    return [("a", c.nbytes / t) if c.kind == "alltoall" else ("x", c) for c in table
+            if c.kind == "alltoall" or t > 1]
+
+
 def _layer_groups(ops) -> dict:
     groups: dict = defaultdict(list)
     for o in ops:
@@ -159,11 +172,8 @@ def chunk_program(plan, c: int) -> dict:
                 continue
             ks = kernels(o, _div(o, t, sp), False)
             items.append(("c", sum(ks), ks))
-            cm = None if only_core else _comm(o, "f", t, sp)
-            if cm is not None:
-                items.append(("x", cm))
-            if ep > 1 and o.a2a_fwd and not only_core:
-                items.append(("a", o.a2a_fwd / t))
+            if not only_core:
+                items += _comms(o, "f", t, sp, ep)
         return items
 
     bwd: list = []
@@ -186,11 +196,7 @@ def chunk_program(plan, c: int) -> dict:
             if acc >= bucket:
                 bwd.append(("g", acc))
                 acc = 0.0
-        cm = _comm(o, "b", t, sp)
-        if cm is not None:
-            bwd.append(("x", cm))
-        if ep > 1 and o.a2a_bwd:
-            bwd.append(("a", o.a2a_bwd / t))
+        bwd += _comms(o, "b", t, sp, ep)
     if acc > 0:
         bwd.append(("g", acc))
     if eacc > 0:
