@@ -27,9 +27,10 @@ def _expert_params(spec, tp=1) -> float:
 
 
 def test_ep1_ignores_the_expert_fields_of_the_chain(monkeypatch):
-    """With ep = 1 the judge does not read the expert marks and all-to-all bytes the MoE ops
-    carry: the same model with every op stripped of them is judged to the same step, peak
-    memory and breakdown, for several strategies."""
+    """With ep = 1 the judge does not read the expert marks and the expert-parallel
+    collective sequences (``ep_fwd``/``ep_bwd``) the MoE ops carry: the same model with every
+    op stripped of them is judged to the same step, peak memory and breakdown, for several
+    strategies."""
     import workbench.transforms.parallel as par
 
     strategies = [Strategy(dp=4, global_batch=16), Strategy(tp=2, dp=2, global_batch=8, zero=1),
@@ -202,3 +203,23 @@ def test_cli_train_takes_ep(capsys):
     assert main(["train", "gpt:layers=2,hidden=256,heads=4", "--cluster", "8xA100-80g",
                  "--dp", "8", "--ep", "4"]) == 2
     assert "needs a model with experts" in capsys.readouterr().err
+
+
+def test_alltoall_time_inside_and_across_nodes():
+    """Inside a node the all-to-all is ``call + (n-1) a + (n-1)/n S/B`` on NVLink; with one
+    rank a node the same on the network link; with ``k`` ranks in each of several nodes the
+    bytes for other nodes cross the network while the rest take NVLink at once."""
+    from workbench.cluster import Link
+    from workbench.judge.collectives import flat_ms
+
+    nv, ib = Link(0.002, 300e6, call=0.01), Link(0.005, 25e6, call=0.02)
+    S = 1e9
+    assert collective_ms("alltoall", S, 8, 1, nv, ib) == flat_ms("allgather", S, 8, 0.002,
+                                                                 300e6, call=0.01)
+    assert collective_ms("alltoall", S, 4, 4, nv, ib) == pytest.approx(
+        0.02 + 3 * 0.005 + 0.75 * S / 25e6, rel=1e-12)
+    assert collective_ms("alltoall", S, 8, 2, nv, ib) == pytest.approx(
+        0.02 + 7 * 0.005 + max(4 / 8 * S / 25e6, 3 / 8 * S / 300e6), rel=1e-12)
+    assert collective_ms("alltoall", S, 1, 1, nv, ib) == 0.0
+    assert collective_ms("alltoall", S, 8, 2, nv, ib) > collective_ms("alltoall", S, 8, 1,
+                                                                      nv, ib)
