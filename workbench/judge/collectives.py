@@ -19,7 +19,7 @@ send / receive     ``a + S/B``                       --
 An **all-to-all** (expert parallelism's token dispatch and combine, Megatron-Core's
 ``MoEAlltoAllTokenDispatcher``; NCCL runs it as ``n - 1`` concurrent sends and receives per
 rank) sends ``S/n`` of each rank's ``S`` bytes to every other rank: ``(n-1)/n S`` leave the
-rank. Across ``N`` nodes with ``k`` ranks in each, the ``(n-k)/n S`` bound for other nodes
+rank (nccl-tests' bus-bandwidth factor for it, ``AlltoAllGetBw`` in ``src/alltoall.cu``). Across ``N`` nodes with ``k`` ranks in each, the ``(n-k)/n S`` bound for other nodes
 cross the network while the ``(k-1)/n S`` for the rank's own node take NVLink at the same
 time: ``(n-1) a_net + max((n-k)/n S/B_net, (k-1)/n S/B_nvl)`` (one rank a node: the flat
 formula on the network link).
