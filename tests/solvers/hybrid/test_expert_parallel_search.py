@@ -64,3 +64,13 @@ def test_megatron_with_ep_never_worse_and_pruning_agrees():
     assert full.step_ms <= no_ep * (1 + 1e-12)
     h = tarnawski(MOE, NODE, global_batch=16, gpus=8, baseline=full)
     assert h.step_ms <= full.step_ms * (1 + 1e-9)
+
+
+def test_ddp_and_zero_keep_every_expert_on_every_gpu():
+    """``ddp`` and ``zero`` are data parallelism without expert parallelism (every replica
+    holds every expert); ``megatron`` may shard them."""
+    from workbench.solvers.hybrid.methods import search_strategy
+
+    for m in ("ddp", "zero"):
+        r = search_strategy(m, MOE, NODE, global_batch=64)
+        assert r.plan.strategy.ep == 1 and r.plan.strategy.dp == 8, m
