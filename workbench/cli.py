@@ -144,7 +144,7 @@ def _cmd_train(args) -> int:
     strategy = Strategy(tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs or 0,
                         global_batch=args.global_batch or 0, schedule=args.schedule,
                         virtual=args.virtual, recompute=args.recompute, zero=args.zero,
-                        sp=args.sp, algorithm=args.algorithm)
+                        sp=args.sp, algorithm=args.algorithm, ep=args.ep)
     plan = parallelize(config, cluster, strategy, gpu=args.gpu)  # the strategy's errors
     gpus = args.gpus or len(cluster.devices)
     if gpus > len(cluster.devices):
@@ -773,6 +773,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--recompute", choices=["none", "selective", "full"], default="none")
     p.add_argument("--zero", type=int, choices=[0, 1, 2, 3], default=0)
     p.add_argument("--sp", action="store_true", help="sequence parallelism (with --tp > 1)")
+    p.add_argument("--ep", type=_COUNT, default=1,
+                   help="expert parallelism (moe:... models; divides dp and the experts)")
     p.add_argument("--algorithm", choices=["ring", "tree"], default="ring")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(fn=_cmd_train)

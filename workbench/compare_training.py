@@ -119,7 +119,7 @@ def _row(m: str, found, result, cluster) -> dict:
             "objective": "step",
             "status": "time_limit" if "time limit" in found.notes else "heuristic",
             "makespan_ms": result.step_ms, "max_load_ms": math.nan,
-            "comm_ms": parts["tp_ms"] + parts["pp_ms"] + parts["dp_ms"],
+            "comm_ms": parts["tp_ms"] + parts["pp_ms"] + parts["dp_ms"] + parts.get("ep_ms", 0.0),
             "comm_bytes": math.nan, "peak_mem_frac": frac, "live_mem_frac": frac,
             "devices_used": s.devices, "feasible": result.feasible,
             "violations": "" if result.oom is None else _oom_text(result.oom),

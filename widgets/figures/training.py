@@ -40,7 +40,8 @@ __all__ = ["training_gantt", "training_memory_figure", "training_breakdown_figur
 
 _PARTS = ("compute", "recompute", "tp", "pp", "bubble", "dp", "optimizer")
 _PART_COLORS = {"compute": "#1f77b4", "recompute": "#aec7e8", "tp": "#ff7f0e",
-                "pp": "#2ca02c", "bubble": "#d3d3d3", "dp": "#9467bd", "optimizer": "#8c564b"}
+                "pp": "#2ca02c", "bubble": "#d3d3d3", "dp": "#9467bd", "optimizer": "#8c564b",
+                "ep": "#e377c2"}
 
 
 def _expect_result(obj, what: str) -> None:
@@ -121,7 +122,8 @@ def training_gantt(result, *, ranks=None, fig: go.Figure | None = None) -> go.Fi
     return fig
 
 
-_LINK_COLORS = {"tp": "#7f2704", "pp": "#00441b", "dp": "#3f007d", "zero3": "#005f5f"}
+_LINK_COLORS = {"tp": "#7f2704", "pp": "#00441b", "dp": "#3f007d", "zero3": "#005f5f",
+                "ep": "#7a0177"}
 """Link traffic in dark shades, apart from the micro-batch colours of the task bars (seen in a
 screenshot: with the palette's orange, green and purple a TP collective read as micro-batch 1)."""
 
@@ -192,9 +194,9 @@ def training_breakdown_figure(results, *, labels=None,
         raise PlanError(f"training_breakdown_figure: {len(labels)} labels for {len(results)} "
                         f"results")
     rows = [r.breakdown() for r in results]
-    for part in _PARTS:
+    for part in _PARTS + (("ep",) if any("ep" in b for b in rows) else ()):  # ep: all-to-all
         fig.add_trace(go.Bar(name=part, orientation="h", y=labels,
-                             x=[b[part] / 1e3 for b in rows],
+                             x=[b.get(part, 0.0) / 1e3 for b in rows],
                              marker={"color": _PART_COLORS[part]},
                              hovertemplate=f"{part}: %{{x:.3f}} s<extra></extra>"))
     fig.update_layout(barmode="stack", xaxis_title="step time (s)",

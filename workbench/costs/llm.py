@@ -507,6 +507,12 @@ class ChainOp:
     full recomputation keeps of a block, and the most a cut may send besides ``carry``);
     ``carry``: what a cut after the op must also pass on (an encoder-decoder's encoder
     output, which every decoder layer's cross-attention reads).
+    ``expert``: the op is one of a mixture of experts' expert ops (its parameters split over
+    the expert-parallel ranks, ``Strategy.ep``); ``ep_fwd``/``ep_bwd``: under expert
+    parallelism (``ep > 1``; None: ``comm_fwd``/``comm_bwd`` as without it), the collectives
+    after the op's forward/backward in their order -- ``alltoall`` the expert-parallel
+    all-to-all of the replica's token copies (each tensor-parallel rank sending its ``1 / tp``),
+    the others tensor-parallel (sequence-parallel) ones.
     """
 
     name: str
@@ -526,6 +532,9 @@ class ChainOp:
     comm_bwd: dict = field(default_factory=dict)
     resid: float = 0.0
     carry: float = 0.0
+    expert: bool = False
+    ep_fwd: tuple | None = None
+    ep_bwd: tuple | None = None
 
 
 def _op(name, op_type, layer, flops, nbytes, *, bwd=2.0, bwd_bytes=None, **kw) -> ChainOp:
@@ -620,29 +629,42 @@ def _moe_mlp(c: LLMConfig, i: int) -> list[ChainOp]:
     the router's logits and top-``k``, each token's ``topk`` copies through their experts'
     SwiGLU (``2 x topk x 3 h f`` FLOPs a token; ``experts x 3 h f`` parameters, each expert
     split by the tensor-parallel degree as Megatron-LM's expert tensor parallelism does), and
-    the weighted sum of the copies."""
+    the weighted sum of the copies; its tensor-parallel collectives those of Megatron's
+    all-gather dispatcher (the block's ``[b, s, h]`` activation gathered before the router and
+    reduce-scattered after the combine). Under expert parallelism (``Strategy.ep > 1``, tokens
+    sequence-parallel over the tensor-parallel ranks) those of Megatron-Core's
+    ``MoEAlltoAllTokenDispatcher``: ``permute -> A2A(EP) -> AG(TP)`` before the experts and
+    ``RS(TP) -> A2A(EP) -> unpermute`` after them, on the token copies (``tokens x topk x
+    hidden`` elements), reversed in the backward."""
     b, s, h, f, e, E, k = c.mbs, c.seq, c.hidden, c.ffn, c.act_bytes, c.experts, c.topk
     T, x = b * s, b * s * h * e
+    cp = e * T * k * h                        # the token copies a dispatch or combine moves
+    a2a, ag, rs = Comm("alltoall", cp), Comm("allgather", cp), Comm("reducescatter", cp)
     return [
         _op(f"L{i}/router", "MatMul", i, 2 * T * h * E + 5 * T * E, e * (T * h + h * E + T * E),
-            params=h * E, saved=e * T * E, out=x),
+            params=h * E, saved=e * T * E, out=x, ep_fwd=(a2a, ag)),
         _mm(f"L{i}/experts_gate_up", i, T * k, h, 2 * f, e, params=E * 2 * h * f,
-            comm_bwd=_ar(x, "reducescatter")),
+            comm_bwd=_ar(x, "reducescatter"), expert=True, ep_bwd=(rs, a2a)),
         _op(f"L{i}/experts_swiglu", "SwiGLU", i, 4 * T * k * f, 3 * e * T * k * f, bwd=1.5,
-            split=True, saved=2 * e * T * k * f, out=e * T * k * f),
-        _mm(f"L{i}/experts_down", i, T * k, f, h, e, params=E * f * h),
+            split=True, saved=2 * e * T * k * f, out=e * T * k * f, expert=True),
+        _mm(f"L{i}/experts_down", i, T * k, f, h, e, params=E * f * h, expert=True,
+            ep_fwd=(rs, a2a)),
         _op(f"L{i}/combine", "Mul", i, 2 * T * k * h, e * (T * k * h + T * h), bwd=1.0,
-            saved=e * T * k, out=x, comm_fwd=_ar(x, "reducescatter")),
+            saved=e * T * k, out=x, comm_fwd=_ar(x, "reducescatter"), ep_fwd=(),
+            ep_bwd=(a2a, ag)),
     ]
 
 
 def _moe_block(c: LLMConfig, i: int) -> list[ChainOp]:
-    """A Llama block whose MLP is the mixture of experts on every ``moe_every``-th block."""
+    """A Llama block whose MLP is the mixture of experts on every ``moe_every``-th block
+    (under expert parallelism the MLP's input stays sequence-parallel: no all-gather after
+    the norm, none in the residual's backward)."""
     ops = _llama_block(c, i)
     if not c.is_moe(i):
         return ops
     k = next(j for j, o in enumerate(ops) if o.name.endswith("/gate_up"))
-    return ops[:k] + _moe_mlp(c, i) + ops[-1:]
+    return ops[:k - 1] + [replace(ops[k - 1], ep_fwd=())] + _moe_mlp(c, i) + \
+        [replace(ops[-1], ep_bwd=())]
 
 
 def _t5_attention(c: LLMConfig, i: int, tag: str, sq: int, skv: int, *, cross: bool,

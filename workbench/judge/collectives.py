@@ -12,8 +12,17 @@ collective         ring                             tree (double binary, NCCL >=
 all-reduce         ``2 (n-1) a + 2 (n-1)/n S/B``     ``2 ceil(log2 n) a + 2 (n-1)/n S/B``
 reduce-scatter     ``(n-1) a + (n-1)/n S/B``         as ring (NCCL has no tree for it)
 all-gather         ``(n-1) a + (n-1)/n S/B``         as ring
+all-to-all         ``(n-1) a + (n-1)/n S/B``         --
 send / receive     ``a + S/B``                       --
 =================  ==============================  ==================================
+
+An **all-to-all** (expert parallelism's token dispatch and combine, Megatron-Core's
+``MoEAlltoAllTokenDispatcher``; NCCL runs it as ``n - 1`` concurrent sends and receives per
+rank) sends ``S/n`` of each rank's ``S`` bytes to every other rank: ``(n-1)/n S`` leave the
+rank (nccl-tests' bus-bandwidth factor for it, ``AlltoAllGetBw`` in ``src/alltoall.cu``). Across ``N`` nodes with ``k`` ranks in each, the ``(n-k)/n S`` bound for other nodes
+cross the network while the ``(k-1)/n S`` for the rank's own node take NVLink at the same
+time: ``(n-1) a_net + max((n-k)/n S/B_net, (k-1)/n S/B_nvl)`` (one rank a node: the flat
+formula on the network link).
 
 Each call also pays the link's ``call`` latency once, however many steps it takes (NCCL's
 base latency of a call: its kernel launch, proxy and synchronisation; ``baseLat`` in NVIDIA/nccl
@@ -45,6 +54,8 @@ Examples
 13.391
 >>> collective_ms("allreduce", 1e9, 1, 1, nv, ib)
 0.0
+>>> [round(collective_ms("alltoall", 1e9, 8, n, nv, ib), 3) for n in (1, 2, 8)]
+[2.931, 20.035, 35.035]
 >>> measured = Link(0.0013, 201e6, call=0.0411)   # NCCL on an A100 node (see costs.llm.GPUS)
 >>> round(collective_ms("allreduce", 8 * 2**20, 2, 1, measured, ib) * 1e3, 1)  # us (87 measured)
 85.4
@@ -61,7 +72,7 @@ from ..errors import PlanError
 
 __all__ = ["COLLECTIVES", "collective_ms", "flat_ms", "p2p_ms"]
 
-COLLECTIVES = ("allreduce", "reducescatter", "allgather")
+COLLECTIVES = ("allreduce", "reducescatter", "allgather", "alltoall")
 
 
 def flat_ms(kind: str, nbytes: float, n: int, latency: float, bandwidth: float,
@@ -99,6 +110,11 @@ def collective_ms(kind: str, nbytes: float, n: int, nodes: int, intra, inter,
             return measured
         return flat_ms(kind, nbytes, n, intra.latency, intra.bandwidth, algorithm, intra.call)
     k = n // nodes
+    if kind == "alltoall":
+        if k <= 1 or nbytes <= 0:
+            return flat_ms(kind, nbytes, n, inter.latency, inter.bandwidth, call=inter.call)
+        return max(intra.call, inter.call) + (n - 1) * inter.latency + \
+            max((n - k) / n * nbytes / inter.bandwidth, (k - 1) / n * nbytes / intra.bandwidth)
     if k <= 1:
         return flat_ms(kind, nbytes, nodes, inter.latency, inter.bandwidth, algorithm,
                        inter.call)

@@ -20,6 +20,14 @@ and links as capacity-one FIFO resources -- specialised to what a training syste
   ZeRO-2/3, all-reduced otherwise; ZeRO-3 all-gathers each chunk's parameters before each of
   its tasks (one task ahead); the optimizer step follows the rank's last gradient bucket,
   ZeRO-1/2 all-gather the updated parameters after it;
+* **expert parallelism** (``Strategy.ep > 1``, Megatron-Core's ``--expert-model-parallel-size``
+  on a model with experts): each rank holds ``experts / ep`` experts (their states
+  ZeRO-sharded over the ``dp / ep`` replicas that hold the same experts); every MoE block's
+  all-to-all dispatch and combine (:func:`~workbench.judge.collectives.collective_ms`
+  ``"alltoall"``: forward, reversed in the backward, repeated by full recomputation) block
+  the rank's stream over its expert-parallel group (``ep`` consecutive replicas), as the
+  tensor-parallel collectives do; the experts' gradients leave in buckets of their own over
+  the expert-data-parallel group;
 * **the host as a lane** (when the GPU's ``host_op_ms`` is positive, as
   :mod:`workbench.fidelity.public` calibrates it): the host issues the ops one by one,
   ``host_op_ms`` each, and runs ahead of the GPU (a CUDA stream is asynchronous to the CPU
@@ -101,6 +109,19 @@ def _comm(o, phase: str, t: int, sp: bool):
     return table.get("sp" if sp else "tp")
 
 
+def _comms(o, phase: str, t: int, sp: bool, ep: int) -> list:
+    """The program items of the collectives after op ``o``'s forward (``f``) or backward:
+    its tensor-parallel one (``("x", Comm)``), or under expert parallelism its ``ep_fwd`` /
+    ``ep_bwd`` sequence where it has one (an all-to-all as ``("a", bytes of the rank)``: each
+    tensor-parallel rank sends ``1 / t`` of the copies)."""
+    table = (o.ep_fwd if phase == "f" else o.ep_bwd) if ep > 1 else None
+    if table is None:
+        cm = _comm(o, phase, t, sp)
+        return [] if cm is None else [("x", cm)]
+    return [("a", c.nbytes / t) if c.kind == "alltoall" else ("x", c) for c in table
+            if c.kind == "alltoall" or t > 1]
+
+
 def _layer_groups(ops) -> dict:
     groups: dict = defaultdict(list)
     for o in ops:
@@ -111,16 +132,19 @@ def _layer_groups(ops) -> dict:
 def chunk_program(plan, c: int) -> dict:
     """What one rank of chunk ``c`` runs per micro-batch: ``fwd``/``bwd`` segments (``("c",
     ms, per-op ms)`` compute, ``("r", ms, per-op ms)`` recomputation, ``("x", Comm)`` a
-    tensor-parallel collective,
-    ``("g", bytes)`` a gradient bucket ready), ``stash`` (activation bytes kept from the
+    tensor-parallel collective, ``("a", bytes)`` an expert-parallel all-to-all of the rank's
+    bytes, ``("g", bytes)`` a gradient bucket ready, ``("ge", bytes)`` one of expert
+    gradients under expert parallelism), ``stash`` (activation bytes kept from the
     forward to the backward), ``transient`` (recomputed bytes while the backward runs),
-    ``params`` (of the shard), ``send`` (bytes of the output sent to the next chunk by each
-    rank) and ``out`` (the replica's whole output). With per-stage widths the chunk's stage's
-    ``tp`` and share of the micro-batch.
+    ``params`` (of the shard, experts' included), ``eparams`` (the experts' of the shard:
+    ``experts / ep`` of them; 0 without expert parallelism), ``send`` (bytes of the output
+    sent to the next chunk by each rank) and ``out`` (the replica's whole output). With
+    per-stage widths the chunk's stage's ``tp`` and share of the micro-batch.
     """
     s, cfg, gpu = plan.strategy, plan.config, plan.gpu
     t, sp, half = s.width_of(c % s.pp)[0], s.sp, cfg.precision != "fp32"
     rec = s.recompute_of(c % s.pp)       # the recomputation of the chunk's stage
+    ep = s.ep                            # expert parallelism (1: none)
     ops = plan.chunk_ops(c)
     gbytes = 4 if cfg.precision == "fp32" else 2
     bucket = s.bucket_mb * 1e6
@@ -148,9 +172,8 @@ def chunk_program(plan, c: int) -> dict:
                 continue
             ks = kernels(o, _div(o, t, sp), False)
             items.append(("c", sum(ks), ks))
-            cm = None if only_core else _comm(o, "f", t, sp)
-            if cm is not None:
-                items.append(("x", cm))
+            if not only_core:
+                items += _comms(o, "f", t, sp, ep)
         return items
 
     bwd: list = []
@@ -159,19 +182,25 @@ def chunk_program(plan, c: int) -> dict:
     elif rec == "selective":
         core = fwd_items(only_core=True)
         bwd += [("r", sum(x[1] for x in core), tuple(k for x in core for k in x[2]))]
-    acc = 0.0
+    acc, eacc = 0.0, 0.0
     for o in reversed(ops):
         ks = kernels(o, _div(o, t, sp), True)
         bwd.append(("c", sum(ks), ks))
-        acc += gbytes * o.params / (t if o.split else 1)
-        if acc >= bucket:
-            bwd.append(("g", acc))
-            acc = 0.0
-        cm = _comm(o, "b", t, sp)
-        if cm is not None:
-            bwd.append(("x", cm))
+        if ep > 1 and o.expert:       # expert gradients: their own buckets (expert-DP group)
+            eacc += gbytes * o.params / (t if o.split else 1) / ep
+            if eacc >= bucket:
+                bwd.append(("ge", eacc))
+                eacc = 0.0
+        else:
+            acc += gbytes * o.params / (t if o.split else 1)
+            if acc >= bucket:
+                bwd.append(("g", acc))
+                acc = 0.0
+        bwd += _comms(o, "b", t, sp, ep)
     if acc > 0:
         bwd.append(("g", acc))
+    if eacc > 0:
+        bwd.append(("ge", eacc))
     stash_of = {o.name: o.saved / _div(o, t, sp) for o in ops}
     groups = _layer_groups(ops)
     blocks = {k: v for k, v in groups.items() if 0 <= k < cfg.blocks}
@@ -188,10 +217,12 @@ def chunk_program(plan, c: int) -> dict:
         transient = max(core.values(), default=0.0)
     else:
         stash, transient = ends + sum(per_block.values()), 0.0
-    params = sum(o.params / (t if o.split else 1) for o in ops)
+    params = sum(o.params / (t if o.split else 1) for o in ops if not (ep > 1 and o.expert))
+    eparams = sum(o.params / (t if o.split else 1) / ep for o in ops if ep > 1 and o.expert)
     send = ops[-1].out / t
     return {"fwd": _merge(fwd_items()), "bwd": _merge(bwd), "stash": stash,
-            "transient": transient, "params": params, "send": send, "out": ops[-1].out}
+            "transient": transient, "params": params + eparams, "eparams": eparams,
+            "send": send, "out": ops[-1].out}
 
 
 def _merge(items: list) -> list:
@@ -213,8 +244,8 @@ class TrainingResult:
     ``step_ms`` (the slowest rank's end), ``tasks[rank]`` (``(start, end, kind, chunk,
     micro-batch, recompute ms)``, kind ``F``/``B``), ``links`` (``(rank, channel, start, end, what, asked)``, ``asked`` the
     time it was ready to start (it waited for the channel until ``start``), what
-    ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights) or
-    ``zero3`` (parameter gathers)), ``memory[rank]`` (``(time, bytes)`` after
+    ``tp``, ``pp`` (sends), ``dp`` (gradient buckets, ZeRO gathers of the updated weights),
+    ``zero3`` (parameter gathers) or ``ep`` (expert-parallel all-to-alls)), ``memory[rank]`` (``(time, bytes)`` after
     each change), ``peak[rank]``, ``oom`` (None, or the first rank over its device's memory:
     ``{"device", "rank", "time_ms", "bytes", "capacity"}``), ``parts[rank]`` (step time by
     cause, see :meth:`breakdown`), ``events`` (heap events processed).
@@ -248,7 +279,8 @@ class TrainingResult:
         """Step time of ``rank`` (default: the slowest) split into ``compute``, ``recompute``,
         ``tp`` (blocking collectives), ``pp`` (waiting for a sent input), ``bubble`` (waiting
         for a producer still at work), ``dp`` (gradient synchronisation not hidden, ZeRO
-        gathers), ``optimizer``; they add up to ``step``."""
+        gathers), ``optimizer`` and, with expert parallelism only, ``ep`` (the blocking
+        all-to-alls); they add up to ``step``."""
         return dict(self.parts[self.critical_rank if rank is None else rank])
 
     def throughput(self) -> float:
@@ -470,11 +502,19 @@ class _Sim:
         self.oom = None
 
     def group(self, kind: str, stage: int, rep: int, tpr: int) -> tuple:
-        """``(members, nodes, fabrics)`` of the rank's tensor- or data-parallel group."""
+        """``(members, nodes, fabrics)`` of the rank's tensor-parallel (``tp``),
+        data-parallel (``dp``), expert-parallel (``ep``: ``ep`` consecutive replicas) or
+        expert-data-parallel (``edp``: the ``dp / ep`` replicas holding the same experts)
+        group."""
         plan = self.plan
         t, d = self.s.width_of(stage)
+        ep = self.s.ep
         if kind == "tp":
             members = [plan.rank(stage, rep, x) for x in range(t)]
+        elif kind == "ep":          # consecutive replicas (Megatron-Core: EP inside DP)
+            members = [plan.rank(stage, rep - rep % ep + x, tpr) for x in range(ep)]
+        elif kind == "edp":         # the replicas holding the same experts
+            members = [plan.rank(stage, rep % ep + x * ep, tpr) for x in range(d // ep)]
         else:
             members = [plan.rank(stage, x, tpr) for x in range(d)]
         nodes = len({self.hosts[m] for m in members})
@@ -515,12 +555,19 @@ class _Sim:
         host[0] = h
         return g - now
 
-    def static_bytes(self, params: float, dp: int) -> float:
+    def static_bytes(self, params: float, dp: int, eparams: float = 0.0) -> float:
         """Parameters, gradients and optimizer states of ``params``, sharded under ZeRO over
-        the stage's ``dp`` replicas."""
+        the stage's ``dp`` replicas; of those, the experts' ``eparams`` (expert
+        parallelism) over the ``dp / ep`` expert-data-parallel replicas."""
         z = self.s.zero
-        return params * (self.pb / (dp if z >= 3 else 1) + self.gb / (dp if z >= 2 else 1)
-                         + self.ob / (dp if z >= 1 else 1))
+
+        def per(d):
+            return self.pb / (d if z >= 3 else 1) + self.gb / (d if z >= 2 else 1) + \
+                self.ob / (d if z >= 1 else 1)
+
+        if self.s.ep == 1:
+            return params * per(dp)
+        return (params - eparams) * per(dp) + eparams * per(dp // self.s.ep)
 
     def routes(self, c: int, kind: str) -> tuple:
         """``(sends, sources)`` of chunk ``c``'s output (``F``: to chunk ``c + 1``) or input
@@ -558,12 +605,15 @@ class _Sim:
         tp_group, dp_group = self.group("tp", stage, rep, tpr), self.group("dp", stage, rep, tpr)
         here = [c for c in range(nch) if c % pp == stage]
         params = sum(progs[c]["params"] for c in here)
-        parts = dict.fromkeys(_PARTS, 0.0)
+        eparams = sum(progs[c]["eparams"] for c in here)
+        parts = dict.fromkeys(_PARTS + (("ep",) if s.ep > 1 else ()), 0.0)
+        ep_groups = (self.group("ep", stage, rep, tpr), self.group("edp", stage, rep, tpr)) \
+            if s.ep > 1 else None
         tasks = self.out["tasks"][rank] = []
         self.out["memory"][rank] = []
         self.out["peak"][rank] = 0.0
         state = [0.0]
-        self.memory(rank, 0.0, self.static_bytes(params, dp), state)
+        self.memory(rank, 0.0, self.static_bytes(params, dp, eparams), state)
         counters: dict = {}
         grad_keys: list = []
         lane, host = plan.gpu.host_op_ms, [0.0]
@@ -624,12 +674,15 @@ class _Sim:
                     yield self.coll(rank, counters, "tp", tp_group, seg[1].kind,
                                     seg[1].nbytes, True, None, "tp")
                     parts["tp"] += core.now[rank] - ta
+                elif typ == "a":              # blocking, on the rank's stream as tp's
+                    ta = core.now[rank]
+                    yield self.coll(rank, counters, "ep", ep_groups[0], "alltoall", seg[1],
+                                    True, None, "ep")
+                    parts["ep"] += core.now[rank] - ta
                 elif sync:
-                    key = ("g", rank, len(grad_keys))
-                    grad_keys.append(key)
-                    yield self.coll(rank, counters, "dp", dp_group,
-                                    "allreduce" if s.zero == 0 else "reducescatter", seg[1],
-                                    False, key, "dp")
+                    req = self._grad(rank, counters, seg, dp_group, ep_groups, grad_keys)
+                    if req is not None:
+                        yield req
             end = core.now[rank]
             tasks.append((start, end, kind, c, m, rec))
             if lane and ((kind == "F" and c + 1 < nch) or (kind == "B" and c > 0)):
@@ -647,36 +700,62 @@ class _Sim:
         if host[0] > core.now[rank]:       # the host still issuing when the GPU is done
             parts["compute"] += host[0] - core.now[rank]
             yield ("c", host[0] - core.now[rank])
-        yield from self._finish(rank, here, dp_group, counters, grad_keys, params, parts)
+        yield from self._finish(rank, here, (dp_group, ep_groups), counters, grad_keys,
+                                (params, eparams), parts)
 
-    def _finish(self, rank, here, dp_group, counters, grad_keys, params, parts):
-        """Gradients not yet synchronised, the optimizer step, ZeRO-1/2's parameter gather."""
+    def _grad(self, rank, counters, seg, dp_group, ep_groups, grad_keys):
+        """The request synchronising gradient bucket ``seg``: all-reduced (reduce-scattered
+        under ZeRO) over the data-parallel group, an expert bucket (``ge``) over the
+        expert-data-parallel one (nothing to do when ``ep = dp``)."""
+        group = ep_groups[1] if seg[0] == "ge" else dp_group
+        if len(group[0]) <= 1:
+            return None
+        key = ("g", rank, len(grad_keys))
+        grad_keys.append(key)
+        return self.coll(rank, counters, "edp" if seg[0] == "ge" else "dp", group,
+                         "allreduce" if self.s.zero == 0 else "reducescatter", seg[1], False,
+                         key, "dp")
+
+    def _finish(self, rank, here, groups, counters, grad_keys, params, parts):
+        """Gradients not yet synchronised, the optimizer step, ZeRO-1/2's parameter gather
+        (the experts' over the expert-data-parallel group)."""
         from ..costs.llm import ADAM_FLOPS
 
         s, core = self.s, self.core
+        dp_group, ep_groups = groups
+        params, eparams = params
         dp = len(dp_group[0])
         if dp > 1 and not s.overlap_grad:
             for c in here:
                 for seg in self.progs[c]["bwd"]:
-                    if seg[0] == "g":
-                        key = ("g", rank, len(grad_keys))
-                        grad_keys.append(key)
-                        yield self.coll(rank, counters, "dp", dp_group,
-                                        "allreduce" if s.zero == 0 else "reducescatter",
-                                        seg[1], False, key, "dp")
+                    req = self._grad(rank, counters, seg, dp_group, ep_groups, grad_keys) \
+                        if seg[0] in ("g", "ge") else None
+                    if req is not None:
+                        yield req
         t0 = core.now[rank]
         for key in grad_keys:
             yield ("w", key)
         parts["dp"] += core.now[rank] - t0
-        n = params / (dp if s.zero >= 1 else 1)
+        if s.ep == 1:
+            n = params / (dp if s.zero >= 1 else 1)
+        else:
+            n = (params - eparams) / (dp if s.zero >= 1 else 1) + \
+                eparams / (dp // s.ep if s.zero >= 1 else 1)
         ms = self.plan.gpu.op_ms(ADAM_FLOPS * n, (self.pb + self.gb + 2 * self.ob) * n,
                                  half=False)
         yield ("c", ms)
         parts["optimizer"] += ms
         if s.zero in (1, 2) and dp > 1:
             t1 = core.now[rank]
-            yield self.coll(rank, counters, "dp", dp_group, "allgather", self.pb * params,
-                            True, None, "dp")
+            if s.ep == 1:
+                yield self.coll(rank, counters, "dp", dp_group, "allgather", self.pb * params,
+                                True, None, "dp")
+            else:
+                yield self.coll(rank, counters, "dp", dp_group, "allgather",
+                                self.pb * (params - eparams), True, None, "dp")
+                if len(ep_groups[1][0]) > 1:
+                    yield self.coll(rank, counters, "edp", ep_groups[1], "allgather",
+                                    self.pb * eparams, True, None, "dp")
             parts["dp"] += core.now[rank] - t1
         parts["step"] = core.now[rank]
         self.out["parts"][rank] = parts
@@ -716,6 +795,21 @@ def identical_ranks(plan) -> bool:
                  for r in range(dp) for t in range(tp)}
         if len(tp_shapes) > 1 or len(dp_shapes) > 1 or len(sends) > 1 or \
                 not all(sh[2] for sh in tp_shapes | dp_shapes):
+            return False
+        if s.ep > 1 and not _identical_ep_groups(plan, st, shape):
+            return False
+    return True
+
+
+def _identical_ep_groups(plan, st: int, shape) -> bool:
+    """Whether stage ``st``'s expert-parallel groups (``ep`` consecutive replicas) have one
+    shape, and so have its expert-data-parallel groups (the replicas holding the same
+    experts)."""
+    (tp, dp), e = plan.strategy.width_of(st), plan.strategy.ep
+    for members in (lambda r, t: [plan.rank(st, r - r % e + x, t) for x in range(e)],
+                    lambda r, t: [plan.rank(st, r % e + x * e, t) for x in range(dp // e)]):
+        shapes = {shape(members(r, t)) for r in range(dp) for t in range(tp)}
+        if len(shapes) > 1 or not all(sh[2] for sh in shapes):
             return False
     return True
 

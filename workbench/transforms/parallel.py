@@ -131,10 +131,11 @@ class Strategy:
     stage_recompute: tuple = ()
     stage_widths: tuple = ()
     softmax: str = "fused"
+    ep: int = 1
 
     def __post_init__(self):
         self._check_stage_widths()
-        for f in ("tp", "pp", "dp", "virtual"):
+        for f in ("tp", "pp", "dp", "virtual", "ep"):
             v = getattr(self, f)
             if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1):
                 raise PlanError(f"strategy: {f} must be an integer >= 1, got {v!r}")
@@ -169,6 +170,38 @@ class Strategy:
         if isinstance(self.bucket_mb, bool) or not (
                 isinstance(self.bucket_mb, (int, float)) and 0 < self.bucket_mb < math.inf):
             raise PlanError(f"strategy: bucket_mb must be > 0, got {self.bucket_mb!r}")
+        self._check_ep()
+
+    def _check_ep(self) -> None:
+        """``ep``: the expert-parallel degree, carved out of the data-parallel ranks as
+        Megatron-Core's ``--expert-model-parallel-size`` is (``dp / ep`` expert-data-parallel
+        replicas of each expert); the model's expert count is checked by :func:`parallelize`.
+
+        >>> Strategy(dp=8, ep=4).describe()
+        'tp1 pp1 dp8 ep4 mbs0 gbs0 1f1b recompute=none zero0'
+        >>> Strategy(dp=6, ep=4)
+        Traceback (most recent call last):
+        ...
+        workbench.errors.PlanError: strategy: ep=4 must divide dp=6 (expert-parallel ranks are carved out of the data-parallel ones: dp / ep expert-data-parallel replicas)
+        """
+        if self.ep == 1:
+            return
+        if self.stage_widths:
+            raise PlanError(f"strategy: ep={self.ep} with per-stage widths (stage_widths) is not "
+                            f"modelled; expert parallelism needs one dp for every stage")
+        if self.dp % self.ep:
+            raise PlanError(f"strategy: ep={self.ep} must divide dp={self.dp} (expert-parallel "
+                            f"ranks are carved out of the data-parallel ones: dp / ep "
+                            f"expert-data-parallel replicas)")
+        if self.tp > 1 and not self.sp:
+            raise PlanError(f"strategy: ep={self.ep} with tp={self.tp} needs sequence "
+                            f"parallelism (sp=True), as Megatron-Core's TransformerConfig "
+                            f"requires: its all-to-all dispatcher takes each tensor-parallel "
+                            f"rank's 1 / tp of the tokens")
+        if self.zero >= 3:
+            raise PlanError(f"strategy: ep={self.ep} with zero=3 is not modelled (Megatron-Core "
+                            f"shards optimizer states and gradients, ZeRO-1/2, over the "
+                            f"expert-data-parallel ranks; it has no ZeRO-3 of the experts)")
 
     def _check_stage_widths(self) -> None:
         """``stage_widths``: empty, or one ``(tp, dp)`` pair per stage (per-stage widths);
@@ -261,12 +294,22 @@ class Strategy:
             return (f"widths={w}{'+sp' if self.sp else ''} pp{self.pp} mbs{self.mbs} "
                     f"gbs{self.global_batch} {sched} recompute={self.recompute_label} "
                     f"zero{self.zero}")
-        return (f"tp{self.tp}{'+sp' if self.sp else ''} pp{self.pp} dp{self.dp} "
+        ep = f" ep{self.ep}" if self.ep > 1 else ""
+        return (f"tp{self.tp}{'+sp' if self.sp else ''} pp{self.pp} dp{self.dp}{ep} "
                 f"mbs{self.mbs} gbs{self.global_batch} {sched} "
                 f"recompute={self.recompute_label} zero{self.zero}")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields (``ep`` only when above 1: records of strategies without expert
+        parallelism stay as they were).
+
+        >>> "ep" in Strategy(dp=2).to_dict(), Strategy(dp=2, ep=2).to_dict()["ep"]
+        (False, 2)
+        """
+        out = asdict(self)
+        if self.ep == 1:
+            del out["ep"]
+        return out
 
 
 def schedule_orders(schedule: str, pp: int, n_micro: int, virtual: int = 1) -> list[list]:
@@ -640,6 +683,12 @@ def parallelize(config: LLMConfig | str, cluster, strategy: Strategy, *,
                             f"dp = {mbs} x {s.dp} = {mbs * s.dp} sequences (the widest "
                             f"stage's replicas run mbs each; every stage shares the same "
                             f"micro-batches out over its replicas)")
+    if s.ep > 1 and not config.experts:
+        raise PlanError(f"ep={s.ep} needs a model with experts (moe:...); {config.spec} has "
+                        f"none")
+    if s.ep > 1 and config.experts % s.ep:
+        raise PlanError(f"ep={s.ep} does not divide the model's {config.experts} experts "
+                        f"(each expert-parallel rank holds experts / ep of them)")
     if gbs % (mbs * s.dp):
         raise PlanError(f"global batch {gbs} is not a multiple of mbs x dp = {mbs * s.dp}")
     n_micro = gbs // (mbs * s.dp)

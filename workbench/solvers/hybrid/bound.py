@@ -110,7 +110,9 @@ def strategy_bound(plan, vectors=None) -> float:
     if (per_param * v.params.sum() + v.stash.sum()) / pp > cap:
         return math.inf
     total = float(v.work.sum())
-    tail = _tail_ms(plan, float(v.params.sum()))
+    experts = sum(float(x) for x, o in zip(v.params, plan.ops) if o.expert) if s.ep > 1 \
+        else 0.0
+    tail = _tail_ms(plan, float(v.params.sum()), experts)
     if s.virtual > 1:
         return (m * total + tail) / pp
     if pp == 1:
@@ -118,11 +120,15 @@ def strategy_bound(plan, vectors=None) -> float:
     return max(total * bubble_factor(m, pp), m * float(v.work.max()), (m * total + tail) / pp)
 
 
-def _tail_ms(plan, params: float) -> float:
+def _tail_ms(plan, params: float, experts: float = 0.0) -> float:
     """What must follow a stage's last backward on its rank, summed over the stages (no
     less than for all ``params`` at once: each term is affine with a non-negative constant):
     the optimizer step, ZeRO-1/2's gather of the updated parameters and, with one stage,
-    the last gradient bucket's synchronisation, as the judge times them."""
+    the last gradient bucket's synchronisation, as the judge times them. Under expert
+    parallelism (``ep > 1``; ``experts`` of the ``params`` are the rank's experts') the
+    optimizer steps ``params / dp`` (the experts' shards are larger: ``dp / ep``), the
+    gathers count only the other parameters and the last bucket is left out (the judge
+    syncs the experts' over fewer ranks, in buckets of their own)."""
     from ...costs.llm import ADAM_FLOPS, state_bytes_per_param
     from ...judge.collectives import collective_ms
     from ...judge.training import identical_ranks
@@ -138,13 +144,13 @@ def _tail_ms(plan, params: float) -> float:
             return collective_ms(kind, nbytes, s.dp, nodes, cl.intra_host, cl.inter_host,
                                  s.algorithm)
 
-        if s.pp == 1 and s.virtual == 1:
+        if s.pp == 1 and s.virtual == 1 and s.ep == 1:
             last = _last_bucket(plan.config, s.tp, s.bucket_mb)
             tail += coll("allreduce" if s.zero == 0 else "reducescatter", last) if last else 0.0
             if s.zero >= 3:     # ZeRO-3: the first task waits for its parameters' gather
                 tail += coll("allgather", pb * params)
         if s.zero in (1, 2):
-            tail += coll("allgather", pb * params)
+            tail += coll("allgather", pb * (params - experts))
     return tail
 
 

@@ -40,7 +40,8 @@ __all__ = ["OpVectors", "op_vectors", "static_bytes_per_param"]
 @dataclass
 class OpVectors:
     """Per chain op, per micro-batch, on one rank: ``work`` (forward + backward + recomputed
-    forward + blocking tensor-parallel collectives, ms), ``params`` (of the shard), ``stash``
+    forward + blocking tensor-parallel collectives and, under expert parallelism, the
+    all-to-alls, ms), ``params`` (of the shard; an expert op's ``1 / ep``), ``stash``
     (activation bytes kept from forward to backward); ``transient`` the largest recomputed
     block held while a backward runs (bytes); ``out`` the bytes each op's output sends to the
     next stage (per tensor-parallel rank)."""
@@ -94,6 +95,18 @@ def op_vectors(plan, recompute: str | None = None, nodes: int | None = None) -> 
             return None
         return (o.comm_fwd if phase == "f" else o.comm_bwd).get("sp" if sp else "tp")
 
+    ep_nodes = len({plan.hosts[plan.rank(0, x, 0)] for x in range(s.ep)})
+
+    def comms_ms(o, phase) -> float:
+        """The blocking collectives after the op, as the judge's program has them (under
+        expert parallelism the op's ``ep_fwd``/``ep_bwd``: all-to-alls over the first
+        replicas' expert-parallel group, each rank sending ``1 / t`` of the copies)."""
+        table = (o.ep_fwd if phase == "f" else o.ep_bwd) if s.ep > 1 else None
+        if table is None:
+            return coll(comm(o, phase))
+        return sum(collective_ms("alltoall", c.nbytes / t, s.ep, ep_nodes, intra, inter)
+                   if c.kind == "alltoall" else coll(c) if t > 1 else 0.0 for c in table)
+
     ops = plan.ops
     n = len(ops)
     work, params, stash, out = (np.zeros(n) for _ in range(4))
@@ -102,16 +115,16 @@ def op_vectors(plan, recompute: str | None = None, nodes: int | None = None) -> 
     for i, o in enumerate(ops):
         d = t if (o.split or sp) else 1
         fwd = gpu.op_ms(o.flops / d, o.bytes / d, half=half)
-        fcomm = coll(comm(o, "f"))
+        fcomm = comms_ms(o, "f")
         w = fwd + fcomm + gpu.op_ms(o.bwd_flops / d, o.bwd_bytes / d, half=half) + \
-            coll(comm(o, "b"))
+            comms_ms(o, "b")
         block = 0 <= o.layer < cfg.blocks
         if rec == "full":
             w += fwd + fcomm
         elif rec == "selective" and o.core:
             w += fwd
         work[i] = w
-        params[i] = o.params / (t if o.split else 1)
+        params[i] = o.params / (t if o.split else 1) / (s.ep if o.expert else 1)
         saved = o.saved / d
         if block:
             per_block[o.layer] = per_block.get(o.layer, 0.0) + saved

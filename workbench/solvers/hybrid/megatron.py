@@ -6,8 +6,11 @@ parallelism ``tp`` inside a node (1, 2, 4, 8, with and without sequence parallel
 pipeline parallelism ``pp`` (balanced layers, Megatron's split), data parallelism ``dp`` on
 the remaining GPUs, micro-batch size, the 1F1B or interleaved 1F1B schedule (``virtual`` 2 or
 4 chunks a stage where the layers and micro-batches allow it), activation recomputation
-(none, selective, full) and the ZeRO stage (0 or 1 -- Megatron's distributed optimizer --,
-2 and 3 only without pipelining, as DeepSpeed allows). Every valid strategy is judged by
+(none, selective, full), the ZeRO stage (0 or 1 -- Megatron's distributed optimizer --,
+2 and 3 only without pipelining, as DeepSpeed allows) and, on a model with experts, the
+expert-parallel degree ``ep`` (Megatron-Core's ``--expert-model-parallel-size``: 1, 2, 4, ...
+dividing both ``dp`` and the expert count; not with ZeRO-3; with ``tp > 1`` only under sequence
+parallelism, as Megatron-Core requires). Every valid strategy is judged by
 :func:`workbench.judge.training.simulate_training`; the fastest that fits in memory is
 returned, with the grid's size, how many were judged and the time it took.
 
@@ -44,7 +47,8 @@ from ...transforms.parallel import MAX_MICRO, Strategy, check_inputs, gpu_of, pa
 from .bound import strategy_bound
 from .costs import op_vectors
 
-__all__ = ["SearchResult", "check_search", "grid", "megatron", "space_bounds"]
+__all__ = ["SearchResult", "check_search", "expert_degrees", "grid", "megatron",
+           "space_bounds"]
 
 
 @dataclass
@@ -121,11 +125,13 @@ def _node_size(cluster) -> int:
 
 def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = None,
          schedules=("1f1b", "interleaved"), virtuals=(2, 4), divisible: bool = True,
-         gpu=None) -> list:
+         gpu=None, expert_parallel: bool = True) -> list:
     """Megatron's grid of :class:`~workbench.transforms.parallel.Strategy` on ``gpus`` GPUs
     (default: all of the cluster's) that :func:`parallelize` accepts (see the module
     docstring); ``virtuals`` the interleaved chunks a stage, ``divisible=False`` also those
-    whose chunks cannot hold equal numbers of layers (op-level cuts can balance them).
+    whose chunks cannot hold equal numbers of layers (op-level cuts can balance them);
+    ``expert_parallel=False`` leaves out the expert-parallel degrees (:func:`expert_degrees`)
+    of a model with experts.
 
     >>> from workbench.cluster import Cluster
     >>> from workbench.costs.llm import parse_spec
@@ -149,14 +155,33 @@ def grid(config: LLMConfig, cluster, *, global_batch: int, gpus: int | None = No
                                (not divisible and pp * v <= config.blocks)]
                 scheds = [x for x in scheds if x[0] in schedules]
                 zeros = (0,) if dp == 1 else (0, 1) if pp > 1 else (0, 1, 2, 3)
+                eps = expert_degrees(config, dp) if expert_parallel else [1]
                 for sp in ((False, True) if tp > 1 else (False,)):
                     for sched, v in scheds:
                         for rec in ("none", "selective", "full"):
-                            for z in zeros:
-                                out.append(Strategy(
-                                    tp=tp, pp=pp, dp=dp, mbs=mbs, global_batch=global_batch,
-                                    schedule=sched, virtual=v, recompute=rec, zero=z, sp=sp))
+                            out += [Strategy(tp=tp, pp=pp, dp=dp, mbs=mbs,
+                                             global_batch=global_batch, schedule=sched,
+                                             virtual=v, recompute=rec, zero=z, sp=sp, ep=e)
+                                    for z in zeros for e in eps
+                                    if e == 1 or (z < 3 and (sp or tp == 1))]
     return [p.strategy for p in _plans(config, cluster, out, gpu)]
+
+
+def expert_degrees(config: LLMConfig, dp: int) -> list:
+    """The expert-parallel degrees of Megatron's grid at ``dp`` replicas: 1, and for a model
+    with experts the powers of two dividing both ``dp`` and the expert count
+    (Megatron-Core's ``--expert-model-parallel-size``).
+
+    >>> from workbench.costs.llm import parse_spec
+    >>> expert_degrees(parse_spec("moe:8x7b"), 16), expert_degrees(parse_spec("llama:7b"), 16)
+    ([1, 2, 4, 8], [1])
+    """
+    out, e = [1], 2
+    while config.experts and e <= dp:
+        if dp % e == 0 and config.experts % e == 0:
+            out.append(e)
+        e *= 2
+    return out
 
 
 def _plans(config, cluster, strategies, gpu=None) -> list:
@@ -275,18 +300,19 @@ def _layout_plan_of(config, cluster, gpu=None):
 
 def megatron(config, cluster, *, global_batch: int, gpus: int | None = None,
              prune: bool = False, time_limit: float | None = None, gpu=None,
-             layout: bool = False) -> SearchResult:
+             layout: bool = False, expert_parallel: bool = True) -> SearchResult:
     """The fastest strategy of Megatron's grid that fits in memory (see the module
     docstring); ``result`` is None when none fits. ``gpu``: the GPU figures of a cluster that
     is no GPU preset (a name of :data:`workbench.costs.llm.GPUS`). ``layout=True``: each
     pipelined strategy's blocks also split by the stage DP at block boundaries (Megatron-LM's
     ``--pipeline-model-parallel-layout``, which subsumes its
     ``--decoder-first/last-pipeline-num-layers``), interleaved chunks of unequal block counts
-    allowed (method name ``megatron-layout``)."""
+    allowed (method name ``megatron-layout``). ``expert_parallel=False``: the grid without
+    expert parallelism (``ep = 1`` only) on a model with experts."""
     config, gpu = check_search(config, cluster, global_batch=global_batch, gpus=gpus,
                                time_limit=time_limit, gpu=gpu)
     strategies = grid(config, cluster, global_batch=global_batch, gpus=gpus, gpu=gpu,
-                      divisible=not layout)
+                      divisible=not layout, expert_parallel=expert_parallel)
     if not strategies:
         raise PlanError(f"no strategy of Megatron's grid fits {config.spec} on "
                         f"{cluster.name} with global batch {global_batch}: every tp x pp x dp "

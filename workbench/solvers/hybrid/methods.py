@@ -16,7 +16,8 @@ this room, two families a researcher would otherwise run:
   optimizer states (1), gradients (2) or parameters (3); the stage, micro-batch size and
   recomputation chosen by the judge.
 
-``ddp`` and ``zero`` search the ``tp = pp = 1`` part of Megatron's grid (:func:`.grid`), so
+``ddp`` and ``zero`` search the ``tp = pp = 1`` part of Megatron's grid (:func:`.grid`;
+without expert parallelism, which shards the experts), so
 ``megatron`` is never slower than either. When no strategy of a method fits in memory, the one
 holding the least (highest ZeRO stage, full recomputation, smallest micro-batch) is judged
 anyway, so that the comparison shows where and when it runs out of memory.
@@ -117,7 +118,7 @@ def search_strategy(method: str, config, cluster, *, global_batch: int,
 
     try:
         if method in _DP_ONLY:
-            dp_only = [s for s in space() if s.tp == 1 and s.pp == 1 and
+            dp_only = [s for s in space() if s.tp == 1 and s.pp == 1 and s.ep == 1 and
                        s.zero in _DP_ONLY[method]]
             if not dp_only:
                 raise PlanError(f"no {method} strategy: global batch {global_batch} does not "
