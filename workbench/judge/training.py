@@ -94,7 +94,8 @@ from dataclasses import dataclass, field
 from ..errors import PlanError
 from .collectives import collective_ms, p2p_ms
 
-__all__ = ["TrainingResult", "chunk_program", "identical_ranks", "simulate_training"]
+__all__ = ["TrainingResult", "chunk_program", "identical_ranks", "op_collectives",
+           "simulate_training"]
 
 
 # ---------------------------------------------------------------------- per-chunk programs
@@ -109,11 +110,20 @@ def _comm(o, phase: str, t: int, sp: bool):
     return table.get("sp" if sp else "tp")
 
 
-def _comms(o, phase: str, t: int, sp: bool, ep: int) -> list:
+def op_collectives(o, phase: str, t: int, sp: bool, ep: int) -> list:
     """The program items of the collectives after op ``o``'s forward (``f``) or backward:
     its tensor-parallel one (``("x", Comm)``), or under expert parallelism its ``ep_fwd`` /
     ``ep_bwd`` sequence where it has one (an all-to-all as ``("a", bytes of the rank)``: each
-    tensor-parallel rank sends ``1 / t`` of the copies)."""
+    tensor-parallel rank sends ``1 / t`` of the copies). The searches' per-op costs
+    (:func:`workbench.solvers.hybrid.costs.op_vectors`) read the same items.
+
+    >>> from workbench.costs.llm import Comm
+    >>> from types import SimpleNamespace
+    >>> o = SimpleNamespace(comm_fwd={"tp": Comm("allreduce", 8.0)}, comm_bwd={},
+    ...                     ep_fwd=(Comm("alltoall", 4.0),), ep_bwd=None)
+    >>> op_collectives(o, "f", 2, False, 1), op_collectives(o, "f", 2, False, 2)
+    ([('x', Comm(kind='allreduce', nbytes=8.0))], [('a', 2.0)])
+    """
     table = (o.ep_fwd if phase == "f" else o.ep_bwd) if ep > 1 else None
     if table is None:
         cm = _comm(o, phase, t, sp)
@@ -173,7 +183,7 @@ def chunk_program(plan, c: int) -> dict:
             ks = kernels(o, _div(o, t, sp), False)
             items.append(("c", sum(ks), ks))
             if not only_core:
-                items += _comms(o, "f", t, sp, ep)
+                items += op_collectives(o, "f", t, sp, ep)
         return items
 
     bwd: list = []
@@ -196,7 +206,7 @@ def chunk_program(plan, c: int) -> dict:
             if acc >= bucket:
                 bwd.append(("g", acc))
                 acc = 0.0
-        bwd += _comms(o, "b", t, sp, ep)
+        bwd += op_collectives(o, "b", t, sp, ep)
     if acc > 0:
         bwd.append(("g", acc))
     if eacc > 0:

@@ -33,6 +33,7 @@ import numpy as np
 
 from ...costs.llm import state_bytes_per_param
 from ...judge.collectives import collective_ms
+from ...judge.training import op_collectives
 
 __all__ = ["OpVectors", "op_vectors", "static_bytes_per_param"]
 
@@ -90,22 +91,14 @@ def op_vectors(plan, recompute: str | None = None, nodes: int | None = None) -> 
                                        s.algorithm)
         return cache[key]
 
-    def comm(o, phase):
-        if t <= 1:
-            return None
-        return (o.comm_fwd if phase == "f" else o.comm_bwd).get("sp" if sp else "tp")
-
     ep_nodes = len({plan.hosts[plan.rank(0, x, 0)] for x in range(s.ep)})
 
     def comms_ms(o, phase) -> float:
-        """The blocking collectives after the op, as the judge's program has them (under
-        expert parallelism the op's ``ep_fwd``/``ep_bwd``: all-to-alls over the first
-        replicas' expert-parallel group, each rank sending ``1 / t`` of the copies)."""
-        table = (o.ep_fwd if phase == "f" else o.ep_bwd) if s.ep > 1 else None
-        if table is None:
-            return coll(comm(o, phase))
-        return sum(collective_ms("alltoall", c.nbytes / t, s.ep, ep_nodes, intra, inter)
-                   if c.kind == "alltoall" else coll(c) if t > 1 else 0.0 for c in table)
+        """The blocking collectives after the op, as the judge's program has them
+        (:func:`~workbench.judge.training.op_collectives`; the all-to-alls over the first
+        replicas' expert-parallel group)."""
+        return sum(collective_ms("alltoall", x, s.ep, ep_nodes, intra, inter) if kind == "a"
+                   else coll(x) for kind, x in op_collectives(o, phase, t, sp, s.ep))
 
     ops = plan.ops
     n = len(ops)
